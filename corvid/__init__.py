@@ -1,0 +1,20 @@
+"""corvid: arrays and deep learning compiled into fused kernels.
+
+>>> import corvid as cv
+>>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+>>> y = (x * 2 + 1).exp().sum(axis=1)   # builds a graph; nothing runs yet
+>>> y.numpy().shape                     # one fused kernel, compiled to C
+(2,)
+"""
+
+from .dtype import (ALL_DTYPES, DType, bfloat16, can_cast, finfo, float16, float32, float64, iinfo, int8, int16,
+                    int32, int64, promote_types, uint8, uint16, uint32, uint64)
+from .dtype import bool_ as bool  # noqa: A001  (the Array API name)
+from .ops.elementwise import where
+from .ops.movement import cat, stack
+from .tensor import Tensor, broadcast_shapes, result_type
+from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, manual_seed, ones, ones_like,
+                       rand, randint, randn, zeros, zeros_like)
+
+__version__ = "0.1.0"
+concat = cat

@@ -1,0 +1,164 @@
+"""The device-neutral kernel IR.
+
+A :class:`Kernel` is a nest of output loops (``Loop``, outermost first) around one or more stores.
+Values are a DAG of :class:`U` nodes over loop variables:
+
+========== =========================================================================
+op         meaning
+========== =========================================================================
+``const``  a literal; ``arg`` is the Python value
+``load``   ``arg = (param, index: Sym, gate: Sym | None)``; a gated load reads 0 where gate is 0
+``index``  an integer expression of loop variables used as a value; ``arg`` is the Sym
+``alu``    a primitive elementwise op; ``arg`` is the graph :class:`~corvid.graph.node.Op`
+``cast``   value conversion to ``dtype``;  ``bitcast``: reinterpretation of the bits
+``reduce`` ``arg = (op, loops)``: combine ``src[0]`` over the reduce loops into one accumulator
+========== =========================================================================
+
+Nothing here says *where* a value is computed: :mod:`corvid.codegen.linearize` places each value
+in the innermost loop its variables need, so loop-invariant work is hoisted by construction.
+Loops have a ``kind``: ``"global"`` loops may run in parallel (GPU grid dimensions, CPU threads),
+``"reduce"`` loops carry an accumulator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtype import DType
+from ..graph.symbolic import Sym, Var
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: Var
+    size: int
+    kind: str  # "global" | "reduce"
+
+
+class U:
+    """One IR value. Create through :meth:`Kernel.u` so identical values are shared (CSE)."""
+
+    __slots__ = ("op", "dtype", "src", "arg", "key")
+
+    def __init__(self, op: str, dtype: DType, src: tuple[U, ...], arg: Any, key: tuple):
+        self.op, self.dtype, self.src, self.arg, self.key = op, dtype, src, arg, key
+
+    def syms(self) -> tuple[Sym, ...]:
+        """The symbolic index expressions this value reads directly."""
+        if self.op == "load":
+            return (self.arg[1],) if self.arg[2] is None else (self.arg[1], self.arg[2])
+        if self.op == "index":
+            return (self.arg,)
+        return ()
+
+    def __repr__(self) -> str:
+        return f"U({self.op}, {self.dtype.name}, {self.arg})"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A buffer argument of a kernel: ``size`` elements of ``dtype``."""
+
+    dtype: DType
+    size: int
+    output: bool
+
+
+@dataclass
+class Store:
+    param: int
+    index: Sym
+    value: U
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[Param]
+    loops: list[Loop]
+    stores: list[Store] = field(default_factory=list)
+    _cse: dict[tuple, U] = field(default_factory=dict, repr=False)
+
+    def u(self, op: str, dtype: DType, src: tuple[U, ...] = (), arg: Any = None) -> U:
+        """The unique value for (op, dtype, src, arg) in this kernel."""
+        key = (op, dtype, tuple(id(s) for s in src), _arg_key(arg))
+        found = self._cse.get(key)
+        if found is None:
+            found = self._cse[key] = U(op, dtype, src, arg, key)
+        return found
+
+    def values(self) -> list[U]:
+        """Every value the stores need, sources before users."""
+        order: list[U] = []
+        seen: set[int] = set()
+
+        def visit(u: U) -> None:
+            stack = [(u, False)]
+            while stack:
+                x, done = stack.pop()
+                if done:
+                    order.append(x)
+                elif id(x) not in seen:
+                    seen.add(id(x))
+                    stack.append((x, True))
+                    stack.extend((s, False) for s in reversed(x.src) if id(s) not in seen)
+
+        for st in self.stores:
+            visit(st.value)
+        return order
+
+    def reduce_loops(self) -> list[Loop]:
+        return [lp for u in self.values() if u.op == "reduce" for lp in u.arg[1]]
+
+    def substitute(self, mapping: dict[Var, Sym], loops: list[Loop],
+                   reduce_loops: dict[int, tuple[Loop, ...]] | None = None) -> Kernel:
+        """A copy with loop variables replaced (used to merge loops) and new output loops.
+
+        ``reduce_loops`` maps ``id`` of a reduce value to its replacement loop tuple."""
+        out = Kernel(self.name, self.params, loops)
+        memo: dict[int, U] = {}
+        for u in self.values():
+            src = tuple(memo[id(s)] for s in u.src)
+            arg = u.arg
+            if u.op == "load":
+                arg = (arg[0], arg[1].substitute(mapping), None if arg[2] is None else arg[2].substitute(mapping))
+            elif u.op == "index":
+                arg = arg.substitute(mapping)
+            elif u.op == "reduce" and reduce_loops and id(u) in reduce_loops:
+                arg = (arg[0], reduce_loops[id(u)])
+            memo[id(u)] = out.u(u.op, u.dtype, src, arg)
+        out.stores = [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in self.stores]
+        return out
+
+    # cost model, for DEBUG and the roofline report -------------------------------------------
+    def estimates(self) -> tuple[int, int]:
+        """(floating point operations, bytes moved), counting each loop nest's trip counts."""
+        trips = _trip_counts(self)
+        flops = sum(trips[id(u)] for u in self.values() if u.op == "alu" and u.dtype.is_float)
+        nbytes = sum(p.size * p.dtype.itemsize for p in self.params)
+        return flops, nbytes
+
+
+def _trip_counts(k: Kernel) -> dict[int, int]:
+    """How often each value would run if nothing were hoisted (an upper bound, like a FLOP count)."""
+    outer = math.prod(lp.size for lp in k.loops)
+    counts: dict[int, int] = {}
+
+    def visit(u: U, mult: int) -> None:
+        counts[id(u)] = max(counts.get(id(u), 0), mult)
+        inner = mult * math.prod(lp.size for lp in u.arg[1]) if u.op == "reduce" else mult
+        for s in u.src:
+            if counts.get(id(s), -1) < inner:
+                visit(s, inner)
+
+    for st in k.stores:
+        visit(st.value, outer)
+    return counts
+
+
+def _arg_key(arg: Any) -> Any:
+    if isinstance(arg, float):
+        return ("f", arg, math.copysign(1.0, arg), math.isnan(arg))
+    return arg

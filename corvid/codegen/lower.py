@@ -1,0 +1,188 @@
+"""Lowering: one kernel's piece of the lazy graph → the kernel IR.
+
+The walk starts at the kernel's output with one loop variable per output dimension and carries,
+for every node it visits, the symbolic index of each of that node's dimensions plus a *gate*
+(the condition under which the element is real, not padding):
+
+* elementwise ops pass index and gate through unchanged;
+* movement ops rewrite the index (reshape: flatten then unflatten; permute: reorder; expand: 0;
+  shrink: offset; flip: mirror; pad: shift, and the gate gains the in-bounds test);
+* a reduce introduces new loop variables for its reduced axes;
+* a node that is stored in a buffer becomes a (gated) load at the flat index.
+
+Afterwards adjacent loops are merged wherever that does not add divisions or modulos to any
+index, so a contiguous elementwise kernel of any rank becomes one flat loop.
+"""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import Callable
+
+from ..dtype import bool_ as _BOOL
+from ..graph.node import ELEMENTWISE, Node, Op
+from ..graph.symbolic import Num, Sym, Var, count_divmod, sym_and
+from .ir import Kernel, Loop, Param, Store, U
+
+
+def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides of a contiguous array."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc if s != 1 else 0)
+        acc *= s
+    return tuple(reversed(out))
+
+
+def flat_index(idx: tuple[Sym, ...], shape: tuple[int, ...]) -> Sym:
+    flat: Sym = Num(0)
+    for i, st in zip(idx, strides_of(shape)):
+        if st:
+            flat = flat + i * st
+    return flat
+
+
+class _Lowerer:
+    def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None]):
+        self.k, self.param_of = kernel, param_of
+        self.memo: dict[tuple, U] = {}
+        self.reduce_origin: dict[int, Node] = {}  # id of a reduce value -> the graph node it computes
+        self.names = count()
+
+    def new_var(self, prefix: str, size: int) -> Var:
+        return Var(f"{prefix}{next(self.names)}", 0, size - 1)
+
+    def emit(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool = False) -> U:
+        key = (id(n), idx, gate)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._emit(n, idx, gate, root)
+        return found
+
+    def _emit(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool) -> U:
+        k, op = self.k, n.op
+        param = None if root else self.param_of(n)
+        if param is not None:
+            return k.u("load", n.dtype, (), (param, flat_index(idx, n.shape), None if gate == Num(1) else gate))
+        if op is Op.CONST:
+            return k.u("const", n.dtype, (), n.arg)
+        if op is Op.IOTA:
+            return k.u("index", n.dtype, (), idx[0])
+        if op in ELEMENTWISE:
+            src = tuple(self.emit(s, idx, gate) for s in n.src)
+            if op in (Op.CAST, Op.BITCAST):
+                return k.u(op.name.lower(), n.dtype, src, n.arg)
+            return k.u("alu", n.dtype, src, op)
+        if op is Op.CONTIGUOUS:
+            return self.emit(n.src[0], idx, gate)
+        if op is Op.REDUCE:
+            red_op, axes = n.arg
+            src_shape = n.src[0].shape
+            loops = tuple(Loop(self.new_var("r", src_shape[a]), src_shape[a], "reduce") for a in axes)
+            inner = list(idx)
+            for a, lp in zip(axes, loops):
+                inner[a] = lp.var
+            body = self.emit(n.src[0], tuple(inner), gate)
+            u = k.u("reduce", n.dtype, (body,), (red_op, loops))
+            self.reduce_origin[id(u)] = n
+            return u
+        return self._movement(n, idx, gate)
+
+    def _movement(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
+        (src,), op, arg, shape = n.src, n.op, n.arg, n.src[0].shape
+        if op is Op.RESHAPE:
+            flat = flat_index(idx, n.shape)
+            new: list[Sym] = []
+            for size, st in zip(shape, strides_of(shape)):
+                new.append(Num(0) if size == 1 else (flat // st) % size)
+            return self.emit(src, tuple(new), gate)
+        if op is Op.PERMUTE:
+            inv = [Num(0)] * len(arg)
+            for out_dim, src_dim in enumerate(arg):
+                inv[src_dim] = idx[out_dim]
+            return self.emit(src, tuple(inv), gate)
+        if op is Op.EXPAND:
+            return self.emit(src, tuple(Num(0) if s == 1 else i for i, s in zip(idx, shape)), gate)
+        if op is Op.SHRINK:
+            return self.emit(src, tuple(i + b for i, (b, _) in zip(idx, arg)), gate)
+        if op is Op.FLIP:
+            return self.emit(src, tuple((s - 1) - i if d in arg else i for d, (i, s) in enumerate(zip(idx, shape))), gate)
+        if op is Op.PAD:
+            pads, value = arg
+            new_idx, conds = [], []
+            for i, (before, _), size in zip(idx, pads, shape):
+                j = i - before
+                new_idx.append(j)
+                conds += [j.ge(0), j.lt(size)]
+            valid = sym_and(*conds)
+            if valid == Num(0):
+                return self.k.u("const", n.dtype, (), value)
+            inner = self.emit(src, tuple(new_idx), sym_and(gate, valid))
+            if valid == Num(1):
+                return inner
+            cond = self.k.u("index", _BOOL, (), valid)
+            return self.k.u("alu", n.dtype, (cond, inner, self.k.u("const", n.dtype, (), value)), Op.WHERE)
+        raise NotImplementedError(f"cannot lower {op}")
+
+
+def lower_unmerged(name: str, root: Node, inputs: list[Node]) -> tuple[Kernel, _Lowerer]:
+    """Lower the graph under ``root`` into a kernel storing ``root`` into param 0, one loop per
+    output dimension. ``inputs`` are the nodes read from buffers (params 1..n)."""
+    params = [Param(root.dtype, root.numel, True)] + [Param(n.dtype, n.numel, False) for n in inputs]
+    index_of = {id(n): i + 1 for i, n in enumerate(inputs)}
+    kernel = Kernel(name, params, [])
+    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)))
+    loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
+    idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
+    value = lw.emit(root, idx, Num(1), root=True)
+    kernel.loops = [lp for lp in loops if lp.size > 1]
+    kernel.stores = [Store(0, flat_index(idx, root.shape), value)]
+    return kernel, lw
+
+
+def lower(name: str, root: Node, inputs: list[Node]) -> Kernel:
+    """Lower ``root``'s kernel and merge its loops (see :func:`lower_unmerged`)."""
+    return merge_loops(lower_unmerged(name, root, inputs)[0])
+
+
+# --- loop merging ------------------------------------------------------------------------------------
+
+
+def _divmod_cost(k: Kernel) -> int:
+    return sum(count_divmod(s) for u in k.values() for s in u.syms()) + sum(count_divmod(s.index) for s in k.stores)
+
+
+def _merge_pair(a: Loop, b: Loop, fresh: Var) -> tuple[Loop, dict[Var, Sym]]:
+    merged = Loop(fresh, a.size * b.size, a.kind)
+    return merged, {a.var: fresh // b.size, b.var: fresh % b.size}
+
+
+def merge_loops(k: Kernel) -> Kernel:
+    """Merge adjacent loops (output loops, and loops of each reduce) while no index gets costlier."""
+    cost = _divmod_cost(k)
+    names = count()
+    d = len(k.loops) - 2
+    while d >= 0:
+        a, b = k.loops[d], k.loops[d + 1]
+        merged, mapping = _merge_pair(a, b, Var(f"i{a.var.name[1:]}_{next(names)}", 0, a.size * b.size - 1))
+        trial = k.substitute(mapping, k.loops[:d] + [merged] + k.loops[d + 2:])
+        trial_cost = _divmod_cost(trial)
+        if trial_cost <= cost:
+            k, cost = trial, trial_cost
+        d -= 1
+    for red in [u for u in k.values() if u.op == "reduce"]:
+        red_now = red
+        d = len(red.arg[1]) - 2
+        while d >= 0:
+            loops = red_now.arg[1]
+            a, b = loops[d], loops[d + 1]
+            merged, mapping = _merge_pair(a, b, Var(f"r{a.var.name[1:]}_{next(names)}", 0, a.size * b.size - 1))
+            new_loops = loops[:d] + (merged,) + loops[d + 2:]
+            trial = k.substitute(mapping, k.loops, {id(red_now): new_loops})
+            trial_cost = _divmod_cost(trial)
+            if trial_cost <= cost:
+                new_red = next(u for u in trial.values() if u.op == "reduce" and u.arg[1] == new_loops)
+                k, cost, red_now = trial, trial_cost, new_red
+            d -= 1
+    return k
+

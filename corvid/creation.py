@@ -1,0 +1,122 @@
+"""Creating tensors: constants, ranges, identity matrices, and random numbers.
+
+Constants never allocate: ``zeros((1000, 1000))`` is one scalar broadcast, materialized only if a
+kernel stores it. ``arange`` is an index computed inside the kernel that reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from . import dtype as dt
+from .dtype import DType, DTypeLike
+from .graph.node import Op, node
+from .random import manual_seed, rand, randint, randn
+from .runtime.device import canonical_device
+from .tensor import Tensor, _const_node
+
+__all__ = ["zeros", "ones", "full", "empty", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
+           "empty_like", "rand", "randn", "randint", "manual_seed"]
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(int(s.__index__()) for s in shape)
+    except (AttributeError, TypeError):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"negative dimensions are not allowed: {out}")
+    return out
+
+
+def _dtype_for(value: Any, dtype: DTypeLike | None) -> DType:
+    return dt.to_dtype(dtype) if dtype is not None else dt.python_scalar_dtype(value)
+
+
+def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if not given)."""
+    d = _dtype_for(fill_value, dtype)
+    return Tensor._from_node(_const_node(fill_value, d, _shape(shape)), canonical_device(device))
+
+
+def zeros(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """Zeros of ``shape`` (``zeros(2, 3)`` or ``zeros((2, 3))``), default float32."""
+    return full(_varargs(shape), 0.0 if dtype is None else 0, dtype or dt.default_float, device)
+
+
+def ones(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    return full(_varargs(shape), 1.0 if dtype is None else 1, dtype or dt.default_float, device)
+
+
+def empty(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """Uninitialized values in the Array API sense; corvid gives zeros (a constant costs nothing)."""
+    return zeros(*shape, dtype=dtype, device=device)
+
+
+def _varargs(shape: tuple[Any, ...]) -> Any:
+    return shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+
+
+def full_like(x: Tensor, fill_value: bool | int | float, dtype: DTypeLike | None = None) -> Tensor:
+    return full(x.shape, fill_value, dtype or x.dtype, x.device)
+
+
+def zeros_like(x: Tensor, dtype: DTypeLike | None = None) -> Tensor:
+    return full(x.shape, 0, dtype or x.dtype, x.device)
+
+
+def ones_like(x: Tensor, dtype: DTypeLike | None = None) -> Tensor:
+    return full(x.shape, 1, dtype or x.dtype, x.device)
+
+
+def empty_like(x: Tensor, dtype: DTypeLike | None = None) -> Tensor:
+    return zeros_like(x, dtype)
+
+
+def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTypeLike | None = None,
+           device: str | None = None) -> Tensor:
+    """``start, start+step, ...`` below ``stop`` (``arange(n)`` counts from 0). Ints give int64."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    n = max(math.ceil((stop - start) / step), 0)
+    d = dt.to_dtype(dtype) if dtype is not None else dt.result_type(start, stop, step)
+    if d is dt.bool_:
+        raise TypeError("arange does not produce bool tensors")
+    dev = canonical_device(device)
+    idx = Tensor._from_node(node(Op.IOTA, (), None, dt.int64 if not d.is_float else d, (n,)), dev)
+    out = idx * step + start if (step != 1 or start != 0) else idx
+    return out.astype(d)
+
+
+def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: DTypeLike | None = None,
+             device: str | None = None) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``)."""
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    idx = Tensor._from_node(node(Op.IOTA, (), None, dt.float64, (num,)), canonical_device(device))
+    out = idx * step + start
+    if endpoint and num > 1:
+        from .ops.elementwise import where
+
+        out = where(arange(num, device=device).eq(num - 1), float(stop), out)
+    return out.astype(d)
+
+
+def eye(n: int, m: int | None = None, k: int = 0, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """``n x m`` matrix with ones on the ``k``-th diagonal."""
+    m = n if m is None else m
+    rows = arange(n, device=device).reshape(n, 1)
+    cols = arange(m, device=device).reshape(1, m)
+    return (cols - rows).eq(k).astype(dtype or dt.default_float)
+
+
+def _sequence(x: Sequence[int]) -> tuple[int, ...]:
+    return tuple(x)

@@ -1,0 +1,67 @@
+"""Run a schedule: allocate outputs (from the pool), launch kernels, attach results to nodes.
+
+``DEBUG`` (environment variable, read on every realize) selects what is printed:
+1 = kernel count and time per realize; 2 = each kernel's name, shape, time, GFLOP/s and GB/s;
+3 = also the generated source; 4 = also the graph (Graphviz dot).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..graph.node import Node, graph_dot
+from ..runtime.device import Buffer, get_device
+from .schedule import ScheduledKernel, create_schedule
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def realize(roots: list[Node], device: str) -> None:
+    """Compute every node in ``roots`` that has no buffer yet."""
+    todo = [r for r in roots if r.buffer is None]
+    if not todo:
+        return
+    for r in todo:
+        if r.numel == 0:
+            r.buffer = Buffer(device, r.dtype, 0)
+    dbg = debug_level()
+    if dbg >= 4:
+        print(graph_dot(todo), file=sys.stderr)
+    schedule = create_schedule(todo, device)
+    run_schedule(schedule, dbg)
+
+
+def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> None:
+    dbg = debug_level() if dbg is None else dbg
+    start = time.perf_counter()
+    for sk in schedule:
+        program = sk.program
+        out = Buffer(sk.device, sk.output.dtype, sk.output.numel)
+        handles = [out.handle] + [n.buffer.handle for n in sk.inputs]
+        t0 = time.perf_counter()
+        program(handles)
+        if dbg >= 2:
+            get_device(sk.device).synchronize()
+            _report(sk, time.perf_counter() - t0, dbg)
+        sk.output.buffer = out
+    if dbg >= 1 and schedule:
+        get_device(schedule[0].device).synchronize()
+        ms = (time.perf_counter() - start) * 1e3
+        print(f"realize: {len(schedule)} kernel{'s' if len(schedule) != 1 else ''} in {ms:.3f} ms", file=sys.stderr)
+
+
+def _report(sk: ScheduledKernel, seconds: float, dbg: int) -> None:
+    flops, nbytes = sk.kernel.estimates()
+    s = max(seconds, 1e-9)
+    shape = "x".join(str(lp.size) for lp in sk.kernel.loops) or "1"
+    print(f"  {sk.name:<28} [{shape:>14}] {s * 1e6:10.1f} us  {flops / s / 1e9:8.2f} GFLOP/s  "
+          f"{nbytes / s / 1e9:8.2f} GB/s", file=sys.stderr)
+    if dbg >= 3:
+        print(sk.source, file=sys.stderr)

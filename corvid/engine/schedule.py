@@ -1,0 +1,172 @@
+"""The scheduler (kernelizer): split a lazy graph into kernels.
+
+Kernel boundaries are the nodes whose value must be stored:
+
+* the nodes being realized, and ``contiguous()`` nodes;
+* a reduce whose value more than one kernel needs (store once, load twice);
+* a reduce that its consumer would otherwise recompute: the consumer's loops are placed and, if
+  the reduce would run more often than it has output elements (it is broadcast along an outer
+  loop), it gets its own kernel.
+
+Everything else fuses: elementwise and movement ops into their consumer, and a reduce with the
+elementwise work before it (in its loop body) and after it (on its accumulator), so
+``softmax`` is one kernel with three passes over each row.
+
+Lowered kernels are cached by the structure of their graph (ops, arguments, shapes, dtypes, with
+inputs numbered), so a training loop that rebuilds the same graph skips lowering and rendering.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..codegen.ir import Kernel
+from ..codegen.linearize import placement
+from ..codegen.lower import lower, lower_unmerged
+from ..graph.node import MOVEMENT, Node, Op, _arg_key, toposort
+from ..runtime.device import Program, get_device
+
+
+@dataclass
+class ScheduledKernel:
+    """One kernel of a schedule: computes ``output`` from ``inputs``.
+
+    ``name``, ``kernel`` (the IR) and ``source`` (generated code) describe it; ``program``
+    compiles it on first use (compiled programs are cached in memory and on disk)."""
+
+    name: str
+    output: Node
+    inputs: list[Node]
+    compiled: "_Compiled" = field(repr=False)
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.compiled.kernel
+
+    @property
+    def source(self) -> str:
+        return self.compiled.source
+
+    @property
+    def device(self) -> str:
+        return self.compiled.device
+
+    @property
+    def program(self) -> Program:
+        c = self.compiled
+        if c.program is None:
+            c.program = get_device(c.device).compile(c.kernel, c.source)
+        return c.program
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in self.inputs)
+        return f"<kernel {self.name}: ({ins}) -> {self.output.dtype.name}{list(self.output.shape)}>"
+
+
+_cache: dict[tuple, _Compiled] = {}
+
+
+def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
+    """The kernels that realizing ``roots`` runs, in order, without running anything."""
+    todo = [r for r in roots if r.buffer is None and r.numel > 0]
+    if not todo:
+        return []
+    stored = _stored(todo)
+    order = toposort(todo, stop=lambda n: n.buffer is not None)
+    out = []
+    for n in order:
+        if id(n) in stored and n.buffer is None and n.numel > 0:
+            out.append(_make_kernel(n, stored, device))
+    return out
+
+
+def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]]:
+    """(nodes computed inside root's kernel, nodes it loads) in dependency order."""
+    is_input = lambda n: n is not root and (n.buffer is not None or id(n) in stored)  # noqa: E731
+    nodes = toposort([root], stop=is_input)
+    inputs = [n for n in nodes if is_input(n)]
+    return [n for n in nodes if not is_input(n)], inputs
+
+
+def _stored(roots: list[Node]) -> dict[int, Node]:
+    every = toposort(roots, stop=lambda n: n.buffer is not None)
+    stored = {id(n): n for n in roots}
+    stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
+    while True:
+        added = False
+        seen_in: dict[int, int] = {}
+        for root in [n for n in every if id(n) in stored and n.buffer is None]:
+            inside, _ = _region(root, stored)
+            for n in inside:
+                if n.op is Op.REDUCE and n is not root:
+                    seen_in[id(n)] = seen_in.get(id(n), 0) + 1
+            for n in _recomputed_reduces(root, stored):
+                stored[id(n)] = n
+                added = True
+        for n in every:
+            if seen_in.get(id(n), 0) > 1 and id(n) not in stored:
+                stored[id(n)] = n
+                added = True
+        if not added:
+            return stored
+
+
+def _recomputed_reduces(root: Node, stored: dict[int, Node]) -> list[Node]:
+    """Reduces inside root's kernel that its loops would evaluate more often than they have elements."""
+    nodes, inputs = _region(root, stored)
+    if not any(n.op is Op.REDUCE and n is not root for n in nodes):
+        return []
+    k, lw = lower_unmerged("probe", root, inputs)
+    values, place = placement(k)
+    size = {lp.var: lp.size for lp in k.loops}
+    size.update({lp.var: lp.size for u in values if u.op == "reduce" for lp in u.arg[1]})
+    runs: dict[int, int] = {}
+    origin: dict[int, Node] = {}
+    for u in values:
+        n = lw.reduce_origin.get(id(u))
+        if n is not None and n is not root:
+            origin[id(n)] = n
+            runs[id(n)] = runs.get(id(n), 0) + math.prod(size[v] for v in place[id(u)])
+    return [origin[i] for i, r in runs.items() if r > origin[i].numel]
+
+
+def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
+    pos = {id(n): i for i, n in enumerate(inputs)}
+    num = {}
+    key: list[Any] = []
+    for n in nodes:
+        num[id(n)] = len(num)
+        key.append((n.op, _arg_key(n.op, n.arg), n.dtype, n.shape, tuple(
+            ("in", pos[id(s)]) if id(s) in pos else num[id(s)] for s in n.src)))
+    return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
+
+
+class _Compiled:
+    """A lowered and rendered kernel, shared by every schedule with the same graph structure."""
+
+    def __init__(self, kernel: Kernel, source: str, device: str):
+        self.kernel, self.source, self.device = kernel, source, device
+        self.program: Program | None = None
+
+
+def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
+    if any(n.op is Op.REDUCE for n in nodes):
+        prefix = "r"
+    elif all(n.op in MOVEMENT or n.op is Op.CONTIGUOUS for n in nodes):
+        prefix = "copy"
+    else:
+        prefix = "E"
+    return "_".join([prefix] + [str(lp.size) for lp in kernel.loops])
+
+
+def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledKernel:
+    nodes, inputs = _region(root, stored)
+    key = (device, _structure_key(nodes, inputs))
+    compiled = _cache.get(key)
+    if compiled is None:
+        kernel = lower("kernel", root, inputs)
+        kernel.name = _kernel_name(nodes, kernel)
+        compiled = _cache[key] = _Compiled(kernel, get_device(device).renderer.render(kernel), device)
+    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)

@@ -1,0 +1,138 @@
+"""The lazy graph: immutable, hash-consed nodes over a small set of primitive ops.
+
+Every Tensor operation builds a :class:`Node`. Nodes are created only through :func:`node`, which
+returns the existing node when an identical one (same op, same sources, same argument) is alive:
+a common subexpression is one node and therefore computes once.
+
+A node carries its shape and dtype. Elementwise primitives require equal shapes (the Tensor layer
+inserts explicit broadcasts), so every rule downstream is simple.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from enum import Enum, auto
+from typing import Any
+
+from ..dtype import DType
+
+
+class Op(Enum):
+    # sources
+    BUFFER = auto()  # realized memory; arg: a runtime Buffer
+    CONST = auto()  # a scalar broadcast to the node's shape; arg: Python value
+    IOTA = auto()  # 0, 1, 2, ... along a 1-d shape
+    # unary math (renderers implement them natively)
+    NEG = auto(); RECIP = auto(); SQRT = auto(); EXP = auto(); EXP2 = auto(); LOG = auto()  # noqa: E702
+    LOG2 = auto(); LOG1P = auto(); EXPM1 = auto(); SIN = auto(); COS = auto(); TAN = auto()  # noqa: E702
+    ASIN = auto(); ACOS = auto(); ATAN = auto(); SINH = auto(); COSH = auto(); TANH = auto()  # noqa: E702
+    ASINH = auto(); ACOSH = auto(); ATANH = auto(); ERF = auto(); ABS = auto()  # noqa: E702
+    FLOOR = auto(); CEIL = auto(); ROUND = auto(); TRUNC = auto()  # noqa: E702
+    CAST = auto(); BITCAST = auto()  # arg: target DType  # noqa: E702
+    # binary
+    ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
+    POW = auto(); MAX = auto(); MIN = auto(); ATAN2 = auto()  # noqa: E702
+    CMPLT = auto(); CMPEQ = auto(); CMPNE = auto()  # noqa: E702
+    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+    # ternary
+    WHERE = auto()
+    # reduce over axes, keeping them as size 1; arg: (reduce op, axes)
+    REDUCE = auto()
+    # movement: arg is the op's parameter
+    RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
+    # realization boundary: force a stored copy
+    CONTIGUOUS = auto()
+
+
+UNARY = frozenset(
+    {Op.NEG, Op.RECIP, Op.SQRT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS,
+     Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
+     Op.ERF, Op.ABS, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.CAST, Op.BITCAST})
+BINARY = frozenset(
+    {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.MAX, Op.MIN, Op.ATAN2, Op.CMPLT,
+     Op.CMPEQ, Op.CMPNE, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR})
+COMPARISON = frozenset({Op.CMPLT, Op.CMPEQ, Op.CMPNE})
+ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
+MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.PAD, Op.SHRINK, Op.FLIP})
+REDUCE_OPS = ("sum", "prod", "max", "min")
+
+
+class Node:
+    """One immutable node of the lazy graph. Create with :func:`node`, never directly.
+
+    ``buffer`` is the one mutable slot: the engine sets it when the node's value is computed, so
+    every graph that still refers to this node reads the stored value instead of recomputing it.
+    """
+
+    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "__weakref__")
+
+    def __init__(self, op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]):
+        self.op, self.src, self.arg, self.dtype, self.shape = op, src, arg, dtype, shape
+        self.buffer = arg if op is Op.BUFFER else None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def __repr__(self) -> str:
+        arg = "" if self.arg is None or self.op is Op.BUFFER else f", {self.arg}"
+        return f"<{self.op.name}{arg} {self.dtype.name}{list(self.shape)}>"
+
+
+_live: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
+
+
+def _arg_key(op: Op, arg: Any) -> Any:
+    # -0.0 == 0.0 in Python, but they are different constants
+    if op is Op.CONST and isinstance(arg, float):
+        return ("f", arg, math.copysign(1.0, arg))
+    if op is Op.BUFFER:
+        return id(arg)
+    return arg
+
+
+def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]) -> Node:
+    """Return the unique live node for (op, src, arg, dtype, shape), creating it if needed."""
+    key = (op, src, _arg_key(op, arg), dtype, shape)
+    found = _live.get(key)
+    if found is None:
+        found = Node(op, src, arg, dtype, shape)
+        _live[key] = found
+    return found
+
+
+def toposort(roots: list[Node], stop=lambda n: False) -> list[Node]:
+    """Nodes reachable from ``roots`` in dependency order (sources first).
+
+    Traversal does not descend below nodes for which ``stop`` is true (they are still listed).
+    """
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        if not stop(n):
+            stack.extend((s, False) for s in reversed(n.src) if id(s) not in seen)
+    return order
+
+
+def graph_dot(roots: list[Node]) -> str:
+    """The graph below ``roots`` as Graphviz dot text (``DEBUG=4`` prints it)."""
+    lines = ["digraph corvid {", "  node [shape=box, fontname=monospace];"]
+    for n in toposort(roots):
+        label = f"{n.op.name}\\n{n.dtype.name}{list(n.shape)}"
+        if n.op not in (Op.BUFFER,) and n.arg is not None:
+            label += f"\\n{n.arg}"
+        style = ', style=filled, fillcolor="#dddddd"' if n.buffer is not None else ""
+        lines.append(f'  n{id(n)} [label="{label}"{style}];')
+        lines.extend(f"  n{id(s)} -> n{id(n)};" for s in n.src)
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,398 @@
+"""Symbolic integer expressions for index arithmetic.
+
+Movement ops never copy: they become integer expressions over loop variables when a kernel is
+generated. This module keeps those expressions small. Every expression knows its bounds
+(``vmin``/``vmax``), and construction simplifies using them: a floor division or modulo whose
+operand is provably in range disappears, ``d*(x//d) + x%d`` folds back to ``x``, and sums are kept
+in a canonical linear form ``c0 + sum(ci * atom_i)``.
+
+Expressions are immutable and hash-consed by value, so they can be dict keys and compared with
+``==``. Division and modulo follow Python's floor semantics; renderers translate them.
+
+>>> i, j = Var("i", 0, 3), Var("j", 0, 5)
+>>> flat = i * 6 + j
+>>> (flat // 6, flat % 6)
+(i, j)
+"""
+
+from __future__ import annotations
+
+from math import gcd
+from typing import Callable, Union
+
+IntLike = Union["Sym", int]
+
+
+class Sym:
+    """Base of all symbolic integer expressions. Use the operators, not the subclasses."""
+
+    __slots__ = ("vmin", "vmax", "_key", "_hash")
+
+    def _init(self, key: tuple, vmin: int, vmax: int) -> None:
+        self._key, self._hash, self.vmin, self.vmax = key, hash(key), vmin, vmax
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sym) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    # arithmetic -------------------------------------------------------------------------------
+    def __add__(self, other: IntLike) -> Sym:
+        return _add(_linear(self), _linear(sym(other)))
+
+    __radd__ = __add__
+
+    def __neg__(self) -> Sym:
+        return self * -1
+
+    def __sub__(self, other: IntLike) -> Sym:
+        return self + (-sym(other))
+
+    def __rsub__(self, other: IntLike) -> Sym:
+        return sym(other) + (-self)
+
+    def __mul__(self, other: IntLike) -> Sym:
+        if isinstance(other, Sym):
+            if not isinstance(other, Num):
+                if isinstance(self, Num):
+                    return other * self.value
+                raise TypeError("symbolic index expressions only multiply by constants")
+            other = other.value
+        terms, const = _linear(self)
+        return _build({a: c * other for a, c in terms.items()}, const * other)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, d: int) -> Sym:
+        return _floordiv(self, d)
+
+    def __mod__(self, d: int) -> Sym:
+        return _mod(self, d)
+
+    # comparisons build boolean expressions (0/1 valued); they do not return Python bools -------
+    def lt(self, c: int) -> Sym:
+        """``self < c`` as a 0/1 expression, decided statically when the bounds allow it."""
+        if self.vmax < c:
+            return Num(1)
+        if self.vmin >= c:
+            return Num(0)
+        return Cmp(self, "<", c)
+
+    def ge(self, c: int) -> Sym:
+        """``self >= c`` as a 0/1 expression."""
+        if self.vmin >= c:
+            return Num(1)
+        if self.vmax < c:
+            return Num(0)
+        return Cmp(self, ">=", c)
+
+    def vars(self) -> frozenset[Var]:
+        """All variables this expression depends on."""
+        return frozenset().union(*(a.vars() for a in self._children()))
+
+    def _children(self) -> tuple[Sym, ...]:
+        return ()
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        """Replace variables by expressions, simplifying the result."""
+        raise NotImplementedError
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        """Render as C-like source with floor division helpers only where operands can be negative."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.render()
+
+
+class Num(Sym):
+    """An integer constant."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int):
+        self.value = int(value)
+        self._init(("num", self.value), self.value, self.value)
+
+    def vars(self) -> frozenset[Var]:
+        return frozenset()
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        return self
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        return str(self.value)
+
+
+class Var(Sym):
+    """A loop variable ranging over ``[lo, hi]`` (inclusive)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, lo: int, hi: int):
+        if lo > hi:
+            raise ValueError(f"empty range for {name}: [{lo}, {hi}]")
+        self.name = name
+        self._init(("var", name, lo, hi), lo, hi)
+
+    def vars(self) -> frozenset[Var]:
+        return frozenset((self,))
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        return mapping.get(self, self)
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        return var_name(self)
+
+
+class Lin(Sym):
+    """``const + sum(coef * atom)`` with at least one term (never a lone atom with coefficient 1)."""
+
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms: dict[Sym, int], const: int):
+        self.terms, self.const = terms, const
+        lo = hi = const
+        for a, c in terms.items():
+            lo, hi = lo + min(c * a.vmin, c * a.vmax), hi + max(c * a.vmin, c * a.vmax)
+        self._init(("lin", frozenset(terms.items()), const), lo, hi)
+
+    def _children(self) -> tuple[Sym, ...]:
+        return tuple(self.terms)
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        out: Sym = Num(self.const)
+        for a, c in self.terms.items():
+            out = out + a.substitute(mapping) * c
+        return out
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        parts = []
+        for a, c in sorted(self.terms.items(), key=lambda t: -t[0].vmax * abs(t[1])):
+            r = a.render(var_name)
+            parts.append(r if c == 1 else f"-{r}" if c == -1 else f"{r}*{c}")
+        if self.const:
+            parts.append(str(self.const))
+        return "(" + "+".join(parts).replace("+-", "-") + ")"
+
+
+class FloorDiv(Sym):
+    __slots__ = ("x", "d")
+
+    def __init__(self, x: Sym, d: int):
+        self.x, self.d = x, d
+        self._init(("div", x._key, d), x.vmin // d, x.vmax // d)
+
+    def _children(self) -> tuple[Sym, ...]:
+        return (self.x,)
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        return self.x.substitute(mapping) // self.d
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        x = self.x.render(var_name)
+        return f"({x}/{self.d})" if self.x.vmin >= 0 else f"cv_floordiv({x},{self.d})"
+
+
+class Mod(Sym):
+    __slots__ = ("x", "d")
+
+    def __init__(self, x: Sym, d: int):
+        self.x, self.d = x, d
+        self._init(("mod", x._key, d), 0, d - 1)
+
+    def _children(self) -> tuple[Sym, ...]:
+        return (self.x,)
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        return self.x.substitute(mapping) % self.d
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        x = self.x.render(var_name)
+        return f"({x}%{self.d})" if self.x.vmin >= 0 else f"cv_floormod({x},{self.d})"
+
+
+class Cmp(Sym):
+    """A comparison against a constant: ``x < c`` or ``x >= c`` (0/1 valued)."""
+
+    __slots__ = ("x", "op", "c")
+
+    def __init__(self, x: Sym, op: str, c: int):
+        self.x, self.op, self.c = x, op, c
+        self._init(("cmp", x._key, op, c), 0, 1)
+
+    def _children(self) -> tuple[Sym, ...]:
+        return (self.x,)
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        x = self.x.substitute(mapping)
+        return x.lt(self.c) if self.op == "<" else x.ge(self.c)
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        return f"({self.x.render(var_name)}{self.op}{self.c})"
+
+
+class And(Sym):
+    """Conjunction of 0/1 expressions (validity conditions of padded reads)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Sym, ...]):
+        self.items = items
+        self._init(("and", frozenset(i._key for i in items)), 0, 1)
+
+    def _children(self) -> tuple[Sym, ...]:
+        return self.items
+
+    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+        return sym_and(*(i.substitute(mapping) for i in self.items))
+
+    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+        return "(" + "&&".join(i.render(var_name) for i in self.items) + ")"
+
+
+def sym(x: IntLike) -> Sym:
+    """Coerce an int to a constant expression."""
+    if isinstance(x, Sym):
+        return x
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"expected an int or symbolic expression, got {type(x).__name__}")
+    return Num(x)
+
+
+def sym_and(*items: Sym) -> Sym:
+    """Conjunction of conditions; constant-folds and flattens."""
+    flat: list[Sym] = []
+    for it in items:
+        if isinstance(it, Num):
+            if it.value == 0:
+                return Num(0)
+            continue
+        for sub in it.items if isinstance(it, And) else (it,):
+            if sub not in flat:
+                flat.append(sub)
+    if not flat:
+        return Num(1)
+    return flat[0] if len(flat) == 1 else And(tuple(flat))
+
+
+def count_divmod(x: Sym) -> int:
+    """How many floor divisions and modulos an expression contains (a cost measure)."""
+    own = 1 if isinstance(x, (FloorDiv, Mod)) else 0
+    return own + sum(count_divmod(c) for c in x._children())
+
+
+# --- canonical linear form ----------------------------------------------------------------------
+
+
+def _linear(x: Sym) -> tuple[dict[Sym, int], int]:
+    if isinstance(x, Num):
+        return {}, x.value
+    if isinstance(x, Lin):
+        return dict(x.terms), x.const
+    return {x: 1}, 0
+
+
+def _add(a: tuple[dict[Sym, int], int], b: tuple[dict[Sym, int], int]) -> Sym:
+    terms = dict(a[0])
+    for k, c in b[0].items():
+        terms[k] = terms.get(k, 0) + c
+    return _build(terms, a[1] + b[1])
+
+
+def _build(terms: dict[Sym, int], const: int) -> Sym:
+    terms = {a: c for a, c in terms.items() if c != 0}
+    const += _fold_divmod_pairs(terms)
+    if not terms:
+        return Num(const)
+    if len(terms) == 1 and const == 0:
+        ((a, c),) = terms.items()
+        if c == 1:
+            return a
+    return Lin(terms, const)
+
+
+def _fold_divmod_pairs(terms: dict[Sym, int]) -> int:
+    """Rewrite ``k*d*(x//d) + k*(x%d)`` as ``k*x`` in place (undoes a split of one axis in two).
+
+    Returns the constant that the rewrite adds to the sum."""
+    extra = 0
+    for a in [t for t in terms if isinstance(t, Mod)]:
+        if a not in terms:
+            continue
+        k, div = terms[a], FloorDiv(a.x, a.d)
+        if terms.get(div) == k * a.d:
+            del terms[a], terms[div]
+            x_terms, x_const = _linear(a.x)
+            for t, c in x_terms.items():
+                terms[t] = terms.get(t, 0) + c * k
+                if terms[t] == 0:
+                    del terms[t]
+            extra += x_const * k
+    return extra
+
+
+def _split_by(x: Sym, d: int) -> tuple[Sym, Sym]:
+    """Write x = d*q + r where q collects terms divisible by d and r the rest (0 <= coef(r) < d)."""
+    terms, const = _linear(x)
+    q_terms, r_terms = {}, {}
+    for a, c in terms.items():
+        q, r = divmod(c, d)
+        if q:
+            q_terms[a] = q
+        if r:
+            r_terms[a] = r
+    q_const, r_const = divmod(const, d)
+    return _build(q_terms, q_const), _build(r_terms, r_const)
+
+
+def _common_factor(x: Sym, d: int) -> int:
+    terms, const = _linear(x)
+    g = d
+    for c in terms.values():
+        g = gcd(g, c)
+    return gcd(g, const)
+
+
+def _floordiv(x: Sym, d: int) -> Sym:
+    if not isinstance(d, int) or d <= 0:
+        raise ValueError(f"symbolic floor division needs a positive int divisor, got {d!r}")
+    if d == 1:
+        return x
+    if x.vmin // d == x.vmax // d:
+        return Num(x.vmin // d)
+    if isinstance(x, FloorDiv):
+        return _floordiv(x.x, x.d * d)
+    q, r = _split_by(x, d)  # floor((d*q + r)/d) == q + floor(r/d) for integer q
+    if not (isinstance(q, Num) and q.value == 0):
+        return q + _floordiv(r, d)
+    g = _common_factor(x, d)
+    if g > 1:
+        return _floordiv(_divide_exact(x, g), d // g)
+    return FloorDiv(x, d)
+
+
+def _mod(x: Sym, d: int) -> Sym:
+    if not isinstance(d, int) or d <= 0:
+        raise ValueError(f"symbolic modulo needs a positive int divisor, got {d!r}")
+    if d == 1:
+        return Num(0)
+    if 0 <= x.vmin and x.vmax < d:
+        return x
+    if x.vmin // d == x.vmax // d:
+        return x - (x.vmin // d) * d
+    if isinstance(x, Mod) and x.d % d == 0:
+        return _mod(x.x, d)
+    _, r = _split_by(x, d)
+    if r != x:
+        return _mod(r, d)
+    g = _common_factor(x, d)
+    if g > 1:
+        return _mod(_divide_exact(x, g), d // g) * g
+    return Mod(x, d)
+
+
+def _divide_exact(x: Sym, g: int) -> Sym:
+    terms, const = _linear(x)
+    return _build({a: c // g for a, c in terms.items()}, const // g)

@@ -1,0 +1,325 @@
+"""Elementwise ops: Python operators, math functions, activations, comparisons, logic.
+
+All broadcast like numpy and promote with the Array API rules (Python scalars are weak). Math
+functions on integer or bool tensors compute in the default float dtype (float32).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from .. import dtype as dt
+from ..graph.node import Op, node
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
+
+
+def _as_float(x: Tensor) -> Tensor:
+    return x if x.dtype.is_float else x.astype(dt.default_float)
+
+
+def _check_kind(name: str, x: Tensor, *allowed: str) -> None:
+    kind = "float" if x.dtype.is_float else "bool" if x.dtype.is_bool else "int"
+    if kind not in allowed:
+        raise TypeError(f"{name} is not supported for {x.dtype.name} tensors (needs {' or '.join(allowed)})")
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``cond`` is true, else ``b`` (broadcast; ``a`` and ``b`` promoted together)."""
+    from ..tensor import Tensor, broadcast_shapes, result_type
+
+    anchor = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
+    if anchor is None:
+        anchor = Tensor(cond)
+    c = cond if isinstance(cond, Tensor) else Tensor(cond, device=anchor.device)
+    common = result_type(a, b)
+    shape = broadcast_shapes(c.shape, *(x.shape if isinstance(x, Tensor) else () for x in (a, b)))
+    srcs = (c.astype(dt.bool_).broadcast_to(shape).node,
+            anchor._operand(a, common).broadcast_to(shape).node, anchor._operand(b, common).broadcast_to(shape).node)
+    return anchor._new(node(Op.WHERE, srcs, None, common, shape))
+
+
+class ElementwiseMixin:
+    __slots__ = ()
+
+    # --- unary builders ----------------------------------------------------------------------------
+    def _unary(self: Tensor, op: Op) -> Tensor:
+        return self._new(node(op, (self.node,), None, self.dtype, self.shape))
+
+    def _float_unary(self: Tensor, op: Op) -> Tensor:
+        return _as_float(self)._unary(op)
+
+    # --- arithmetic operators ----------------------------------------------------------------------
+    def add(self: Tensor, other: Any) -> Tensor:
+        out = self._elementwise(Op.ADD, other, name="add")
+        return out if not out.dtype.is_bool else self._elementwise(Op.OR, other)
+
+    def sub(self: Tensor, other: Any) -> Tensor:
+        out = self._elementwise(Op.SUB, other, name="subtract")
+        if out.dtype.is_bool:
+            raise TypeError("subtracting bool tensors is not supported; use logical_xor or ^")
+        return out
+
+    def mul(self: Tensor, other: Any) -> Tensor:
+        out = self._elementwise(Op.MUL, other, name="multiply")
+        return out if not out.dtype.is_bool else self._elementwise(Op.AND, other)
+
+    def div(self: Tensor, other: Any) -> Tensor:
+        """True division; integer inputs give the default float dtype."""
+        from ..tensor import result_type
+
+        common = result_type(self, other)
+        return self._elementwise(Op.DIV, other, dtype=common if common.is_float else dt.default_float)
+
+    def floor_divide(self: Tensor, other: Any) -> Tensor:
+        """Floor division (numpy semantics; integer division by zero gives 0)."""
+        out = self._elementwise(Op.IDIV, other, name="floor_divide")
+        return out if not out.dtype.is_bool else self._elementwise(Op.IDIV, other, dtype=dt.int8).astype(dt.int8)
+
+    def remainder(self: Tensor, other: Any) -> Tensor:
+        """Remainder with the sign of the divisor (numpy/Python ``%``)."""
+        return self._elementwise(Op.MOD, other, name="remainder")
+
+    def pow(self: Tensor, other: Any) -> Tensor:
+        """``self ** other``. Integer powers use exact integer math; a negative integer exponent gives 0
+        (except for bases 1 and -1), as truncated integer division would."""
+        return self._elementwise(Op.POW, other, name="power")
+
+    def rsub(self: Tensor, other: Any) -> Tensor:
+        return self._operand_like(other).sub(self)
+
+    def _operand_like(self: Tensor, other: Any) -> Tensor:
+        from ..tensor import Tensor, result_type
+
+        if isinstance(other, Tensor):
+            return other
+        return self._operand(other, result_type(self, other) if not isinstance(other, (list, tuple)) else
+                             Tensor(other).dtype, ())
+
+    __add__ = add
+    __sub__ = sub
+    __mul__ = mul
+    __truediv__ = div
+    __floordiv__ = floor_divide
+    __mod__ = remainder
+    __pow__ = pow
+
+    def __radd__(self, other): return self._operand_like(other).add(self)  # noqa: E704
+    def __rsub__(self, other): return self._operand_like(other).sub(self)  # noqa: E704
+    def __rmul__(self, other): return self._operand_like(other).mul(self)  # noqa: E704
+    def __rtruediv__(self, other): return self._operand_like(other).div(self)  # noqa: E704
+    def __rfloordiv__(self, other): return self._operand_like(other).floor_divide(self)  # noqa: E704
+    def __rmod__(self, other): return self._operand_like(other).remainder(self)  # noqa: E704
+    def __rpow__(self, other): return self._operand_like(other).pow(self)  # noqa: E704
+
+    def neg(self: Tensor) -> Tensor:
+        if self.dtype.is_bool:
+            raise TypeError("negating a bool tensor is not supported; use ~ or logical_not")
+        return self._unary(Op.NEG)
+
+    __neg__ = neg
+
+    def __pos__(self: Tensor) -> Tensor:
+        return self
+
+    def abs(self: Tensor) -> Tensor:
+        return self if self.dtype.is_bool or self.dtype.is_unsigned else self._unary(Op.ABS)
+
+    __abs__ = abs
+
+    def square(self: Tensor) -> Tensor:
+        return self * self
+
+    def sign(self: Tensor) -> Tensor:
+        """-1, 0 or 1 by sign (nan stays nan)."""
+        if self.dtype.is_bool:
+            return self
+        zero = self._const(0)
+        return where(self > zero, self._const(1), where(self < zero, self._const(-1), self))
+
+    # --- comparisons -------------------------------------------------------------------------------
+    def __lt__(self: Tensor, other: Any) -> Tensor:
+        return self._elementwise(Op.CMPLT, other)
+
+    def __gt__(self: Tensor, other: Any) -> Tensor:
+        return self._operand_like(other)._elementwise(Op.CMPLT, self)
+
+    def __le__(self: Tensor, other: Any) -> Tensor:
+        return (self < other) | self.eq(other)
+
+    def __ge__(self: Tensor, other: Any) -> Tensor:
+        return (self > other) | self.eq(other)
+
+    def eq(self: Tensor, other: Any) -> Tensor:
+        return self._elementwise(Op.CMPEQ, other)
+
+    def ne(self: Tensor, other: Any) -> Tensor:
+        return self._elementwise(Op.CMPNE, other)
+
+    __eq__ = eq  # type: ignore[assignment]
+    __ne__ = ne  # type: ignore[assignment]
+
+    def maximum(self: Tensor, other: Any) -> Tensor:
+        """Elementwise maximum; nan wins (numpy semantics)."""
+        return self._elementwise(Op.MAX, other)
+
+    def minimum(self: Tensor, other: Any) -> Tensor:
+        return self._elementwise(Op.MIN, other)
+
+    def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+        """Limit values to ``[min, max]`` (either may be None)."""
+        out = self
+        if min is not None:
+            out = out.maximum(min)
+        if max is not None:
+            out = out.minimum(max)
+        return out
+
+    clamp = clip
+
+    def where(self: Tensor, a: Any, b: Any) -> Tensor:
+        """``a`` where self is true, else ``b``."""
+        return where(self, a, b)
+
+    # --- logic and bits ----------------------------------------------------------------------------
+    def _bitwise(self: Tensor, op: Op, other: Any, name: str) -> Tensor:
+        out = self._elementwise(op, other, name=name)
+        _check_kind(name, out, "int", "bool")
+        return out
+
+    def __and__(self, other): return self._bitwise(Op.AND, other, "bitwise_and")  # noqa: E704
+    def __or__(self, other): return self._bitwise(Op.OR, other, "bitwise_or")  # noqa: E704
+    def __xor__(self, other): return self._bitwise(Op.XOR, other, "bitwise_xor")  # noqa: E704
+    def __rand__(self, other): return self._operand_like(other)._bitwise(Op.AND, self, "bitwise_and")  # noqa: E704
+    def __ror__(self, other): return self._operand_like(other)._bitwise(Op.OR, self, "bitwise_or")  # noqa: E704
+    def __rxor__(self, other): return self._operand_like(other)._bitwise(Op.XOR, self, "bitwise_xor")  # noqa: E704
+
+    bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
+
+    def __lshift__(self, other): return self._shift(Op.SHL, other)  # noqa: E704
+    def __rshift__(self, other): return self._shift(Op.SHR, other)  # noqa: E704
+    def __rlshift__(self, other): return self._operand_like(other)._shift(Op.SHL, self)  # noqa: E704
+    def __rrshift__(self, other): return self._operand_like(other)._shift(Op.SHR, self)  # noqa: E704
+
+    def _shift(self: Tensor, op: Op, other: Any) -> Tensor:
+        out = self._elementwise(op, other, name="shift")
+        _check_kind("bit shifts", out, "int")
+        return out
+
+    bitwise_left_shift, bitwise_right_shift = __lshift__, __rshift__
+
+    def bitwise_not(self: Tensor) -> Tensor:
+        """``~x``: logical not for bools, all bits flipped for integers."""
+        _check_kind("bitwise_not", self, "int", "bool")
+        return self._elementwise(Op.XOR, True if self.dtype.is_bool else -1 if not self.dtype.is_unsigned
+                                 else dt.iinfo(self.dtype).max)
+
+    __invert__ = bitwise_not
+
+    def logical_not(self: Tensor) -> Tensor:
+        return self.astype(dt.bool_)._elementwise(Op.XOR, True)
+
+    def logical_and(self: Tensor, other: Any) -> Tensor:
+        return self.astype(dt.bool_)._elementwise(Op.AND, _to_bool(self, other))
+
+    def logical_or(self: Tensor, other: Any) -> Tensor:
+        return self.astype(dt.bool_)._elementwise(Op.OR, _to_bool(self, other))
+
+    def logical_xor(self: Tensor, other: Any) -> Tensor:
+        return self.astype(dt.bool_)._elementwise(Op.XOR, _to_bool(self, other))
+
+    # --- float math --------------------------------------------------------------------------------
+    def exp(self): return self._float_unary(Op.EXP)  # noqa: E704
+    def exp2(self): return self._float_unary(Op.EXP2)  # noqa: E704
+    def expm1(self): return self._float_unary(Op.EXPM1)  # noqa: E704
+    def log(self): return self._float_unary(Op.LOG)  # noqa: E704
+    def log2(self): return self._float_unary(Op.LOG2)  # noqa: E704
+    def log1p(self): return self._float_unary(Op.LOG1P)  # noqa: E704
+    def sqrt(self): return self._float_unary(Op.SQRT)  # noqa: E704
+    def reciprocal(self): return self._float_unary(Op.RECIP)  # noqa: E704
+    def sin(self): return self._float_unary(Op.SIN)  # noqa: E704
+    def cos(self): return self._float_unary(Op.COS)  # noqa: E704
+    def tan(self): return self._float_unary(Op.TAN)  # noqa: E704
+    def asin(self): return self._float_unary(Op.ASIN)  # noqa: E704
+    def acos(self): return self._float_unary(Op.ACOS)  # noqa: E704
+    def atan(self): return self._float_unary(Op.ATAN)  # noqa: E704
+    def sinh(self): return self._float_unary(Op.SINH)  # noqa: E704
+    def cosh(self): return self._float_unary(Op.COSH)  # noqa: E704
+    def tanh(self): return self._float_unary(Op.TANH)  # noqa: E704
+    def asinh(self): return self._float_unary(Op.ASINH)  # noqa: E704
+    def acosh(self): return self._float_unary(Op.ACOSH)  # noqa: E704
+    def atanh(self): return self._float_unary(Op.ATANH)  # noqa: E704
+    def erf(self): return self._float_unary(Op.ERF)  # noqa: E704
+
+    def log10(self: Tensor) -> Tensor:
+        return self.log2() * (1 / math.log2(10))
+
+    def rsqrt(self: Tensor) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def atan2(self: Tensor, other: Any) -> Tensor:
+        """Angle of the point (other, self): ``atan2(y=self, x=other)``."""
+        from ..tensor import result_type
+
+        common = result_type(self, other)
+        return self._elementwise(Op.ATAN2, other, dtype=common if common.is_float else dt.default_float)
+
+    def _rounding(self: Tensor, op: Op) -> Tensor:
+        return self if not self.dtype.is_float else self._unary(op)
+
+    def floor(self): return self._rounding(Op.FLOOR)  # noqa: E704
+    def ceil(self): return self._rounding(Op.CEIL)  # noqa: E704
+    def trunc(self): return self._rounding(Op.TRUNC)  # noqa: E704
+
+    def round(self: Tensor, decimals: int = 0) -> Tensor:
+        """Round half to even (numpy semantics), optionally to ``decimals`` places."""
+        if not self.dtype.is_float:
+            return self
+        if decimals == 0:
+            return self._unary(Op.ROUND)
+        scale = 10.0 ** decimals
+        return (self * scale)._unary(Op.ROUND) / scale
+
+    def isnan(self: Tensor) -> Tensor:
+        return self.ne(self) if self.dtype.is_float else self._const(False, dt.bool_)
+
+    def isinf(self: Tensor) -> Tensor:
+        return self.abs().eq(math.inf) if self.dtype.is_float else self._const(False, dt.bool_)
+
+    def isfinite(self: Tensor) -> Tensor:
+        return self.abs() < math.inf if self.dtype.is_float else self._const(True, dt.bool_)
+
+    # --- activations -------------------------------------------------------------------------------
+    def relu(self: Tensor) -> Tensor:
+        return self.maximum(0)
+
+    def sigmoid(self: Tensor) -> Tensor:
+        x = _as_float(self)
+        return (1 + (-x).exp()).reciprocal()
+
+    def silu(self: Tensor) -> Tensor:
+        x = _as_float(self)
+        return x * x.sigmoid()
+
+    def gelu(self: Tensor, approximate: str = "none") -> Tensor:
+        """GELU; ``approximate='tanh'`` uses the tanh approximation."""
+        x = _as_float(self)
+        if approximate == "tanh":
+            return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+        if approximate != "none":
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+
+    def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
+        """``log(1 + exp(beta*x)) / beta`` computed without overflow."""
+        x = _as_float(self) * beta
+        return (x.maximum(0) + (-x.abs()).exp().log1p()) / beta
+
+
+def _to_bool(anchor: Tensor, other: Any) -> Tensor:
+    from ..tensor import Tensor
+
+    t = other if isinstance(other, Tensor) else anchor._operand(other, dt.bool_)
+    return t.astype(dt.bool_)

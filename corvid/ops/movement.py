@@ -1,0 +1,309 @@
+"""Movement ops: they never copy. Each becomes an index rewrite inside the kernels that read it.
+
+Primitives: reshape, permute, expand, pad, shrink, flip. Everything else here — transpose,
+squeeze, slicing with steps, ``__getitem__``, concatenation, splitting — is composed from them.
+A step slice ``x[::k]`` is pad-to-multiple, reshape ``(n/k, k)``, shrink to the first column,
+reshape back; the index simplifier turns that into ``k*i`` in the generated code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..graph.node import Op, node
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
+
+
+def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        return tuple(int(s.__index__()) for s in shape)
+    except (AttributeError, TypeError):
+        raise TypeError(f"shape entries must be integers, got {shape}") from None
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """Map a possibly negative axis into ``range(ndim)``; IndexError naming the ndim if out of range."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dimension{'s' if ndim != 1 else ''}")
+    return axis % ndim if ndim else 0
+
+
+class MovementMixin:
+    __slots__ = ()
+
+    def _move(self: Tensor, op: Op, arg: Any, shape: tuple[int, ...]) -> Tensor:
+        return self._new(node(op, (self.node,), arg, self.dtype, shape))
+
+    def reshape(self: Tensor, *shape: Any) -> Tensor:
+        """View with a new shape of the same size; one entry may be -1. ValueError if sizes differ."""
+        new = list(_shape_arg(shape))
+        if new.count(-1) > 1:
+            raise ValueError(f"reshape: only one dimension can be -1, got {tuple(new)}")
+        if -1 in new:
+            rest = math.prod(s for s in new if s != -1)
+            if rest == 0 or self.size % rest:
+                raise ValueError(f"cannot reshape tensor of shape {self.shape} into {tuple(new)}")
+            new[new.index(-1)] = self.size // rest
+        new_t = tuple(new)
+        if any(s < 0 for s in new_t) or math.prod(new_t) != self.size:
+            raise ValueError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into {new_t}")
+        return self if new_t == self.shape else self._move(Op.RESHAPE, new_t, new_t)
+
+    def permute(self: Tensor, *dims: Any) -> Tensor:
+        """Reorder dimensions: output dim ``i`` is input dim ``dims[i]``."""
+        order = tuple(normalize_axis(d, self.ndim) for d in _shape_arg(dims))
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute: {tuple(_shape_arg(dims))} is not a permutation of the {self.ndim} dims of {self.shape}")
+        if order == tuple(range(self.ndim)):
+            return self
+        return self._move(Op.PERMUTE, order, tuple(self.shape[d] for d in order))
+
+    def transpose(self: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
+        """Swap two dimensions (default: the last two)."""
+        order = list(range(self.ndim))
+        a, b = normalize_axis(dim0, self.ndim), normalize_axis(dim1, self.ndim)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    swapaxes = transpose
+
+    @property
+    def T(self: Tensor) -> Tensor:
+        """All dimensions reversed (numpy's ``.T``)."""
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self: Tensor) -> Tensor:
+        """The last two dimensions swapped (matrix transpose of a batch)."""
+        if self.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
+        return self.transpose(-2, -1)
+
+    def expand(self: Tensor, *shape: Any) -> Tensor:
+        """Broadcast to ``shape`` without copying (numpy rules; -1 keeps a size)."""
+        new = _shape_arg(shape)
+        if len(new) < self.ndim:
+            raise ValueError(f"cannot broadcast shape {self.shape} to {new}: fewer dimensions")
+        old = (1,) * (len(new) - self.ndim) + self.shape
+        new = tuple(o if n == -1 else n for o, n in zip(old, new))
+        for o, n in zip(old, new):
+            if o != n and o != 1:
+                raise ValueError(f"cannot broadcast shape {self.shape} to {new}")
+        x = self if old == self.shape else self.reshape(old)
+        return x if new == old else x._move(Op.EXPAND, new, new)
+
+    def broadcast_to(self: Tensor, shape: Sequence[int]) -> Tensor:
+        return self.expand(tuple(shape))
+
+    def pad(self: Tensor, pads: Sequence[tuple[int, int]] | Sequence[int], value: Any = 0) -> Tensor:
+        """Pad with a constant: ``pads[i] = (before, after)`` for dimension ``i`` (numpy order).
+
+        A flat sequence ``(before0, after0, before1, after1, ...)`` is accepted too. Negative
+        amounts crop."""
+        flat = list(pads)
+        if flat and not isinstance(flat[0], (tuple, list)):
+            if len(flat) % 2:
+                raise ValueError(f"pad: a flat padding list needs pairs, got {len(flat)} numbers")
+            flat = [tuple(flat[i:i + 2]) for i in range(0, len(flat), 2)]
+        if len(flat) != self.ndim:
+            raise ValueError(f"pad: got {len(flat)} (before, after) pairs for a tensor of shape {self.shape}")
+        pairs = tuple((int(b), int(a)) for b, a in flat)
+        crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
+        if any(hi < lo for lo, hi in crop):
+            raise ValueError(f"pad: negative padding {pairs} crops more than the shape {self.shape}")
+        x = self.shrink(crop)
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+        if all(b == 0 and a == 0 for b, a in grow):
+            return x
+        shape = tuple(s + b + a for s, (b, a) in zip(x.shape, grow))
+        v = value if not isinstance(value, bool) and self.dtype.is_float else value
+        v = float(v) if self.dtype.is_float else bool(v) if self.dtype.is_bool else int(v)
+        return x._move(Op.PAD, (grow, v), shape)
+
+    def shrink(self: Tensor, bounds: Sequence[tuple[int, int]]) -> Tensor:
+        """Keep ``[start, stop)`` of each dimension (a view)."""
+        b = tuple((int(lo), int(hi)) for lo, hi in bounds)
+        if len(b) != self.ndim or any(not 0 <= lo <= hi <= s for (lo, hi), s in zip(b, self.shape)):
+            raise ValueError(f"shrink: bounds {b} do not fit shape {self.shape}")
+        if all(lo == 0 and hi == s for (lo, hi), s in zip(b, self.shape)):
+            return self
+        return self._move(Op.SHRINK, b, tuple(hi - lo for lo, hi in b))
+
+    def flip(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
+        """Reverse the order of elements along ``axis`` (all axes if None)."""
+        axes = range(self.ndim) if axis is None else [axis] if isinstance(axis, int) else axis
+        norm = tuple(sorted({normalize_axis(a, self.ndim) for a in axes}))
+        norm = tuple(a for a in norm if self.shape[a] > 1)
+        return self._move(Op.FLIP, norm, self.shape) if norm else self
+
+    def squeeze(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
+        """Remove size-1 dimensions (all of them, or those in ``axis``; ValueError if not size 1)."""
+        if axis is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        axes = {normalize_axis(a, self.ndim) for a in ([axis] if isinstance(axis, int) else axis)}
+        for a in axes:
+            if self.shape[a] != 1:
+                raise ValueError(f"cannot squeeze axis {a} of size {self.shape[a]} (shape {self.shape})")
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def unsqueeze(self: Tensor, axis: int) -> Tensor:
+        """Insert a size-1 dimension at ``axis`` (negative counts from the end of the result)."""
+        a = normalize_axis(axis, self.ndim + 1)
+        return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
+
+    expand_dims = unsqueeze
+
+    def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge dimensions ``start_dim..end_dim`` (inclusive) into one."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
+        if e < s:
+            raise ValueError(f"flatten: end_dim {end_dim} is before start_dim {start_dim}")
+        return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def _step(self: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
+        """Elements ``range(start, stop, step)`` along ``axis`` (indices already normalized)."""
+        count = len(range(start, stop, step))
+        bounds = [(0, s) for s in self.shape]
+        if step < 0:
+            last = start + (count - 1) * step
+            bounds[axis] = (last, start + 1) if count else (0, 0)
+            x = self.shrink(bounds).flip(axis)
+            step = -step
+        else:
+            bounds[axis] = (start, start + (count - 1) * step + 1) if count else (0, 0)
+            x = self.shrink(bounds)
+        if step == 1 or count <= 1:
+            return x
+        pads = [(0, 0)] * x.ndim
+        pads[axis] = (0, count * step - x.shape[axis])
+        x = x.pad(pads)
+        x = x.reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])
+        keep = [(0, s) for s in x.shape]
+        keep[axis + 1] = (0, 1)
+        return x.shrink(keep).reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
+
+    def __getitem__(self: Tensor, index: Any) -> Tensor:
+        """Basic indexing: ints, slices (any step), ``None`` and ``...``."""
+        items = list(index) if isinstance(index, tuple) else [index]
+        for it in items:
+            if not (it is None or it is Ellipsis or isinstance(it, slice) or _is_int(it)):
+                raise TypeError(f"unsupported index {it!r}: use ints, slices, None or ... "
+                                "(tensor and boolean indexing come with the full array namespace)")
+        if items.count(Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        used = sum(1 for it in items if it is not None and it is not Ellipsis)
+        if used > self.ndim:
+            raise IndexError(f"too many indices for a tensor of shape {self.shape}: {used} were given")
+        if Ellipsis in items:
+            e = items.index(Ellipsis)
+            items[e:e + 1] = [slice(None)] * (self.ndim - used)
+        else:
+            items += [slice(None)] * (self.ndim - used)
+        x, axis, out_shape = self, 0, []
+        for it in items:
+            if it is None:
+                out_shape.append(1)
+                continue
+            size = self.shape[axis]
+            if isinstance(it, slice):
+                start, stop, step = it.indices(size)
+                x = x._step(axis, start, stop, step)
+                out_shape.append(x.shape[axis])
+            else:
+                i = int(it.__index__())
+                if not -size <= i < size:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+                x = x._step(axis, i % size, i % size + 1, 1)
+            axis += 1
+        return x.reshape(tuple(out_shape))
+
+    def split(self: Tensor, sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+        """Split along ``axis`` into pieces of ``sizes`` (an int: equal pieces, the last may be smaller)."""
+        a = normalize_axis(axis, self.ndim)
+        n = self.shape[a]
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ValueError(f"split size must be positive, got {sizes}")
+            sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+        if sum(sizes) != n:
+            raise ValueError(f"split sizes {list(sizes)} do not add up to {n} (axis {a} of shape {self.shape})")
+        out, start = [], 0
+        for s in sizes:
+            bounds = [(0, d) for d in self.shape]
+            bounds[a] = (start, start + s)
+            out.append(self.shrink(bounds))
+            start += s
+        return out
+
+    def chunk(self: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
+        """Split into ``chunks`` nearly equal pieces along ``axis`` (as torch.chunk)."""
+        if chunks <= 0:
+            raise ValueError(f"chunk count must be positive, got {chunks}")
+        n = self.shape[normalize_axis(axis, self.ndim)]
+        return self.split(max(-(-n // chunks), 1), axis)
+
+
+def _bool():
+    from ..dtype import bool_
+
+    return bool_
+
+
+def _is_int(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    from ..tensor import Tensor
+
+    return isinstance(x, Tensor) and x.ndim == 0 and (x.dtype.is_int)
+
+
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Concatenate along an existing axis: each input is padded into place and selected by its mask
+    (a select, not an add, so -0.0 and nan survive)."""
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("cat needs at least one tensor")
+    from ..tensor import result_type
+
+    first = ts[0]
+    a = normalize_axis(axis, first.ndim)
+    for t in ts[1:]:
+        if t.ndim != first.ndim or any(s != f for i, (s, f) in enumerate(zip(t.shape, first.shape)) if i != a):
+            raise ValueError(f"cat: shapes {[t.shape for t in ts]} differ outside axis {a}")
+    common = result_type(*ts)
+    total = sum(t.shape[a] for t in ts)
+    out, start = None, 0
+    for t in ts:
+        pads = [(0, 0)] * t.ndim
+        pads[a] = (start, total - start - t.shape[a])
+        piece = t.astype(common).pad(pads)
+        if out is None:
+            out = piece
+        else:
+            from .elementwise import where
+
+            out = where(t._const(True, _bool(), t.shape).pad(pads, False), piece, out)
+        start += t.shape[a]
+    return out
+
+
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors of equal shape along a new axis."""
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("stack needs at least one tensor")
+    if any(t.shape != ts[0].shape for t in ts):
+        raise ValueError(f"stack: all shapes must be equal, got {[t.shape for t in ts]}")
+    a = normalize_axis(axis, ts[0].ndim + 1)
+    return cat([t.unsqueeze(a) for t in ts], a)

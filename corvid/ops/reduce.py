@@ -1,0 +1,176 @@
+"""Reductions and the ops built on them: sum, prod, max, min, mean, var, std, argmax, argmin,
+any, all, logsumexp, softmax, log_softmax, matmul.
+
+One primitive, REDUCE (sum/prod/max/min over axes, keeping them as size 1), carries them all;
+matmul is a broadcast multiply followed by a sum over the shared axis, which the scheduler fuses
+into one kernel together with whatever elementwise work follows it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+from .. import dtype as dt
+from ..graph.node import Op, node
+from .elementwise import where
+from .movement import normalize_axis
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
+
+Axis = int | Sequence[int] | None
+
+
+def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(x.ndim))
+    items = [axis] if isinstance(axis, int) else list(axis)
+    norm = [normalize_axis(a, x.ndim) for a in items]
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"repeated axis in {axis} for shape {x.shape}")
+    return tuple(sorted(norm))
+
+
+class ReduceMixin:
+    __slots__ = ()
+
+    def _reduce(self: Tensor, op: str, axis: Axis, keepdims: bool, dtype: dt.DType | None = None) -> Tensor:
+        axes = _axes(self, axis)
+        x = self if dtype is None else self.astype(dtype)
+        kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        out_shape = kept if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        if any(x.shape[a] == 0 for a in axes):
+            if op in ("max", "min"):
+                raise ValueError(f"{op} of an empty axis has no identity (shape {self.shape}, axis {axis})")
+            return x._const(dt.reduce_identity(x.dtype, op), x.dtype, out_shape)
+        axes = tuple(a for a in axes if x.shape[a] != 1)
+        if not axes:
+            return x.reshape(out_shape)
+        out = x._new(node(Op.REDUCE, (x.node,), (op, axes), x.dtype, kept))
+        return out.reshape(out_shape)
+
+    def sum(self: Tensor, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
+        """Sum over ``axis`` (all axes if None). bool and small ints accumulate in int64, uints in uint64."""
+        d = dt.sum_dtype(self.dtype) if dtype is None else dt.to_dtype(dtype)
+        return self._reduce("sum", axis, keepdims, d)
+
+    def prod(self: Tensor, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
+        d = dt.sum_dtype(self.dtype) if dtype is None else dt.to_dtype(dtype)
+        return self._reduce("prod", axis, keepdims, d)
+
+    def max(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Maximum over ``axis``; nan propagates; ValueError over an empty axis."""
+        return self._reduce("max", axis, keepdims)
+
+    def min(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("min", axis, keepdims)
+
+    def any(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return self.astype(dt.bool_)._reduce("sum", axis, keepdims)
+
+    def all(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return self.astype(dt.bool_)._reduce("prod", axis, keepdims)
+
+    def mean(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Arithmetic mean; integer inputs give the default float dtype; empty gives nan."""
+        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        n = math.prod(x.shape[a] for a in _axes(x, axis))
+        total = x.sum(axis, keepdims)
+        return total * (1 / n) if n else total * math.nan
+
+    def var(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
+        """Variance with ``correction`` (alias ``ddof``) subtracted from the count."""
+        c = correction if ddof is None else ddof
+        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        n = math.prod(x.shape[a] for a in _axes(x, axis))
+        dev = x - x.mean(axis, keepdims=True)
+        return (dev * dev).sum(axis, keepdims) * (1 / (n - c) if n - c > 0 else math.nan)
+
+    def std(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
+        return self.var(axis, keepdims, correction, ddof).sqrt()
+
+    def _arg_extreme(self: Tensor, op: str, axis: int | None, keepdims: bool) -> Tensor:
+        from ..tensor import Tensor
+
+        if axis is None:
+            x, ax = self.reshape(-1), 0
+        else:
+            x, ax = self, normalize_axis(axis, self.ndim)
+        n = x.shape[ax]
+        if n == 0:
+            raise ValueError(f"arg{op} of an empty axis (shape {self.shape})")
+        best = x._reduce(op, ax, True)
+        hit = x.eq(best)
+        if x.dtype.is_float:
+            hit = hit | (x.isnan() & best.isnan())
+        shape = [1] * x.ndim
+        shape[ax] = n
+        rev = Tensor._from_node(node(Op.IOTA, (), None, dt.int64, (n,)), self.device)
+        rev = (n - 1 - rev).reshape(shape)
+        first = where(hit, rev, -1)._reduce("max", ax, True)
+        out = (n - 1) - first
+        if axis is None:
+            return out.reshape((1,) * self.ndim if keepdims else ())
+        return out if keepdims else out.squeeze(ax)
+
+    def argmax(self: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the first maximum (first nan, if any) along ``axis`` (flattened if None), int64."""
+        return self._arg_extreme("max", axis, keepdims)
+
+    def argmin(self: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return self._arg_extreme("min", axis, keepdims)
+
+    def logsumexp(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """``log(sum(exp(x)))`` computed stably (shifted by the max)."""
+        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        m = x.max(axis, keepdims=True)
+        m = where(m.isinf(), 0.0, m)
+        out = (x - m).exp().sum(axis, keepdims=True).log() + m
+        return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in _axes(x, axis)))
+
+    def softmax(self: Tensor, axis: int = -1) -> Tensor:
+        """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        e = (x - x.max(axis, keepdims=True)).exp()
+        return e / e.sum(axis, keepdims=True)
+
+    def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
+        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        shifted = x - x.max(axis, keepdims=True)
+        return shifted - shifted.exp().sum(axis, keepdims=True).log()
+
+    def matmul(self: Tensor, other: Tensor) -> Tensor:
+        """Matrix product with numpy semantics: 1-d operands are promoted then squeezed, batch
+        dimensions broadcast. ValueError naming both shapes if the inner sizes differ."""
+        from ..tensor import Tensor, broadcast_shapes, result_type
+
+        if not isinstance(other, Tensor):
+            other = Tensor(other, device=self.device)
+        if self.ndim == 0 or other.ndim == 0:
+            raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes {self.shape} and {other.shape}")
+        a = self.reshape(1, -1) if self.ndim == 1 else self
+        b = other.reshape(-1, 1) if other.ndim == 1 else other
+        if a.shape[-1] != b.shape[-2]:
+            raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not align "
+                             f"({a.shape[-1]} != {b.shape[-2]})")
+        common = result_type(a, b)
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+        a3 = a.astype(common).broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
+        b3 = b.astype(common).broadcast_to(batch + (k, m)).mT.reshape(batch + (1, m, k))
+        out = (a3 * b3)._reduce("sum", -1, False) if k else a3._const(0, common, batch + (n, m))
+        if self.ndim == 1:
+            out = out.squeeze(-2)
+        if other.ndim == 1:
+            out = out.squeeze(-1)
+        return out
+
+    __matmul__ = matmul
+
+    def __rmatmul__(self: Tensor, other: Any) -> Tensor:
+        from ..tensor import Tensor
+
+        return Tensor(other, device=self.device).matmul(self)
+
+    dot = matmul

@@ -1,0 +1,285 @@
+"""Render a linearized kernel as C for the CPU backend.
+
+Every value becomes one typed local (``float v3 = expf(v2);``), so integer results wrap at their
+own width after each op, as numpy's do. float16 and bfloat16 are stored as 16-bit values and
+computed in float. Loops marked parallel become OpenMP loops; sum/prod accumulators get an
+``omp simd reduction`` so the compiler may vectorize them without ``-ffast-math``. libm functions
+that glibc's libmvec provides in vector form are declared ``simd`` so loops calling them vectorize
+(the toolchain probe says whether libmvec is there).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import math
+
+from ..codegen.ir import Kernel, U
+from ..codegen.linearize import AccInit, AccUpdate, Def, For, StoreStmt, linearize
+from ..dtype import DType
+from ..graph.node import Op
+from ..graph.symbolic import Var
+
+_STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+            "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+            "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+
+_MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.LOG1P: "log1p",
+         Op.EXPM1: "expm1", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos",
+         Op.ATAN: "atan", Op.SINH: "sinh", Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh",
+         Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.FLOOR: "floor", Op.CEIL: "ceil",
+         Op.ROUND: "rint", Op.TRUNC: "trunc", Op.ABS: "fabs", Op.ATAN2: "atan2", Op.POW: "pow"}
+_BINARY_MATH = {"atan2", "pow"}
+_INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.CMPEQ: "==", Op.CMPNE: "!=",
+          Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
+
+_PRELUDE = """#include <stdint.h>
+#include <string.h>
+static inline long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) && ((a < 0) != (b < 0))); }
+static inline long long cv_floormod(long long a, long long b) { long long r = a % b; return r + ((r != 0) && ((r < 0) != (b < 0))) * b; }
+static inline float cv_bf16_f32(uint16_t x) { uint32_t u = (uint32_t)x << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t cv_f32_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+
+
+def _float_helpers(t: str, sfx: str) -> str:
+    """numpy's floor_divide / remainder for floats (fmod based, sign follows the divisor)."""
+    return f"""static inline {t} cv_fmod_{t}({t} a, {t} b) {{
+  {t} m = fmod{sfx}(a, b);
+  if (m != 0) {{ if ((b < 0) != (m < 0)) m += b; }} else m = copysign{sfx}(0, b);
+  return m;
+}}
+static inline {t} cv_fdiv_{t}({t} a, {t} b) {{
+  if (b == 0) return a / b;
+  {t} m = fmod{sfx}(a, b), d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  if (d == 0) return copysign{sfx}(0, a / b);
+  {t} f = floor{sfx}(d);
+  return (d - f > 0.5) ? f + 1 : f;
+}}
+"""
+
+
+def _int_helpers(t: str, unsigned: bool, bits: int) -> str:
+    u = f"u{t}" if not unsigned else t
+    neg_one_guard = "" if unsigned else "if (b == -1) return (" + t + ")(0 - (" + u + ")a);"
+    fix_div = "" if unsigned else " if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;"
+    fix_mod = "" if unsigned else " if (r != 0 && ((r < 0) != (b < 0))) r += b;"
+    sar = f"return (b >= {bits} || b < 0) ? (a < 0 ? -1 : 0) : a >> b;" if not unsigned else \
+        f"return (b >= {bits}) ? 0 : a >> b;"
+    return f"""static inline {t} cv_idiv_{t}({t} a, {t} b) {{ if (b == 0) return 0; {neg_one_guard} {t} q = a / b;{fix_div} return q; }}
+static inline {t} cv_imod_{t}({t} a, {t} b) {{ if (b == 0) return 0; {neg_one_guard.replace("(0 - (" + u + ")a)", "0")} {t} r = a % b;{fix_mod} return r; }}
+static inline {t} cv_shl_{t}({t} a, {t} b) {{ return ({"" if unsigned else "b < 0 || "}b >= {bits}) ? 0 : ({t})(({u})a << b); }}
+static inline {t} cv_shr_{t}({t} a, {t} b) {{ {sar} }}
+static inline {t} cv_ipow_{t}({t} a, {t} b) {{
+  {"" if unsigned else f"if (b < 0) return (a == 1) ? 1 : (a == -1) ? ((b & 1) ? -1 : 1) : 0;"}
+  {u} r = 1, x = ({u})a; uint64_t e = (uint64_t)b;
+  while (e) {{ if (e & 1) r *= x; x *= x; e >>= 1; }}
+  return ({t})r;
+}}
+"""
+
+
+@functools.cache
+def _libmvec_has(fname: str) -> bool:
+    path = ctypes.util.find_library("mvec")
+    if path is None:
+        return False
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return False
+    return hasattr(lib, f"_ZGVdN8v_{fname}f") and hasattr(lib, f"_ZGVdN4v_{fname}")
+
+
+def compute_type(dt: DType) -> str:
+    """The C type a value of ``dt`` lives in while it is computed on."""
+    return "float" if dt.name in ("float16", "bfloat16") else _STORAGE[dt.name]
+
+
+def render_const(value, dt: DType) -> str:
+    t = compute_type(dt)
+    if dt.is_bool:
+        return "1" if value else "0"
+    if dt.is_float:
+        v = float(value)
+        sfx = "f" if t == "float" else ""
+        if math.isnan(v):
+            return f"__builtin_nan{sfx}(\"\")"
+        if math.isinf(v):
+            return f"(-__builtin_inf{sfx}())" if v < 0 else f"__builtin_inf{sfx}()"
+        return f"{v!r}{sfx}" if v >= 0 or v != 0 else f"-0.0{sfx}"
+    v = int(value)
+    if dt.name == "int64" and v == -(1 << 63):
+        return "(-9223372036854775807LL-1)"
+    suffix = {"int64": "LL", "uint64": "ULL", "uint32": "U"}.get(dt.name, "")
+    return f"(({t}){v}{suffix})"
+
+
+class CRenderer:
+    """Kernel IR → C source. Subclasses for other C-like languages override the hooks."""
+
+    def __init__(self, openmp: bool = True, libmvec: bool = True):
+        self.openmp, self.libmvec = openmp, libmvec
+
+    def render(self, k: Kernel) -> str:
+        self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
+        big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
+        self.index_t = "long long" if big else "int"
+        self._emit_block(linearize(k), 1)
+        args = ", ".join(
+            f"{'' if p.output else 'const '}{_STORAGE[p.dtype.name]}* restrict p{i}" for i, p in enumerate(k.params))
+        head = [_PRELUDE, *self._math_decls(), *self.helpers.values(), f"void {k.name}({args}) {{"]
+        return "\n".join(head + self.lines + ["}", ""])
+
+    # statements ------------------------------------------------------------------------------------
+    def _emit_block(self, stmts: list, depth: int) -> None:
+        pad = "  " * depth
+        for s in stmts:
+            if isinstance(s, Def):
+                self.lines.append(f"{pad}{compute_type(s.u.dtype)} {self._name(s.u)} = {self._expr(s.u)};")
+            elif isinstance(s, AccInit):
+                init = render_const(_identity(s.u), s.u.dtype)
+                self.lines.append(f"{pad}{compute_type(s.u.dtype)} {self._name(s.u)} = {init};")
+            elif isinstance(s, AccUpdate):
+                self.lines.append(f"{pad}{self._accumulate(s.u)}")
+            elif isinstance(s, StoreStmt):
+                p = s.store.param
+                dt = self.k.params[p].dtype
+                self.lines.append(f"{pad}p{p}[{s.store.index.render(self._var)}] = {self._to_storage(self._ref(s.store.value), dt)};")
+            elif isinstance(s, For):
+                pragma = self._pragma(s)
+                if pragma:
+                    self.lines.append(f"{pad}{pragma}")
+                v = self._var(s.loop.var)
+                self.lines.append(f"{pad}for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
+                self._emit_block(s.body, depth + 1)
+                self.lines.append(f"{pad}}}")
+
+    def _pragma(self, s: For) -> str:
+        red = s.reduce
+        simd_red = red is not None and s.innermost and red.arg[0] in ("sum", "prod") and not red.dtype.is_bool
+        clause = f" reduction({'+' if red.arg[0] == 'sum' else '*'}:{self._name(red)})" if simd_red or (s.parallel and red is not None) else ""
+        if s.parallel and self.openmp:
+            return f"#pragma omp parallel for{' simd' if simd_red else ''}{clause} schedule(static)"
+        if simd_red:
+            return f"#pragma omp simd{clause}"
+        return ""
+
+    def _accumulate(self, u: U) -> str:
+        acc, v, op = self._name(u), self._ref(u.src[0]), u.arg[0]
+        if op == "sum":
+            return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
+        if op == "prod":
+            return f"{acc} *= {v};" if not u.dtype.is_bool else f"{acc} = {acc} & {v};"
+        return f"{acc} = {self._minmax(op, acc, v, u.dtype)};"
+
+    # values ----------------------------------------------------------------------------------------
+    def _var(self, v: Var) -> str:
+        return v.name
+
+    def _name(self, u: U) -> str:
+        if id(u) not in self.names:
+            self.names[id(u)] = f"{'acc' if u.op == 'reduce' else 'v'}{len(self.names)}"
+        return self.names[id(u)]
+
+    def _ref(self, u: U) -> str:
+        return render_const(u.arg, u.dtype) if u.op == "const" else self._name(u)
+
+    def _to_storage(self, expr: str, dt: DType) -> str:
+        if dt.name == "bfloat16":
+            return f"cv_f32_bf16({expr})"
+        if dt.name == "float16":
+            return f"(_Float16)({expr})"
+        return expr
+
+    def _expr(self, u: U) -> str:
+        if u.op == "load":
+            param, idx, gate = u.arg
+            src = f"p{param}[{idx.render(self._var)}]"
+            st = self.k.params[param].dtype.name
+            val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
+            return val if gate is None else f"({gate.render(self._var)}) ? {val} : 0"
+        if u.op == "index":
+            return f"({compute_type(u.dtype)}){u.arg.render(self._var)}"
+        if u.op == "cast":
+            return self._cast(self._ref(u.src[0]), u.src[0].dtype, u.dtype)
+        if u.op == "bitcast":
+            return self._bitcast(u)
+        return self._alu(u.arg, [self._ref(s) for s in u.src], [s.dtype for s in u.src], u.dtype)
+
+    def _cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst.is_bool:
+            return f"({x} != 0)"
+        return f"({compute_type(dst)})({x})"
+
+    def _bitcast(self, u: U) -> str:
+        s, d = u.src[0].dtype, u.dtype
+        fn = f"cv_bitcast_{s.name}_{d.name}"
+        if fn not in self.helpers:
+            st, dtt = _STORAGE[s.name], _STORAGE[d.name]
+            to_store = self._to_storage("x", s) if s.name in ("float16", "bfloat16") else "x"
+            out = "cv_bf16_f32(r)" if d.name == "bfloat16" else "(float)r" if d.name == "float16" else "r"
+            self.helpers[fn] = (f"static inline {compute_type(d)} {fn}({compute_type(s)} x) {{ {st} a = {to_store}; "
+                                f"{dtt} r; memcpy(&r, &a, sizeof r); return {out}; }}\n")
+        return f"{fn}({self._ref(u.src[0])})"
+
+    def _minmax(self, op: str, a: str, b: str, dt: DType) -> str:
+        cmp = ">=" if op == "max" else "<="
+        if dt.is_float:  # numpy semantics: nan propagates
+            return f"(({a} {cmp} {b}) || ({a} != {a})) ? {a} : {b}"
+        return f"({a} {cmp} {b}) ? {a} : {b}"
+
+    def _alu(self, op: Op, a: list[str], src: list[DType], dt: DType) -> str:
+        t = compute_type(src[0]) if src else compute_type(dt)
+        in_dt = src[-1] if op is Op.WHERE else src[0]
+        if op is Op.WHERE:
+            return f"{a[0]} ? {a[1]} : {a[2]}"
+        if op in _INFIX:
+            return f"{a[0]} {_INFIX[op]} {a[1]}"
+        if op is Op.NEG:
+            return f"-{a[0]}"
+        if op is Op.RECIP:
+            return f"1 / {a[0]}"
+        if op in (Op.MAX, Op.MIN):
+            return self._minmax("max" if op is Op.MAX else "min", a[0], a[1], in_dt)
+        if in_dt.is_float:
+            if op in (Op.IDIV, Op.MOD):
+                self.helpers.setdefault(f"fh_{t}", _float_helpers(t, "f" if t == "float" else ""))
+                return f"cv_{'fdiv' if op is Op.IDIV else 'fmod'}_{t}({a[0]}, {a[1]})"
+            name = _MATH[op] + ("f" if t == "float" else "")
+            self.math_used.add((_MATH[op], t))
+            return f"{name}({', '.join(a)})"
+        # integers and bools
+        if op is Op.ABS:
+            return f"{a[0]} < 0 ? -{a[0]} : {a[0]}" if not in_dt.is_unsigned else a[0]
+        fn = {Op.IDIV: "idiv", Op.MOD: "imod", Op.SHL: "shl", Op.SHR: "shr", Op.POW: "ipow"}.get(op)
+        if fn is None:
+            raise NotImplementedError(f"C renderer: {op.name} on {in_dt.name}")
+        self.helpers.setdefault(f"ih_{t}", _int_helpers(t, in_dt.is_unsigned, in_dt.itemsize * 8))
+        return f"cv_{fn}_{t}({a[0]}, {a[1]})"
+
+    def _math_decls(self) -> list[str]:
+        out = []
+        for base, t in sorted(self.math_used):
+            name = base + ("f" if t == "float" else "")
+            args = f"{t}, {t}" if base in _BINARY_MATH else t
+            simd = self.libmvec and _libmvec_has(base)
+            attr = '__attribute__((simd("notinbranch"))) ' if simd else ""
+            out.append(f"{attr}{t} {name}({args});")
+        needs_fmod = any(k.startswith("fh_") for k in self.helpers)
+        if needs_fmod:
+            for t, sfx in (("float", "f"), ("double", "")):
+                out.append(f"{t} fmod{sfx}({t}, {t}); {t} copysign{sfx}({t}, {t}); {t} floor{sfx}({t});")
+        return out
+
+
+def _identity(u: U):
+    from ..dtype import reduce_identity
+
+    return reduce_identity(u.dtype, u.arg[0])

@@ -1,0 +1,287 @@
+"""The Tensor: a handle on a lazy graph node.
+
+Every operation returns a new Tensor whose node describes the computation; nothing runs until a
+value is needed (``realize``, ``numpy``, ``item``, ``tolist``, ``repr``, ``bool``). Methods are
+grouped by theme in mixins: :mod:`corvid.ops.movement`, :mod:`corvid.ops.elementwise`,
+:mod:`corvid.ops.reduce`. This module holds construction, the primitive builders the mixins use
+(type promotion, broadcasting), and the ways to get values out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import dtype as dt
+from .dtype import DType, DTypeLike
+from .engine.realize import realize as _realize
+from .engine.schedule import ScheduledKernel, create_schedule
+from .graph.node import COMPARISON, Node, Op, node
+from .ops.elementwise import ElementwiseMixin
+from .ops.movement import MovementMixin
+from .ops.reduce import ReduceMixin
+from .runtime.device import Buffer, canonical_device
+
+Scalar = bool | int | float
+
+
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
+    """An n-dimensional array computed lazily on a device.
+
+    ``Tensor(data, dtype=None, device=None)`` accepts a Python scalar, a nested list/tuple of
+    them, a numpy array (copied) or another Tensor (shared, no copy). Without ``dtype``, Python
+    floats give ``float32``, ints ``int64``, bools ``bool``; numpy arrays keep their dtype.
+
+    >>> import corvid as cv
+    >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x * 2 + 1).exp().sum(axis=1).shape
+    (2,)
+    """
+
+    __slots__ = ("node", "device", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+
+    def __init__(self, data: Any, dtype: DTypeLike | None = None, device: str | None = None):
+        if isinstance(data, Tensor):
+            self.device = data.device if device is None else canonical_device(device)
+            if self.device != data.device:
+                raise NotImplementedError("copying between devices is not supported yet")
+            self.node = data.node if dtype is None else data.astype(dtype).node
+            return
+        self.device = canonical_device(device)
+        target = None if dtype is None else dt.to_dtype(dtype)
+        if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+            d = target or dt.python_scalar_dtype(data)
+            self.node = _const_node(data, d, ())
+            return
+        arr = _to_numpy(data, target)
+        buf = Buffer(self.device, dt.from_numpy(arr.dtype), arr.size)
+        if arr.size:
+            buf.copyin(arr)
+        self.node = node(Op.BUFFER, (), buf, buf.dtype, arr.shape)
+
+    @classmethod
+    def _from_node(cls, n: Node, device: str) -> Tensor:
+        t = cls.__new__(cls)
+        t.node, t.device = n, device
+        return t
+
+    # --- metadata ----------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def size(self) -> int:
+        return self.node.numel
+
+    def numel(self) -> int:
+        return self.node.numel
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # --- running -----------------------------------------------------------------------------------
+    def schedule(self) -> list[ScheduledKernel]:
+        """The kernels realizing this tensor would run (name, IR, generated source), running nothing."""
+        return create_schedule([self.node], self.device)
+
+    def realize(self) -> Tensor:
+        """Compute this tensor now; returns self. Afterwards it is backed by one contiguous buffer."""
+        n = self.node
+        if n.op is not Op.BUFFER:
+            _realize([n], self.device)
+            self.node = node(Op.BUFFER, (), n.buffer, n.dtype, n.shape)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """A numpy copy of the value (bfloat16 comes back as ``ml_dtypes.bfloat16``)."""
+        self.realize()
+        return self.node.buffer.numpy().reshape(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self) -> Scalar:
+        """The value of a one-element tensor as a Python scalar."""
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of a tensor with shape {self.shape} is ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not (self.dtype.is_int or self.dtype.is_bool):
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype.name}")
+        return int(self.item())
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
+        extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype.name}"
+        dev = "" if self.device == "CPU" else f", device={self.device!r}"
+        return f"Tensor({body}{extra}{dev})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def contiguous(self) -> Tensor:
+        """A tensor stored in its own buffer (a copy, unless this one already is)."""
+        if self.node.op is Op.BUFFER:
+            return self
+        return self._new(node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
+
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """Value conversion to ``dtype`` (floats to ints truncate toward zero; to bool is ``!= 0``)."""
+        d = dt.to_dtype(dtype)
+        if d is self.dtype:
+            return self
+        return self._new(node(Op.CAST, (self.node,), d, d, self.shape))
+
+    def bitcast(self, dtype: DTypeLike) -> Tensor:
+        """Reinterpret the bits as ``dtype`` of the same item size."""
+        d = dt.to_dtype(dtype)
+        if d.itemsize != self.dtype.itemsize:
+            raise ValueError(f"bitcast needs equal item sizes: {self.dtype.name} has {self.dtype.itemsize} "
+                             f"bytes, {d.name} has {d.itemsize}")
+        return self if d is self.dtype else self._new(node(Op.BITCAST, (self.node,), d, d, self.shape))
+
+    def to(self, device: str) -> Tensor:
+        if canonical_device(device) == self.device:
+            return self
+        return Tensor(self.numpy(), device=device)
+
+    # --- builders the mixins use -------------------------------------------------------------------
+    def _new(self, n: Node) -> Tensor:
+        return Tensor._from_node(n, self.device)
+
+    def _const(self, value: Scalar, dtype: DType | None = None, shape: tuple[int, ...] | None = None) -> Tensor:
+        return self._new(_const_node(value, dtype or self.dtype, self.shape if shape is None else shape))
+
+    def _operand(self, x: Any, dtype: DType, shape: tuple[int, ...] = ()) -> Tensor:
+        if isinstance(x, Tensor):
+            if x.device != self.device:
+                raise ValueError(f"tensors on different devices: {self.device} and {x.device}")
+            return x.astype(dtype)
+        if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+            return self._const(x, dtype, shape)
+        return Tensor(x, device=self.device).astype(dtype)
+
+    def _elementwise(self, op: Op, *others: Any, dtype: DType | None = None, out: DType | None = None,
+                     name: str = "") -> Tensor:
+        """Apply a primitive to self and ``others`` after promotion to a common dtype and broadcasting.
+
+        ``dtype`` forces the operand dtype; ``out`` the result dtype (comparisons give bool)."""
+        items = (self, *others)
+        for x in items:
+            if not isinstance(x, (Tensor, bool, int, float, np.ndarray, np.generic, list, tuple)):
+                raise TypeError(f"unsupported operand type for {name or op.name.lower()}: {type(x).__name__}")
+        common = dtype or result_type(*items)
+        shape = broadcast_shapes(*(x.shape if isinstance(x, Tensor) else np.shape(x) for x in items))
+        srcs = tuple(self._operand(x, common).broadcast_to(shape).node for x in items)
+        res = out or (dt.bool_ if op in COMPARISON else common)
+        return self._new(node(op, srcs, None, res, shape))
+
+
+def result_type(*items: Any) -> DType:
+    """Array API promotion over tensors, numpy arrays and weak Python scalars."""
+    args = []
+    for x in items:
+        if isinstance(x, Tensor):
+            args.append(x.dtype)
+        elif isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+            args.append(x)
+        else:
+            args.append(dt.from_numpy(np.asarray(x).dtype))
+    return dt.result_type(*args)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The broadcast of ``shapes`` (numpy rules); ValueError naming the shapes if they conflict."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        sizes = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _const_node(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
+    if d.is_bool:
+        v: Scalar = bool(value)
+    elif d.is_float:
+        v = float(value)
+    else:
+        v = int(value)
+        info = dt.iinfo(d)
+        if not info.min <= v <= info.max:  # wrap like a C cast / numpy astype
+            v = ((v - info.min) % (1 << info.bits)) + info.min
+    scalar = node(Op.CONST, (), v, d, ())
+    if not shape:
+        return scalar
+    return node(Op.EXPAND, (node(Op.RESHAPE, (scalar,), (1,) * len(shape), d, (1,) * len(shape)),), shape, d, shape)
+
+
+def _to_numpy(data: Any, target: DType | None) -> np.ndarray:
+    if isinstance(data, np.ndarray) and data.dtype.kind == "c" or np.iscomplexobj(data):
+        raise TypeError("complex data is not supported yet")
+    if isinstance(data, (list, tuple)) and target is None:
+        flat = list(_flatten(data))
+        if flat and all(isinstance(x, bool) for x in flat):
+            target = dt.bool_
+        elif flat and all(isinstance(x, (bool, int)) for x in flat):
+            target = dt.default_int
+        else:
+            target = dt.default_float
+    try:
+        arr = np.asarray(data) if target is None else np.asarray(data, dtype=target.np)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"cannot make a tensor from {type(data).__name__}: {e}") from None
+    if arr.dtype == object:
+        raise TypeError("cannot make a tensor from ragged or non-numeric data")
+    if target is None and arr.dtype.kind in "fiub" and arr.dtype.byteorder not in "=|":
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return np.ascontiguousarray(arr)
+
+
+def _flatten(x: Any):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flatten(y)
+    else:
+        yield x
+
+
+def prod(xs: Sequence[int]) -> int:
+    return math.prod(xs)

@@ -1,0 +1,221 @@
+"""Tests for corvid.runtime.compiler: building, caching and loading C kernels."""
+
+import ctypes
+import hashlib
+import os
+import pathlib
+import platform
+import shutil
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from corvid.runtime import compiler
+
+ADD1 = """
+void add1(float* out, const float* x, long n) {
+    for (long i = 0; i < n; ++i) out[i] = x[i] + 1.0f;
+}
+"""
+
+VEXP = """
+__attribute__((simd("notinbranch"))) float expf(float);
+void vexp(float* restrict out, const float* restrict x, long n) {
+    #pragma omp simd
+    for (long i = 0; i < n; ++i) out[i] = expf(x[i]);
+}
+"""
+
+ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORVID_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CORVID_NO_DISK_CACHE", raising=False)
+    compiler._clear_memory_cache()
+    yield tmp_path
+    compiler._clear_memory_cache()
+
+
+def run_unary(lib, fname, x):
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    lib.function(fname, ARGS)(out.ctypes.data, x.ctypes.data, x.size)
+    return out
+
+
+def check_add1(lib):
+    x = np.arange(1003, dtype=np.float32) * 0.5
+    np.testing.assert_array_equal(run_unary(lib, "add1", x), x + 1)
+
+
+def entry(tmp_path, ext):
+    (path,) = tmp_path.glob(f"kernels/*/*.{ext}")
+    return path
+
+
+def no_compiler(*args, **kwargs):
+    raise AssertionError("the compiler must not be invoked")
+
+
+def test_compile_and_run():
+    check_add1(compiler.compile_kernel(ADD1, "add1"))
+
+
+def test_memory_then_disk_cache(tmp_path, monkeypatch):
+    lib = compiler.compile_kernel(ADD1, "add1")
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    assert compiler.compile_kernel(ADD1, "add1") is lib
+    compiler._clear_memory_cache()
+    again = compiler.compile_kernel(ADD1, "add1")
+    assert again is not lib and again.path == lib.path
+    check_add1(again)
+
+
+def test_private_permissions(tmp_path):
+    lib = compiler.compile_kernel(ADD1, "add1")
+    for folder in (tmp_path, tmp_path / "kernels", lib.path.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for ext in ("so", "c", "sha256"):
+        assert stat.S_IMODE(entry(tmp_path, ext).stat().st_mode) == 0o600
+
+
+def replace_file(path, data):
+    # Never rewrite a loaded .so in place: that would corrupt the live mapping.
+    path.unlink()
+    path.write_bytes(data)
+    path.chmod(0o600)
+
+
+def corrupt_truncate(so, sidecar):
+    replace_file(so, so.read_bytes()[:1000])
+
+
+def corrupt_garbage(so, sidecar):
+    # Matching sidecar, so the entry is only caught by the dlopen failure.
+    garbage = b"\x7fELF garbage" * 100
+    replace_file(so, garbage)
+    replace_file(sidecar, hashlib.sha256(garbage).hexdigest().encode())
+
+
+def corrupt_sidecar(so, sidecar):
+    replace_file(sidecar, b"0" * 64)
+
+
+def corrupt_missing_sidecar(so, sidecar):
+    sidecar.unlink()
+
+
+def corrupt_world_writable(so, sidecar):
+    so.chmod(0o666)
+
+
+@pytest.mark.parametrize("corrupt", [corrupt_truncate, corrupt_garbage, corrupt_sidecar,
+                                     corrupt_missing_sidecar, corrupt_world_writable])
+def test_corrupt_entry_is_rebuilt(tmp_path, corrupt):
+    compiler.compile_kernel(ADD1, "add1")
+    so, sidecar = entry(tmp_path, "so"), entry(tmp_path, "sha256")
+    corrupt(so, sidecar)
+    compiler._clear_memory_cache()
+    check_add1(compiler.compile_kernel(ADD1, "add1"))
+    assert stat.S_IMODE(so.stat().st_mode) == 0o600
+    compiler._clear_memory_cache()
+    # Rebuilt entry is intact again: served from disk with no compiler run.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subprocess, "run", no_compiler)
+        check_add1(compiler.compile_kernel(ADD1, "add1"))
+
+
+def test_syntax_error_raises_compile_error(tmp_path):
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_kernel("void broken(float* x) { x[0] = ; }\n", "broken_kernel")
+    message = str(info.value)
+    src = entry(tmp_path, "c")
+    assert "broken_kernel" in message and str(src) in message
+    assert "issue tracker" in message
+    assert src.read_text().startswith("void broken")
+    assert not list(tmp_path.glob("kernels/*/*.so"))
+
+
+def test_no_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORVID_NO_DISK_CACHE", "1")
+    lib = compiler.compile_kernel(ADD1, "add1")
+    check_add1(lib)
+    assert not lib.path.is_relative_to(tmp_path)
+    assert not list(tmp_path.glob("kernels/*/*"))
+
+
+def test_no_compiler_found(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/corvid-cc")
+    monkeypatch.setenv("PATH", "")
+    compiler.find_toolchain.cache_clear()
+    try:
+        with pytest.raises(compiler.CompilerNotFoundError, match="apt-get install gcc"):
+            compiler.find_toolchain()
+    finally:
+        compiler.find_toolchain.cache_clear()
+
+
+def test_toolchain_probe():
+    tc = compiler.find_toolchain()
+    assert os.path.isabs(tc.cc) and tc.version
+    assert "-fno-math-errno" in tc.flags and "-ffast-math" not in tc.flags
+    assert tc.key() == compiler.find_toolchain().key()
+
+
+def test_vectorized_expf_keeps_ieee_semantics():
+    tc = compiler.find_toolchain()
+    lib = compiler.compile_kernel(VEXP, "vexp")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-80, 80, 1003).astype(np.float32)
+    x[:6] = [np.nan, np.inf, -np.inf, 0.0, 100.0, -200.0]
+    out = run_unary(lib, "vexp", x)
+    with np.errstate(over="ignore"):
+        expected = np.exp(x)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=0)
+    assert np.isnan(out[0]) and out[1] == np.inf and out[2] == 0.0
+    if tc.libmvec and "clang" not in tc.version and platform.machine() == "x86_64":
+        assert b"_ZGV" in lib.path.read_bytes(), "expf loop was not vectorized via libmvec"
+
+
+def test_fallback_without_openmp_and_libmvec(tmp_path, monkeypatch):
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("needs gcc")
+    wrapper = tmp_path / "fake-cc"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in -fopenmp|-lmvec) exit 1;; esac; done\n'
+        f'exec {gcc} "$@"\n')
+    wrapper.chmod(0o700)
+    monkeypatch.setenv("CC", str(wrapper))
+    compiler.find_toolchain.cache_clear()
+    try:
+        tc = compiler.find_toolchain()
+        assert tc.cc == str(wrapper)
+        assert not tc.openmp and not tc.libmvec
+        assert "-fopenmp-simd" in tc.flags and "-lmvec" not in tc.libs
+        check_add1(compiler.compile_kernel(ADD1, "add1"))
+    finally:
+        compiler.find_toolchain.cache_clear()
+
+
+def test_concurrent_processes_share_cache(tmp_path):
+    script = (
+        "import numpy as np, ctypes\n"
+        "from corvid.runtime import compiler\n"
+        f"lib = compiler.compile_kernel({ADD1!r}, 'add1')\n"
+        "x = np.arange(100, dtype=np.float32); out = np.empty_like(x)\n"
+        "lib.function('add1', [ctypes.c_void_p] * 2 + [ctypes.c_long])"
+        "(out.ctypes.data, x.ctypes.data, x.size)\n"
+        "assert (out == x + 1).all()\n")
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(compiler.__file__).parents[2])}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    compiler._clear_memory_cache()
+    check_add1(compiler.compile_kernel(ADD1, "add1"))
+    assert not list(tmp_path.glob("kernels/*/.*"))  # no temp files left behind
