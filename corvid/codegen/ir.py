@@ -80,6 +80,7 @@ class Kernel:
     loops: list[Loop]
     stores: list[Store] = field(default_factory=list)
     _cse: dict[tuple, U] = field(default_factory=dict, repr=False)
+    vector_width: int = 1  # lanes of the ``lane`` variable, when the kernel is vectorized
 
     def u(self, op: str, dtype: DType, src: tuple[U, ...] = (), arg: Any = None) -> U:
         """The unique value for (op, dtype, src, arg) in this kernel."""
@@ -117,7 +118,7 @@ class Kernel:
         """A copy with loop variables replaced (used to merge loops) and new output loops.
 
         ``reduce_loops`` maps ``id`` of a reduce value to its replacement loop tuple."""
-        out = Kernel(self.name, self.params, loops)
+        out = Kernel(self.name, self.params, loops, vector_width=self.vector_width)
         memo: dict[int, U] = {}
         for u in self.values():
             src = tuple(memo[id(s)] for s in u.src)

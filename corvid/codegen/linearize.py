@@ -9,7 +9,7 @@ inside that place.
 The result is a tree of statements that a renderer prints one by one:
 
 * ``Def(u)``: compute a value;
-* ``AccInit(u)`` then ``For(..., reduce=u)`` whose innermost body ends with ``AccUpdate(u)``;
+* ``AccInit(u)``, ``For(..., reduce=u)`` whose innermost body ends with ``AccUpdate(u)``, ``AccFinal(u)``;
 * ``For(loop, body, parallel)``: a loop; ``parallel`` asks the renderer to split it across cores;
 * ``StoreStmt(store)``.
 """
@@ -40,6 +40,13 @@ class AccUpdate:
 
 
 @dataclass
+class AccFinal:
+    """After a reduce's loops: lets a renderer finish an accumulator (e.g. apply a nan flag)."""
+
+    u: U
+
+
+@dataclass
 class StoreStmt:
     store: Store
 
@@ -49,7 +56,7 @@ class For:
     loop: Loop
     body: list = field(default_factory=list)
     parallel: bool = False
-    reduce: U | None = None  # set on the loops of a reduce: the accumulator they update
+    reduce: tuple[U, ...] = ()  # set on the loops of a reduce: the accumulators they update
     innermost: bool = False
 
 
@@ -57,8 +64,9 @@ def placement(k: Kernel) -> tuple[list[U], dict[int, tuple[Var, ...]]]:
     """Topologically ordered values and, for each, the path of loop variables it is computed in."""
     values = k.values()
     free: dict[int, frozenset[Var]] = {}
-    for u in values:
-        f = frozenset().union(*(free[id(s)] for s in u.src), *(s.vars() for s in u.syms()))
+    lanes = frozenset({Var("lane", 0, k.vector_width - 1)}) if k.vector_width > 1 else frozenset()
+    for u in values:  # the vector lane is inside a value, not a loop: it does not affect placement
+        f = frozenset().union(*(free[id(s)] for s in u.src), *(s.vars() - lanes for s in u.syms()))
         if u.op == "reduce":
             f = f - {lp.var for lp in u.arg[1]}
         free[id(u)] = f
@@ -90,13 +98,51 @@ def linearize(k: Kernel) -> list:
         if u.op != "const":  # constants are rendered inline
             by_place.setdefault(place[id(u)], []).append(u)
 
+    def needs(unit: list[U], path: tuple[Var, ...], here: set[int]) -> set[int]:
+        """Values placed at ``path`` that ``unit`` needs, looking through values placed deeper."""
+        out: set[int] = set()
+        stack = [s for u in unit for s in u.src]
+        seen: set[int] = set()
+        while stack:
+            x = stack.pop()
+            if id(x) in seen or x.op == "const":
+                continue
+            seen.add(id(x))
+            p = place[id(x)]
+            if id(x) in here:
+                out.add(id(x))
+            elif len(p) > len(path) and p[: len(path)] == path:
+                stack.extend(x.src)
+        return out - {id(u) for u in unit}
+
     def block(path: tuple[Var, ...]) -> list:
-        stmts: list = []
-        for u in by_place.get(path, ()):
+        items = by_place.get(path, [])
+        here = {id(u) for u in items}
+        units: list[list[U]] = []
+        group_of: dict[tuple, list[U]] = {}
+        for u in items:  # reduces with the same op and loops run in one loop nest
             if u.op == "reduce":
-                stmts += [AccInit(u), reduce_nest(u, 0)]
+                key = (u.arg[0], u.arg[1])
+                if key in group_of:
+                    group_of[key].append(u)
+                    continue
+                group_of[key] = [u]
+                units.append(group_of[key])
             else:
-                stmts.append(Def(u))
+                units.append([u])
+        deps = [needs(unit, path, here) for unit in units]
+        stmts: list = []
+        done: set[int] = set()
+        pending = list(range(len(units)))
+        while pending:
+            i = next(i for i in pending if deps[i] <= done)
+            pending.remove(i)
+            unit = units[i]
+            if unit[0].op == "reduce":
+                stmts += [AccInit(u) for u in unit] + [reduce_nest(unit, 0)] + [AccFinal(u) for u in unit]
+            else:
+                stmts.append(Def(unit[0]))
+            done |= {id(u) for u in unit}
         depth = len(path)
         if path == out_path[:depth]:
             if depth < len(k.loops):
@@ -105,13 +151,16 @@ def linearize(k: Kernel) -> list:
                 stmts += [StoreStmt(s) for s in k.stores]
         return stmts
 
-    def reduce_nest(u: U, level: int) -> For:
-        loops = u.arg[1]
-        path = place[id(u)] + tuple(lp.var for lp in loops[: level + 1])
+    def reduce_nest(unit: list[U], level: int) -> For:
+        loops = unit[0].arg[1]
+        path = place[id(unit[0])] + tuple(lp.var for lp in loops[: level + 1])
         body = block(path)
         last = level + 1 == len(loops)
-        body.append(AccUpdate(u) if last else reduce_nest(u, level + 1))
-        return For(loops[level], body, reduce=u, innermost=last)
+        if last:
+            body += [AccUpdate(u) for u in unit]
+        else:
+            body.append(reduce_nest(unit, level + 1))
+        return For(loops[level], body, reduce=tuple(unit), innermost=last)
 
     stmts = block(())
     _mark_parallel(k, stmts)
@@ -124,12 +173,12 @@ def _mark_parallel(k: Kernel, stmts: list) -> None:
     if work < PARALLEL_MIN_WORK:
         return
     loops = [s for s in stmts if isinstance(s, For)]
-    # the outermost output loop when there is one; otherwise a top-level sum/prod reduce
+    # the outermost output loop when there is one; otherwise a top-level reduce
     for s in loops:
-        if s.reduce is None:
+        if not s.reduce:
             s.parallel = True
             return
     for s in loops:
-        if s.reduce.arg[0] in ("sum", "prod") and s.loop.size >= 2:
+        if len(s.reduce) == 1 and s.loop.size >= 2:
             s.parallel = True
             return

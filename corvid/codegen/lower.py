@@ -141,8 +141,10 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node]) -> tuple[Kernel, _
 
 
 def lower(name: str, root: Node, inputs: list[Node]) -> Kernel:
-    """Lower ``root``'s kernel and merge its loops (see :func:`lower_unmerged`)."""
-    return merge_loops(lower_unmerged(name, root, inputs)[0])
+    """Lower ``root``'s kernel, merge its loops and apply the default optimizations."""
+    from .opt import apply_heuristics
+
+    return apply_heuristics(merge_loops(lower_unmerged(name, root, inputs)[0]))
 
 
 # --- loop merging ------------------------------------------------------------------------------------

@@ -16,10 +16,10 @@ import functools
 import math
 
 from ..codegen.ir import Kernel, U
-from ..codegen.linearize import AccInit, AccUpdate, Def, For, StoreStmt, linearize
+from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType
 from ..graph.node import Op
-from ..graph.symbolic import Var
+from ..graph.symbolic import Num, Var
 
 _STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
@@ -129,6 +129,12 @@ class CRenderer:
 
     def render(self, k: Kernel) -> str:
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
+        self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
+        self.vec: set[int] = set()
+        if self.lane is not None:
+            for u in k.values():
+                if any(self.lane in x.vars() for x in u.syms()) or any(id(x) in self.vec for x in u.src):
+                    self.vec.add(id(u))
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         self.index_t = "long long" if big else "int"
         self._emit_block(linearize(k), 1)
@@ -142,16 +148,28 @@ class CRenderer:
         pad = "  " * depth
         for s in stmts:
             if isinstance(s, Def):
-                self.lines.append(f"{pad}{compute_type(s.u.dtype)} {self._name(s.u)} = {self._expr(s.u)};")
+                self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {self._expr(s.u)};")
             elif isinstance(s, AccInit):
                 init = render_const(_identity(s.u), s.u.dtype)
-                self.lines.append(f"{pad}{compute_type(s.u.dtype)} {self._name(s.u)} = {init};")
+                if id(s.u) in self.vec:
+                    init = self._broadcast(init, s.u.dtype)
+                self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {init};")
+                if self._nan_flag(s.u):
+                    self.lines.append(f"{pad}_Bool {self._name(s.u)}_nan = 0;")
+            elif isinstance(s, AccFinal):
+                if self._nan_flag(s.u):
+                    acc = self._name(s.u)
+                    self.lines.append(f"{pad}if ({acc}_nan) {acc} = {render_const(math.nan, s.u.dtype)};")
             elif isinstance(s, AccUpdate):
                 self.lines.append(f"{pad}{self._accumulate(s.u)}")
             elif isinstance(s, StoreStmt):
-                p = s.store.param
+                p, idx, value = s.store.param, s.store.index, s.store.value
                 dt = self.k.params[p].dtype
-                self.lines.append(f"{pad}p{p}[{s.store.index.render(self._var)}] = {self._to_storage(self._ref(s.store.value), dt)};")
+                if self.lane is not None and self.lane in idx.vars():
+                    v = self._ref(value) if id(value) in self.vec else self._broadcast(self._ref(value), dt)
+                    self.lines.append(f"{pad}*({self._vtype(dt)}*)(p{p} + {self._lane0(idx)}) = {v};")
+                else:
+                    self.lines.append(f"{pad}p{p}[{idx.render(self._var)}] = {self._to_storage(self._ref(value), dt)};")
             elif isinstance(s, For):
                 pragma = self._pragma(s)
                 if pragma:
@@ -161,10 +179,22 @@ class CRenderer:
                 self._emit_block(s.body, depth + 1)
                 self.lines.append(f"{pad}}}")
 
+    @staticmethod
+    def _nan_flag(u: U) -> bool:
+        """Float max/min track nan in a flag so the comparison itself can vectorize."""
+        return u.op == "reduce" and u.arg[0] in ("max", "min") and u.dtype.is_float
+
     def _pragma(self, s: For) -> str:
-        red = s.reduce
-        simd_red = red is not None and s.innermost and red.arg[0] in ("sum", "prod") and not red.dtype.is_bool
-        clause = f" reduction({'+' if red.arg[0] == 'sum' else '*'}:{self._name(red)})" if simd_red or (s.parallel and red is not None) else ""
+        # a single accumulator vectorizes along its loop; a group of them (register tiles) is
+        # left to the compiler's straight-line vectorizer across the accumulators
+        red = s.reduce[0] if len(s.reduce) == 1 and id(s.reduce[0]) not in self.vec else None
+        simd_red = red is not None and s.innermost and not red.dtype.is_bool
+        clause = ""
+        if red is not None and (simd_red or s.parallel) and not red.dtype.is_bool:
+            acc = self._name(red)
+            clause = f" reduction({ {'sum': '+', 'prod': '*'}.get(red.arg[0], red.arg[0])}:{acc})"
+            if self._nan_flag(red):
+                clause += f" reduction(|:{acc}_nan)"
         if s.parallel and self.openmp:
             return f"#pragma omp parallel for{' simd' if simd_red else ''}{clause} schedule(static)"
         if simd_red:
@@ -177,7 +207,41 @@ class CRenderer:
             return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
         if op == "prod":
             return f"{acc} *= {v};" if not u.dtype.is_bool else f"{acc} = {acc} & {v};"
+        if self._nan_flag(u):
+            cmp = ">" if op == "max" else "<"
+            return f"{acc}_nan |= ({v} != {v}); {acc} = ({v} {cmp} {acc}) ? {v} : {acc};"
         return f"{acc} = {self._minmax(op, acc, v, u.dtype)};"
+
+    # vectors (GCC vector extensions; clang supports them too) ---------------------------------------
+    def _vtype(self, dt: DType) -> str:
+        name = f"cv_{dt.name}x{self.k.vector_width}"
+        if name not in self.helpers:
+            t, nbytes = compute_type(dt), dt.itemsize * self.k.vector_width
+            it = "int32_t" if dt.itemsize == 4 else "int64_t"
+            self.helpers[name] = (
+                f"typedef {t} {name} __attribute__((vector_size({nbytes}), aligned({dt.itemsize})));\n"
+                f"typedef {it} {name}_mask __attribute__((vector_size({nbytes})));\n"
+                f"static inline {name} {name}_select({name}_mask m, {name} a, {name} b) "
+                f"{{ return ({name})(((({name}_mask)a) & m) | ((({name}_mask)b) & ~m)); }}\n")
+        return name
+
+    def _type(self, u: U) -> str:
+        return self._vtype(u.dtype) if id(u) in self.vec else compute_type(u.dtype)
+
+    def _broadcast(self, x: str, dt: DType) -> str:
+        return f"(({self._vtype(dt)}){{{', '.join([x] * self.k.vector_width)}}})"
+
+    def _lane0(self, idx) -> str:
+        return idx.substitute({self.lane: Num(0)}).render(self._var)
+
+    def _vector_alu(self, u: U) -> str:
+        args = [self._ref(x) if id(x) in self.vec else self._broadcast(self._ref(x), u.dtype) for x in u.src]
+        if u.arg is Op.NEG:
+            return f"-{args[0]}"
+        if u.arg in (Op.MAX, Op.MIN):
+            cmp, v = (">=" if u.arg is Op.MAX else "<="), self._vtype(u.dtype)
+            return f"{v}_select(({args[0]} {cmp} {args[1]}) | ({args[0]} != {args[0]}), {args[0]}, {args[1]})"
+        return f"{args[0]} {_INFIX[u.arg]} {args[1]}"
 
     # values ----------------------------------------------------------------------------------------
     def _var(self, v: Var) -> str:
@@ -199,6 +263,10 @@ class CRenderer:
         return expr
 
     def _expr(self, u: U) -> str:
+        if id(u) in self.vec:
+            if u.op == "load":
+                return f"*(const {self._vtype(u.dtype)}*)(p{u.arg[0]} + {self._lane0(u.arg[1])})"
+            return self._vector_alu(u)
         if u.op == "load":
             param, idx, gate = u.arg
             src = f"p{param}[{idx.render(self._var)}]"
