@@ -1,0 +1,100 @@
+"""The engine: realize, DEBUG output, memory (freeing and pooling), the NULL device, caches."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.engine import schedule as sched_mod
+from corvid.runtime.device import get_device
+
+
+def test_debug_levels_print_what_they_promise(monkeypatch, capsys):
+    x = cv.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    monkeypatch.setenv("DEBUG", "1")
+    (x * 3 + 1).realize()
+    err = capsys.readouterr().err
+    assert "realize: 1 kernel in" in err and "ms" in err
+    monkeypatch.setenv("DEBUG", "2")
+    (x * 5 + 2).sum(axis=1).realize()
+    err = capsys.readouterr().err
+    assert "GFLOP/s" in err and "GB/s" in err and "r_3" in err
+    monkeypatch.setenv("DEBUG", "3")
+    (x * 7 - 2).realize()
+    assert "void E_12(" in capsys.readouterr().err
+    monkeypatch.setenv("DEBUG", "4")
+    (x * 9 - 2).realize()
+    assert "digraph corvid" in capsys.readouterr().err
+
+
+def test_intermediate_buffers_are_freed_and_reused():
+    alloc = get_device("CPU").allocator
+    alloc.clear_pool()
+    x = cv.Tensor(np.ones((256, 256), np.float32))
+    y = (x * 2).contiguous()
+    z = (y + 1).sum()
+    assert z.item() == 3 * 256 * 256
+    y_node = weakref.ref(y.node)
+    del y
+    gc.collect()
+    assert y_node() is None  # nothing keeps the intermediate alive once z is realized
+    pooled = alloc._pool.get(256 * 256 * 4, [])
+    assert len(pooled) >= 1  # its memory went back to the pool
+    handle = pooled[-1]
+    w = (x * 4).realize()  # same size: takes the pooled block instead of fresh memory
+    assert w.node.buffer.handle is handle
+    np.testing.assert_array_equal(w.numpy(), np.full((256, 256), 4, np.float32))
+
+
+def test_buffer_lives_while_a_graph_needs_it():
+    x = cv.Tensor(np.arange(4, dtype=np.float32))
+    y = x.exp().realize()
+    lazy = y * 2  # refers to y's buffer
+    del y
+    gc.collect()
+    np.testing.assert_allclose(lazy.numpy(), np.exp(np.arange(4)) * 2, rtol=1e-6)
+
+
+def test_realized_subexpression_is_not_recomputed():
+    x = cv.Tensor(np.random.rand(64, 64).astype(np.float32))
+    m = x.max(axis=1, keepdims=True)
+    m.realize()
+    out = x - m
+    ks = out.schedule()
+    assert len(ks) == 1 and all(inp.buffer is not None for inp in ks[0].inputs)
+
+
+def test_null_device_runs_the_pipeline_without_executing():
+    x = cv.Tensor(np.random.rand(32, 32).astype(np.float32), device="NULL")
+    y = (x @ x).softmax(-1)
+    ks = y.schedule()
+    assert ks and all("void" in k.source for k in ks)
+    assert y.numpy().shape == (32, 32)  # runs everything; values are zeros on NULL
+    assert not y.numpy().any()
+
+
+def test_lowering_is_cached_by_graph_structure():
+    a = cv.Tensor(np.random.rand(17, 3).astype(np.float32))
+    b = cv.Tensor(np.random.rand(17, 3).astype(np.float32))
+    k1 = ((a * 3).exp() + 1).schedule()[0]
+    k2 = ((b * 3).exp() + 1).schedule()[0]
+    assert k1.compiled is k2.compiled  # same structure, different buffers: lowered once
+    k3 = ((b * 4).exp() + 1).schedule()[0]
+    assert k3.compiled is not k1.compiled
+    assert len(sched_mod._cache) >= 2
+
+
+def test_schedule_runs_nothing_and_realize_runs_it_once():
+    x = cv.Tensor(np.arange(6, dtype=np.float32))
+    y = x * 2
+    assert len(y.schedule()) == 1 and y.node.buffer is None
+    y.realize()
+    assert y.schedule() == []
+    np.testing.assert_array_equal(y.numpy(), np.arange(6) * 2)
+
+
+def test_bad_device_name():
+    with pytest.raises(ValueError, match="unknown device 'TPU'"):
+        cv.Tensor([1.0], device="TPU")
