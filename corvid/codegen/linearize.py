@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..graph.symbolic import Var
-from .ir import Kernel, Loop, Store, U, _trip_counts
+from .ir import Kernel, Loop, Store, U
 
 PARALLEL_MIN_WORK = 1 << 16  # below this many innermost iterations a thread launch costs more than it saves
 
@@ -167,10 +167,16 @@ def linearize(k: Kernel) -> list:
     return stmts
 
 
+def _work(stmts: list, mult: int = 1) -> int:
+    """Statements executed by the nest, counting hoisting (what a thread launch must amortize)."""
+    total = 0
+    for s in stmts:
+        total += _work(s.body, mult * s.loop.size) if isinstance(s, For) else mult
+    return total
+
+
 def _mark_parallel(k: Kernel, stmts: list) -> None:
-    trips = _trip_counts(k)
-    work = max(trips.values(), default=0)
-    if work < PARALLEL_MIN_WORK:
+    if _work(stmts) < PARALLEL_MIN_WORK:
         return
     loops = [s for s in stmts if isinstance(s, For)]
     # the outermost output loop when there is one; otherwise a top-level reduce

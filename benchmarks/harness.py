@@ -1,0 +1,227 @@
+"""Timing, checking and reporting: the engine behind ``python -m benchmarks``.
+
+For every workload and framework: convert the inputs once (untimed), time the first call
+(for corvid and jax this includes scheduling and compilation), warm up, then time up to
+``--repeat`` steady-state calls with ``time.perf_counter`` around fully computed work and keep
+the median. Each call builds the computation from scratch, as a user's code would (for corvid
+that is the lazy graph, the schedule lookup and the kernel launch). corvid's result is checked
+against numpy's; a mismatch prints a FAIL line and makes the exit status 1.
+
+By default corvid compiles into a fresh, temporary kernel cache, so "first" really includes the
+C compiler; ``--warm-cache`` uses the normal on-disk cache instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, TextIO
+
+import numpy as np
+
+from .frameworks import Framework, available_frameworks
+from .workloads import WORKLOADS, Workload
+
+
+@dataclass
+class Timing:
+    first_s: float
+    runs_s: list[float]
+    only_first: bool = False  # too slow to repeat within the budget: the first call is the only sample
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.runs_s)
+
+
+@dataclass
+class Row:
+    workload: Workload
+    timings: dict[str, Timing] = field(default_factory=dict)
+    work: tuple[float, str] = (0.0, "")
+    failures: list[str] = field(default_factory=list)
+
+
+def time_calls(call: Callable[[], Any], repeat: int, budget_s: float) -> Timing:
+    """Time ``call`` (which returns only when its work is done): first call, warm-up, steady state.
+
+    Steady-state runs stop after ``repeat`` samples or once ``budget_s`` is spent (at least one
+    sample). A first call slower than ``budget_s`` is not repeated: it becomes the only sample."""
+    gc.collect()
+    t0 = time.perf_counter()
+    call()
+    first = time.perf_counter() - t0
+    if first > budget_s:
+        return Timing(first, [first], only_first=True)
+    if first < budget_s / 4:
+        call()  # warm-up: caches, page faults of pooled buffers, CPU frequency
+    runs: list[float] = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection in the middle of a sample is noise, not the framework's cost
+    try:
+        spent = time.perf_counter()
+        while len(runs) < repeat and (not runs or time.perf_counter() - spent < budget_s):
+            t0 = time.perf_counter()
+            call()
+            runs.append(time.perf_counter() - t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return Timing(first, runs)
+
+
+def _check(row: Row, got: np.ndarray, want: np.ndarray) -> None:
+    wl = row.workload
+    if got.shape != want.shape:
+        row.failures.append(f"shape {got.shape} != numpy's {want.shape}")
+        return
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    tol = wl.atol + wl.rtol * np.abs(want.astype(np.float64))
+    bad = ~(err <= tol)  # also catches nan
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), err.shape) if err.ndim else ()
+        row.failures.append(f"{int(bad.sum())} of {bad.size} elements differ beyond rtol={wl.rtol} atol={wl.atol}; "
+                            f"worst at {tuple(int(j) for j in i)}: corvid {got[i]!r}, numpy {want[i]!r}")
+
+
+def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
+                 log: TextIO) -> Row:
+    row = Row(wl)
+    inputs = wl.make_inputs(np.random.default_rng(0), quick)
+    row.work = wl.rate(inputs)
+    results: dict[str, np.ndarray] = {}
+    for fw in frameworks:
+        fn = fw.wrap(wl.ops[fw.name])
+        args = [fw.to_native(a) for a in inputs]
+        out: list[Any] = [None]
+
+        def call() -> None:
+            out[0] = fw.finish(fn(*args))
+
+        try:
+            row.timings[fw.name] = t = time_calls(call, repeat, budget_s)
+        except Exception as e:  # report and go on: one broken peer must not hide the others
+            print(f"  {wl.name:<18} {fw.name:<7} ERROR {type(e).__name__}: {e}", file=log)
+            if fw.name == "corvid":
+                row.failures.append(f"raised {type(e).__name__}: {e}")
+            continue
+        if fw.name in ("corvid", "numpy"):
+            results[fw.name] = fw.to_numpy(out[0])
+        note = " (one call only: slower than --budget)" if t.only_first else ""
+        print(f"  {wl.name:<18} {fw.name:<7} first {t.first_s * 1e3:10.2f} ms   median {t.median_s * 1e3:10.2f} ms"
+              f"  ({len(t.runs_s)} runs){note}", file=log, flush=True)
+        del out[0], args
+    if "corvid" in results and "numpy" in results:
+        _check(row, results["corvid"], results["numpy"])
+    for f in row.failures:
+        print(f"FAIL {wl.name}: corvid {f}", file=log, flush=True)
+    return row
+
+
+def _fmt_ms(t: Timing | None) -> str:
+    if t is None:
+        return "-"
+    return f"{t.median_s * 1e3:.2f}{'*' if t.only_first else ''}"
+
+
+def format_table(rows: list[Row], names: list[str]) -> str:
+    """The summary table: medians, throughputs, ratios (peer time / corvid time) and the targets."""
+    peers = [n for n in names if n != "corvid"]
+    header = (["workload"] + [f"{n} ms" for n in names] + ["corvid rate"] + [f"{p} rate" for p in peers]
+              + [f"vs {p}" for p in peers] + ["target vs numpy", "first call ms (corvid)", "check"])
+    lines = []
+    for r in rows:
+        amount, unit = r.work
+        rate = lambda n: (f"{amount / r.timings[n].median_s / 1e9:.1f} {unit}"  # noqa: E731
+                          if n in r.timings else "-")
+        c = r.timings.get("corvid")
+        ratios = [f"{r.timings[p].median_s / c.median_s:.2f}x" if c and p in r.timings else "-" for p in peers]
+        goal = "-"
+        if c and "numpy" in r.timings:
+            met = r.timings["numpy"].median_s / c.median_s >= r.workload.target
+            goal = f">= {r.workload.target:g}x: {'met' if met else 'MISSED'}"
+        lines.append([r.workload.name] + [_fmt_ms(r.timings.get(n)) for n in names] + [rate("corvid")]
+                     + [rate(p) for p in peers] + ratios
+                     + [goal, f"{c.first_s * 1e3:.1f}" if c else "-", "FAIL" if r.failures else "ok"])
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+    fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(line) for line in lines]
+    return "\n".join(out)
+
+
+@contextlib.contextmanager
+def _kernel_cache(cold: bool) -> Iterator[str]:
+    """Point corvid at a fresh temporary kernel cache (cold) or leave the user's cache (warm)."""
+    if not cold:
+        yield "warm (the on-disk kernel cache; first calls may skip the C compiler)"
+        return
+    old = os.environ.get("CORVID_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="corvid-bench-cache-") as d:
+        os.environ["CORVID_CACHE_DIR"] = d
+        try:
+            yield "cold (fresh temporary kernel cache: first calls include the C compiler)"
+        finally:
+            if old is None:
+                os.environ.pop("CORVID_CACHE_DIR", None)
+            else:
+                os.environ["CORVID_CACHE_DIR"] = old
+
+
+def select(only: list[str] | None) -> list[Workload]:
+    """Workloads whose name equals or starts with one of ``only`` (all when empty)."""
+    if not only:
+        return list(WORKLOADS)
+    tokens = [t for item in only for t in item.split(",") if t]
+    chosen = [w for w in WORKLOADS if any(w.name == t or w.name.startswith(t) for t in tokens)]
+    if not chosen:
+        raise ValueError(f"no workload matches {', '.join(tokens)}; choose from {', '.join(w.name for w in WORKLOADS)}")
+    return chosen
+
+
+def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: float = 10.0, quick: bool = False,
+                   cold_cache: bool = True, out: TextIO = sys.stdout) -> list[Row]:
+    """Run the selected workloads on every available framework and print the table to ``out``."""
+    workloads = select(only)
+    frameworks, skipped = available_frameworks()
+    names = [fw.name for fw in frameworks]
+    with _kernel_cache(cold_cache) as cache_note:
+        print(f"corvid benchmarks on {platform.machine()} with {os.cpu_count()} cores, Python "
+              f"{platform.python_version()}; " + ", ".join(f"{fw.name} {fw.version}" for fw in frameworks), file=out)
+        if skipped:
+            print("skipped: " + ", ".join(skipped), file=out)
+        print(f"kernel cache: {cache_note}; {'quick (tiny) sizes' if quick else 'full sizes'}, "
+              f"repeat {repeat}, budget {budget_s:g} s per measurement", file=out, flush=True)
+        rows = [run_workload(wl, frameworks, repeat, budget_s, quick, out) for wl in workloads]
+    print(file=out)
+    print(format_table(rows, names), file=out)
+    print("ms: median of the steady-state runs; *: one call only (first call, too slow to repeat). "
+          "rate: derived from the median. vs X: X's time / corvid's time (>1: corvid is faster).", file=out)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", action="append", metavar="NAME",
+                   help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
+                        + ", ".join(w.name for w in WORKLOADS))
+    p.add_argument("--repeat", type=int, default=10, metavar="N", help="steady-state runs per measurement (default 10)")
+    p.add_argument("--budget", type=float, default=10.0, metavar="SECONDS",
+                   help="stop repeating a measurement after this long (default 10)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, measures nothing useful")
+    p.add_argument("--warm-cache", action="store_true", help="use the on-disk kernel cache instead of a fresh one")
+    args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    try:
+        rows = run_benchmarks(args.only, args.repeat, args.budget, args.quick, cold_cache=not args.warm_cache)
+    except ValueError as e:
+        p.error(str(e))
+    return 1 if any(r.failures for r in rows) else 0

@@ -1,0 +1,123 @@
+"""The workloads: inputs, the same computation written for each framework, and how to rate it.
+
+Each workload's ``ops`` maps a framework name to a function of the framework's own arrays. Sizes
+come in two flavours: full (what the table quotes) and ``quick`` (tiny, for the smoke test).
+``target`` is the issue's goal for numpy_time / corvid_time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    make_inputs: Callable[[np.random.Generator, bool], tuple[np.ndarray, ...]]  # (rng, quick)
+    ops: dict[str, Callable]
+    rate: Callable[[tuple[np.ndarray, ...]], tuple[float, str]]  # (work per call, unit): bytes → GB/s, flops → GFLOP/s
+    target: float
+    rtol: float
+    atol: float
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _jnp():
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def _jax_nn():
+    import jax
+
+    return jax.nn
+
+
+# --- elementwise chain --------------------------------------------------------------------------
+
+def _chain_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    return (rng.standard_normal(4096 if quick else 16 * MB, dtype=np.float32),)
+
+
+CHAIN = Workload(
+    "elementwise_chain", "((x*1.5+0.5).relu()*x).exp(), 16M float32", _chain_inputs,
+    {
+        "corvid": lambda x: ((x * 1.5 + 0.5).relu() * x).exp(),
+        "numpy": lambda x: np.exp(np.maximum(x * np.float32(1.5) + np.float32(0.5), np.float32(0)) * x),
+        "torch": lambda x: ((x * 1.5 + 0.5).relu() * x).exp(),
+        "jax": lambda x: _jnp().exp(_jnp().maximum(x * 1.5 + 0.5, 0) * x),
+    },
+    rate=lambda ins: (2 * ins[0].nbytes, "GB/s"),  # read x, write the result
+    target=3.0, rtol=1e-5, atol=1e-6)
+
+
+# --- sum ------------------------------------------------------------------------------------------
+
+def _sum_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    return (rng.random(4096 if quick else 16 * MB, dtype=np.float32),)
+
+
+SUM = Workload(
+    "sum", "x.sum(), 16M float32", _sum_inputs,
+    {
+        "corvid": lambda x: x.sum(),
+        "numpy": lambda x: x.sum(),
+        "torch": lambda x: x.sum(),
+        "jax": lambda x: _jnp().sum(x),
+    },
+    rate=lambda ins: (ins[0].nbytes, "GB/s"),
+    target=1.0, rtol=1e-4, atol=0.0)  # float32 sums of 16M terms differ by summation order
+
+
+# --- softmax --------------------------------------------------------------------------------------
+
+def _softmax_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    n = 64 if quick else 4096
+    return (rng.standard_normal((n, n), dtype=np.float32),)
+
+
+def _np_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+SOFTMAX = Workload(
+    "softmax", "x.softmax(-1), 4096x4096 float32", _softmax_inputs,
+    {
+        "corvid": lambda x: x.softmax(-1),
+        "numpy": _np_softmax,
+        "torch": lambda x: _torch().softmax(x, -1),
+        "jax": lambda x: _jax_nn().softmax(x, axis=-1),
+    },
+    rate=lambda ins: (2 * ins[0].nbytes, "GB/s"),
+    target=3.0, rtol=1e-5, atol=1e-7)
+
+
+# --- matmul ---------------------------------------------------------------------------------------
+
+def _matmul(n: int, quick_n: int) -> Workload:
+    def inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+        m = quick_n if quick else n
+        return rng.standard_normal((m, m), dtype=np.float32), rng.standard_normal((m, m), dtype=np.float32)
+
+    mm = lambda a, b: a @ b  # noqa: E731  (the same operator in every framework)
+    return Workload(
+        f"matmul_{n}", f"a @ b, {n}x{n} float32", inputs,
+        {"corvid": mm, "numpy": mm, "torch": mm, "jax": mm},
+        rate=lambda ins: (2.0 * ins[0].shape[0] ** 3, "GFLOP/s"),
+        target=0.5, rtol=1e-3, atol=1e-3)
+
+
+WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48)]
