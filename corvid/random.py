@@ -90,8 +90,12 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
     if not d.is_float:
         raise TypeError(f"randn needs a float dtype, got {d.name}")
     b0, b1 = random_bits(_shape_of(shape), device)
-    u1 = 1.0 - _uniform(b0, dt.float32)  # (0, 1]: log is finite
-    u2 = _uniform(b1, dt.float32)
+    # Computed in float64 and rounded to ``d``: vectorized (libmvec) and scalar libm log/cos may
+    # differ in the last bit, and how a draw is later sliced or fused decides which one runs. The
+    # float64 error is far below float32 resolution, so float32 and narrower results are the same
+    # whatever the schedule (float64 results may differ in the last bit).
+    u1 = 1.0 - _uniform(b0, dt.float64)  # (0, 1]: log is finite
+    u2 = _uniform(b1, dt.float64)
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 

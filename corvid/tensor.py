@@ -220,6 +220,8 @@ def result_type(*items: Any) -> DType:
             args.append(x.dtype)
         elif isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             args.append(x)
+        elif isinstance(x, (list, tuple)):  # the dtype Tensor(x) would get (float lists: float32)
+            args.append(dt.from_numpy(_to_numpy(x, None).dtype))
         else:
             args.append(dt.from_numpy(np.asarray(x).dtype))
     return dt.result_type(*args)
@@ -254,10 +256,12 @@ def _const_node(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
 
 
 def _to_numpy(data: Any, target: DType | None) -> np.ndarray:
-    if isinstance(data, np.ndarray) and data.dtype.kind == "c" or np.iscomplexobj(data):
+    if isinstance(data, np.ndarray) and data.dtype.kind == "c" or isinstance(data, complex):
         raise TypeError("complex data is not supported yet")
     if isinstance(data, (list, tuple)) and target is None:
         flat = list(_flatten(data))
+        if any(isinstance(x, complex) for x in flat):
+            raise TypeError("complex data is not supported yet")
         if flat and all(isinstance(x, bool) for x in flat):
             target = dt.bool_
         elif flat and all(isinstance(x, (bool, int)) for x in flat):
@@ -270,9 +274,11 @@ def _to_numpy(data: Any, target: DType | None) -> np.ndarray:
         raise ValueError(f"cannot make a tensor from {type(data).__name__}: {e}") from None
     if arr.dtype == object:
         raise TypeError("cannot make a tensor from ragged or non-numeric data")
+    if arr.dtype.kind == "c":
+        raise TypeError("complex data is not supported yet")
     if target is None and arr.dtype.kind in "fiub" and arr.dtype.byteorder not in "=|":
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return np.ascontiguousarray(arr)
+    return np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d arrays 1-d
 
 
 def _flatten(x: Any):

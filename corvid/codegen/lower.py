@@ -172,9 +172,10 @@ def merge_loops(k: Kernel) -> Kernel:
         if trial_cost <= cost:
             k, cost = trial, trial_cost
         d -= 1
-    for red in [u for u in k.values() if u.op == "reduce"]:
-        red_now = red
-        d = len(red.arg[1]) - 2
+    n_reduces = sum(1 for u in k.values() if u.op == "reduce")
+    for ri in range(n_reduces):  # look each reduce up again: every accepted merge rebuilds the kernel
+        red_now = [u for u in k.values() if u.op == "reduce"][ri]
+        d = len(red_now.arg[1]) - 2
         while d >= 0:
             loops = red_now.arg[1]
             a, b = loops[d], loops[d + 1]
@@ -183,8 +184,8 @@ def merge_loops(k: Kernel) -> Kernel:
             trial = k.substitute(mapping, k.loops, {id(red_now): new_loops})
             trial_cost = _divmod_cost(trial)
             if trial_cost <= cost:
-                new_red = next(u for u in trial.values() if u.op == "reduce" and u.arg[1] == new_loops)
-                k, cost, red_now = trial, trial_cost, new_red
+                k, cost = trial, trial_cost
+                red_now = [u for u in k.values() if u.op == "reduce"][ri]
             d -= 1
     return k
 

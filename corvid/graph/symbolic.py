@@ -347,6 +347,31 @@ def _split_by(x: Sym, d: int) -> tuple[Sym, Sym]:
     return _build(q_terms, q_const), _build(r_terms, r_const)
 
 
+def _drop_multiples(x: Sym, d: int) -> tuple[Sym, Sym]:
+    """Write x = d*q + rest where q collects the terms whose coefficient is a multiple of d; ``rest``
+    keeps every other term and the constant unchanged (so its bounds stay as tight as x's were)."""
+    terms, const = _linear(x)
+    q_terms = {a: c // d for a, c in terms.items() if c % d == 0}
+    return _build(q_terms, 0), _build({a: c for a, c in terms.items() if c % d}, const)
+
+
+def _factor_out(x: Sym, d: int) -> tuple[int, Sym, Sym]:
+    """Find the largest proper divisor f > 1 of d with x == f*big + small, 0 <= small < f, where
+    ``big`` collects the terms whose coefficients f divides. Then x//d == big//(d/f) and
+    x%d == f*(big%(d/f)) + small (a split of one axis in two, seen from the other side)."""
+    terms, const = _linear(x)
+    for f in range(d // 2, 1, -1):
+        if d % f:
+            continue
+        big = {a: c // f for a, c in terms.items() if c % f == 0}
+        if not big:
+            continue
+        small = _build({a: c for a, c in terms.items() if c % f}, const)
+        if 0 <= small.vmin and small.vmax < f:
+            return f, _build(big, 0), small
+    return 1, x, Num(0)
+
+
 def _common_factor(x: Sym, d: int) -> int:
     terms, const = _linear(x)
     g = d
@@ -364,9 +389,15 @@ def _floordiv(x: Sym, d: int) -> Sym:
         return Num(x.vmin // d)
     if isinstance(x, FloorDiv):
         return _floordiv(x.x, x.d * d)
+    q, rest = _drop_multiples(x, d)  # floor((d*q + rest)/d) == q + floor(rest/d)
+    if rest.vmin // d == rest.vmax // d:
+        return q + rest.vmin // d
     q, r = _split_by(x, d)  # floor((d*q + r)/d) == q + floor(r/d) for integer q
     if not (isinstance(q, Num) and q.value == 0):
         return q + _floordiv(r, d)
+    f, big, small = _factor_out(x, d)  # x == f*big + small with 0 <= small < f and f | d
+    if f > 1:
+        return _floordiv(big, d // f)
     g = _common_factor(x, d)
     if g > 1:
         return _floordiv(_divide_exact(x, g), d // g)
@@ -384,9 +415,15 @@ def _mod(x: Sym, d: int) -> Sym:
         return x - (x.vmin // d) * d
     if isinstance(x, Mod) and x.d % d == 0:
         return _mod(x.x, d)
+    _, rest = _drop_multiples(x, d)  # (d*q + rest) % d == rest % d
+    if rest.vmin // d == rest.vmax // d:
+        return rest - (rest.vmin // d) * d
     _, r = _split_by(x, d)
     if r != x:
         return _mod(r, d)
+    f, big, small = _factor_out(x, d)
+    if f > 1:
+        return _mod(big, d // f) * f + small
     g = _common_factor(x, d)
     if g > 1:
         return _mod(_divide_exact(x, g), d // g) * g

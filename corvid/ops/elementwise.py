@@ -75,16 +75,27 @@ class ElementwiseMixin:
 
     def floor_divide(self: Tensor, other: Any) -> Tensor:
         """Floor division (numpy semantics; integer division by zero gives 0)."""
-        out = self._elementwise(Op.IDIV, other, name="floor_divide")
-        return out if not out.dtype.is_bool else self._elementwise(Op.IDIV, other, dtype=dt.int8).astype(dt.int8)
+        from ..tensor import result_type
+
+        if result_type(self, other).is_bool:
+            return self._elementwise(Op.IDIV, other, dtype=dt.int8)
+        return self._elementwise(Op.IDIV, other, name="floor_divide")
 
     def remainder(self: Tensor, other: Any) -> Tensor:
-        """Remainder with the sign of the divisor (numpy/Python ``%``)."""
+        """Remainder with the sign of the divisor (numpy/Python ``%``); bool operands give int8."""
+        from ..tensor import result_type
+
+        if result_type(self, other).is_bool:
+            return self._elementwise(Op.MOD, other, dtype=dt.int8)
         return self._elementwise(Op.MOD, other, name="remainder")
 
     def pow(self: Tensor, other: Any) -> Tensor:
         """``self ** other``. Integer powers use exact integer math; a negative integer exponent gives 0
-        (except for bases 1 and -1), as truncated integer division would."""
+        (except for bases 1 and -1), as truncated integer division would. bool operands give int8."""
+        from ..tensor import result_type
+
+        if result_type(self, other).is_bool:
+            return self._elementwise(Op.POW, other, dtype=dt.int8)
         return self._elementwise(Op.POW, other, name="power")
 
     def rsub(self: Tensor, other: Any) -> Tensor:
@@ -133,11 +144,12 @@ class ElementwiseMixin:
         return self * self
 
     def sign(self: Tensor) -> Tensor:
-        """-1, 0 or 1 by sign (nan stays nan)."""
+        """-1, 0 or 1 by sign (nan stays nan, -0.0 gives 0.0 as in numpy)."""
         if self.dtype.is_bool:
             return self
         zero = self._const(0)
-        return where(self > zero, self._const(1), where(self < zero, self._const(-1), self))
+        rest = where(self.eq(zero), zero, self) if self.dtype.is_float else zero
+        return where(self > zero, self._const(1), where(self < zero, self._const(-1), rest))
 
     # --- comparisons -------------------------------------------------------------------------------
     def __lt__(self: Tensor, other: Any) -> Tensor:

@@ -198,13 +198,14 @@ class MovementMixin:
             if not (it is None or it is Ellipsis or isinstance(it, slice) or _is_int(it)):
                 raise TypeError(f"unsupported index {it!r}: use ints, slices, None or ... "
                                 "(tensor and boolean indexing come with the full array namespace)")
-        if items.count(Ellipsis) > 1:
+        ellipses = [i for i, it in enumerate(items) if it is Ellipsis]  # by identity: Tensor == is elementwise
+        if len(ellipses) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         used = sum(1 for it in items if it is not None and it is not Ellipsis)
         if used > self.ndim:
             raise IndexError(f"too many indices for a tensor of shape {self.shape}: {used} were given")
-        if Ellipsis in items:
-            e = items.index(Ellipsis)
+        if ellipses:
+            e = ellipses[0]
             items[e:e + 1] = [slice(None)] * (self.ndim - used)
         else:
             items += [slice(None)] * (self.ndim - used)
@@ -262,6 +263,10 @@ def _is_int(x: Any) -> bool:
     if isinstance(x, bool):
         return False
     if isinstance(x, int):
+        return True
+    import numpy as np
+
+    if isinstance(x, np.integer):
         return True
     from ..tensor import Tensor
 

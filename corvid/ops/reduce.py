@@ -25,10 +25,17 @@ Axis = int | Sequence[int] | None
 def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(x.ndim))
-    items = [axis] if isinstance(axis, int) else list(axis)
+    if isinstance(axis, int):
+        items = [axis]
+    elif isinstance(axis, (tuple, list)):
+        items = list(axis)
+    else:
+        raise TypeError(f"axis must be an int, a tuple of ints or None, got {type(axis).__name__}")
     norm = [normalize_axis(a, x.ndim) for a in items]
     if len(set(norm)) != len(norm):
         raise ValueError(f"repeated axis in {axis} for shape {x.shape}")
+    if x.ndim == 0:  # axis 0 / -1 of a 0-d tensor is accepted (as torch does) and reduces nothing
+        return ()
     return tuple(sorted(norm))
 
 

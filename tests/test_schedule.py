@@ -1,0 +1,267 @@
+"""Scheduling contract: how many kernels a graph becomes, what they read, and how clean their index
+code is. Kernel counts here are API contract. Values are checked on the CPU for each case."""
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.engine.schedule import create_schedule
+from corvid.graph.node import Op
+from corvid.graph.symbolic import count_divmod
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def divmods(sk) -> int:
+    """Floor divisions and modulos in a scheduled kernel's index expressions."""
+    k = sk.kernel
+    return sum(count_divmod(s) for u in k.values() for s in u.syms()) + sum(count_divmod(s.index) for s in k.stores)
+
+
+def body(sk) -> str:
+    """The generated source after the helper prelude (only lines with loads/stores/loops)."""
+    return "\n".join(l for l in sk.source.splitlines() if "for (" in l or "p0[" in l or "p1[" in l or "p2[" in l)
+
+
+def n_reduces(sk) -> int:
+    return sum(1 for u in sk.kernel.values() if u.op == "reduce")
+
+
+def check(t, ref, n_kernels, rtol=1e-5, atol=1e-6):
+    """Assert the kernel count (on the CPU and on the NULL device path) and the value."""
+    sched = t.schedule()
+    assert len(sched) == n_kernels, sched
+    got = t.numpy()
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
+    return sched
+
+
+# --- fusion -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4), (2, 1, 3, 2, 2)])
+def test_elementwise_chain_is_one_kernel(shape):
+    a, b = rand(*shape), rand(*shape)
+    x, y = cv.Tensor(a), cv.Tensor(b)
+    t = ((x * 2 + y).exp() - y.abs().sqrt() / (1 + x * x)).maximum(y).tanh()
+    ref = np.tanh(np.maximum(np.exp(a * 2 + b) - np.sqrt(np.abs(b)) / (1 + a * a), b))
+    (sk,) = check(t, ref, 1)
+    # contiguous elementwise work of any rank is one flat loop with no index arithmetic
+    assert len(sk.kernel.loops) == 1 and sk.kernel.loops[0].size == int(np.prod(shape))
+    assert divmods(sk) == 0
+
+
+def test_elementwise_with_broadcasting_is_one_kernel():
+    a, b, c = rand(3, 1, 5), rand(4, 1), rand(5)
+    t = (cv.Tensor(a) * cv.Tensor(b) + cv.Tensor(c)).relu()
+    check(t, np.maximum(a * b + c, 0), 1)
+
+
+def test_matmul_bias_relu_is_one_kernel():
+    a, b, bias = rand(5, 7), rand(7, 3), rand(3)
+    t = (cv.Tensor(a) @ cv.Tensor(b) + cv.Tensor(bias)).relu()
+    (sk,) = check(t, np.maximum(a @ b + bias, 0), 1, rtol=1e-4, atol=1e-5)
+    assert n_reduces(sk) == 1
+
+
+def test_batched_matmul_is_one_kernel():
+    a, b = rand(2, 3, 4), rand(2, 4, 5)
+    check(cv.Tensor(a) @ cv.Tensor(b), a @ b, 1, rtol=1e-4, atol=1e-5)
+
+
+def test_permute_pad_sum_reads_input_directly():
+    a = rand(2, 3, 4)
+    x = cv.Tensor(a)
+    t = x.permute(2, 0, 1).pad(((1, 1), (0, 2), (1, 0))).sum()
+    ref = np.pad(a.transpose(2, 0, 1), ((1, 1), (0, 2), (1, 0))).sum()
+    (sk,) = check(t, ref, 1, rtol=1e-5, atol=1e-5)
+    assert not sk.name.startswith("copy")
+    assert len(sk.inputs) == 1 and sk.inputs[0] is x.node and sk.inputs[0].op is Op.BUFFER
+    assert len(sk.kernel.params) == 2
+    assert "p1[" in sk.source
+
+
+def test_softmax_is_one_kernel():
+    a = rand(4, 6)
+    x = cv.Tensor(a)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    check(x.softmax(axis=-1), e / e.sum(-1, keepdims=True), 1)
+
+
+def test_reduce_broadcast_along_outer_axis_is_two_kernels():
+    a = rand(4, 6)
+    x = cv.Tensor(a)
+    sched = check(x - x.mean(axis=0), a - a.mean(axis=0), 2)
+    assert n_reduces(sched[0]) == 1 and n_reduces(sched[1]) == 0
+
+
+def test_reduce_used_by_two_outputs_is_computed_once():
+    a = rand(3, 5)
+    x = cv.Tensor(a)
+    s = (x * 2).sum(axis=1)
+    u, v = s + 1, s.exp()
+    sched = create_schedule([u.node, v.node], "CPU")
+    assert sum(n_reduces(sk) for sk in sched) == 1
+    assert len(sched) == 3
+    red = s.node.src[0]  # sum(axis=1) is REDUCE (keeps the axis) then a reshape
+    assert red.op is Op.REDUCE and sched[0].output is red
+    for sk in sched[1:]:
+        assert sk.inputs == [red]
+    np.testing.assert_allclose(u.numpy(), (a * 2).sum(1) + 1, rtol=1e-5)
+    np.testing.assert_allclose(v.numpy(), np.exp((a * 2).sum(1)), rtol=1e-5)
+
+
+def test_reduce_used_twice_in_one_kernel_is_computed_once():
+    a = rand(3, 5)
+    x = cv.Tensor(a)
+    m = x.max(axis=1, keepdims=True)
+    t = (x - m) * (x - m) + m
+    (sk,) = check(t, (a - a.max(1, keepdims=True)) ** 2 + a.max(1, keepdims=True), 1)
+    assert n_reduces(sk) == 1
+
+
+# --- hash-consing / CSE -------------------------------------------------------------------------
+
+def test_common_subexpressions_share_a_node():
+    x = cv.Tensor(rand(3, 4))
+    p, q = x + 1, x + 1
+    assert p.node is q.node
+    assert (p * 2).exp().node is (q * 2).exp().node
+    assert x.sum(axis=0).node is x.sum(axis=0).node
+    assert x.T.node is x.T.node and x[1:, ::2].node is x[1:, ::2].node
+    assert (x + 1).node is not (x + 2).node
+    # -0.0 and 0.0 are different constants
+    assert (x + 0.0).node is not (x + -0.0).node
+
+
+def test_common_subexpression_computes_once():
+    a = rand(3, 4)
+    x = cv.Tensor(a)
+    t = (x + 1).exp() * (x + 1).exp()
+    (sk,) = check(t, np.exp(a + 1) * np.exp(a + 1), 1, rtol=1e-5)
+    alus = [u.arg for u in sk.kernel.values() if u.op == "alu"]
+    assert alus.count(Op.ADD) == 1 and alus.count(Op.EXP) == 1
+    assert sum(1 for u in sk.kernel.values() if u.op == "load") == 1
+
+
+# --- movement ops are index rewrites --------------------------------------------------------------
+
+MOVES = {
+    "reshape_round_trip": (lambda t: t.reshape(24).reshape(4, 6), lambda a: a.reshape(24).reshape(4, 6)),
+    "transpose": (lambda t: t.T, lambda a: a.T),
+    "flip": (lambda t: t.flip(0), lambda a: a[::-1]),
+    "flip_both": (lambda t: t.flip(), lambda a: a[::-1, ::-1]),
+    "slice": (lambda t: t[1:3, 2:], lambda a: a[1:3, 2:]),
+    "step_slice": (lambda t: t[::2, ::3], lambda a: a[::2, ::3]),
+    "neg_step_slice": (lambda t: t[::2, ::-1], lambda a: a[::2, ::-1]),
+    "pad": (lambda t: t.pad(((1, 0), (2, 1))), lambda a: np.pad(a, ((1, 0), (2, 1)))),
+    "int_index": (lambda t: t[2], lambda a: a[2]),
+    "unsqueeze_expand": (lambda t: t[:, None, :].expand(4, 3, 6), lambda a: np.broadcast_to(a[:, None, :], (4, 3, 6))),
+    "split_merge": (lambda t: t.reshape(4, 2, 3).permute(0, 1, 2).reshape(8, 3).reshape(4, 6),
+                    lambda a: a.reshape(4, 2, 3).reshape(8, 3).reshape(4, 6)),
+    "chain": (lambda t: t.T.flip(1)[1:, ::2], lambda a: a.T[:, ::-1][1:, ::2]),
+    "pad_of_slice": (lambda t: t[1:3, 1:].pad(((2, 0), (0, 3))), lambda a: np.pad(a[1:3, 1:], ((2, 0), (0, 3)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+def test_movement_has_no_copy_kernel_and_no_divmod(name):
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = cv.Tensor(a)
+    f, ref = MOVES[name]
+    t = f(x) * 2 + 1
+    (sk,) = check(t, ref(a) * 2 + 1, 1)
+    assert not sk.name.startswith("copy")
+    assert sk.inputs == [x.node]
+    assert divmods(sk) == 0, body(sk)
+    # the pure view is one (copy) kernel when realized on its own
+    check(f(x), ref(a), 1)
+
+
+def test_permuting_a_split_axis_needs_exactly_its_divmods():
+    """(4,6) -> (2,2,6) -> swap the first two -> (4,6): row r reads row 2*(r%2) + r//2; nothing more."""
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = cv.Tensor(a)
+    t = x.reshape(2, 2, 6).permute(1, 0, 2).reshape(4, 6) + 1
+    (sk,) = check(t, a.reshape(2, 2, 6).transpose(1, 0, 2).reshape(4, 6) + 1, 1)
+    assert divmods(sk) == 2, body(sk)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: index ranges are not narrowed under a pad's gate, so a "
+                   "pad over a step slice keeps a div/mod in its load index (values are still correct)")
+def test_pad_of_step_slice_needs_no_divmod():
+    """Open: a pad over a reshape-built view (step slice) leaves divmods in the load index, because
+    the padded loop range is wider than the gated (valid) range the index is evaluated in."""
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = cv.Tensor(a)
+    t = x[::2].pad(((1, 1), (0, 0))) + 1
+    (sk,) = check(t, np.pad(a[::2], ((1, 1), (0, 0))) + 1, 1)
+    assert divmods(sk) == 0, body(sk)
+
+
+def test_reshape_round_trip_index_is_flat():
+    x = cv.Tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    (sk,) = (x.reshape(24).reshape(4, 6) + 1).schedule()
+    assert len(sk.kernel.loops) == 1 and divmods(sk) == 0
+    assert "/" not in body(sk) and "%" not in body(sk)
+
+
+def test_movement_then_reduce_is_one_kernel():
+    a = rand(4, 6)
+    x = cv.Tensor(a)
+    t = x.pad(((1, 1), (0, 0))).T.flip(0)[::2].sum(axis=1)
+    ref = np.pad(a, ((1, 1), (0, 0))).T[::-1][::2].sum(1)
+    (sk,) = check(t, ref, 1, atol=1e-5)
+    assert sk.inputs == [x.node] and divmods(sk) == 0
+
+
+def test_contiguous_forces_a_kernel():
+    a = rand(3, 4)
+    x = cv.Tensor(a)
+    c = (x + 1).contiguous()
+    check(c * 2, (a + 1) * 2, 2)
+
+
+# --- nothing to do ----------------------------------------------------------------------------------
+
+def test_realized_tensor_schedules_nothing():
+    x = cv.Tensor(rand(3, 4))
+    assert x.schedule() == []
+    y = (x + 1).realize()
+    assert y.schedule() == [] and y.node.op is Op.BUFFER
+    assert y.realize() is y and y.schedule() == []
+    z = y * 2
+    (sk,) = z.schedule()
+    assert sk.inputs == [y.node]
+
+
+def test_realized_subgraph_is_loaded_not_recomputed():
+    a = rand(3, 4)
+    x = cv.Tensor(a)
+    s = x.exp().sum(axis=1)
+    s.realize()
+    t = s + 1
+    (sk,) = check(t, np.exp(a).sum(1) + 1, 1, rtol=1e-5)
+    assert n_reduces(sk) == 0
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (2, 0, 4)])
+def test_empty_tensors_schedule_nothing(shape):
+    a = np.zeros(shape, np.float32)
+    x = cv.Tensor(a)
+    for t in (x + 1, (x * 2).exp(), x.reshape(shape[::-1]), x.flip(), x.T):
+        assert t.schedule() == []
+        assert t.numpy().shape == t.shape and t.numpy().size == 0
+    y = cv.Tensor(rand(3, 4))[:, 2:2] * 2
+    assert y.schedule() == [] and y.numpy().shape == (3, 0)
+
+
+def test_null_device_runs_the_pipeline():
+    x = cv.Tensor(rand(4, 6), device="NULL")
+    assert len(x.softmax(-1).schedule()) == 1
+    assert len((x - x.mean(axis=0)).schedule()) == 2
+    t = (x * 2).sum(axis=1).realize()
+    assert t.schedule() == [] and t.numpy().shape == (4,)
