@@ -7,7 +7,7 @@ kernel stores it. ``arange`` is an index computed inside the kernel that reads i
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any
 
 from . import dtype as dt
 from .dtype import DType, DTypeLike
@@ -117,6 +117,3 @@ def eye(n: int, m: int | None = None, k: int = 0, dtype: DTypeLike | None = None
     cols = arange(m, device=device).reshape(1, m)
     return (cols - rows).eq(k).astype(dtype or dt.default_float)
 
-
-def _sequence(x: Sequence[int]) -> tuple[int, ...]:
-    return tuple(x)

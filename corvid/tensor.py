@@ -9,7 +9,6 @@ grouped by theme in mixins: :mod:`corvid.ops.movement`, :mod:`corvid.ops.element
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -288,6 +287,3 @@ def _flatten(x: Any):
     else:
         yield x
 
-
-def prod(xs: Sequence[int]) -> int:
-    return math.prod(xs)

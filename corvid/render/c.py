@@ -17,7 +17,7 @@ import math
 
 from ..codegen.ir import Kernel, U
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
-from ..dtype import DType
+from ..dtype import DType, reduce_identity
 from ..graph.node import Op
 from ..graph.symbolic import Num, Var
 
@@ -150,7 +150,7 @@ class CRenderer:
             if isinstance(s, Def):
                 self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {self._expr(s.u)};")
             elif isinstance(s, AccInit):
-                init = render_const(_identity(s.u), s.u.dtype)
+                init = render_const(reduce_identity(s.u.dtype, s.u.arg[0]), s.u.dtype)
                 if id(s.u) in self.vec:
                     init = self._broadcast(init, s.u.dtype)
                 self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {init};")
@@ -346,8 +346,3 @@ class CRenderer:
                 out.append(f"{t} fmod{sfx}({t}, {t}); {t} copysign{sfx}({t}, {t}); {t} floor{sfx}({t});")
         return out
 
-
-def _identity(u: U):
-    from ..dtype import reduce_identity
-
-    return reduce_identity(u.dtype, u.arg[0])

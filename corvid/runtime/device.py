@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ..dtype import DType
 class Allocator:
     """Raw memory for one device, with a pool of freed blocks reused by exact byte size.
 
-    Subclasses implement ``_alloc``, ``_copyin`` and ``_copyout``.
+    Subclasses implement ``_alloc``, ``copyin`` and ``copyout``.
     """
 
     def __init__(self, pool_limit_bytes: int = 2 << 30):
@@ -63,7 +63,8 @@ class Allocator:
 
 
 class Program:
-    """A compiled kernel. ``__call__(buffers, global_size)`` runs it."""
+    """A compiled kernel. ``__call__(handles)`` runs it on the allocator handles of its buffers
+    (output first, then inputs, in the kernel's parameter order)."""
 
     def __call__(self, handles: list[Any]) -> None:
         raise NotImplementedError
@@ -74,7 +75,7 @@ class Device:
 
     name: str = ""
     allocator: Allocator
-    renderer: Callable[..., str]
+    renderer: Any  # an object with ``render(kernel) -> str`` (see corvid/render/c.py)
 
     def compile(self, kernel: Any, source: str) -> Program:
         raise NotImplementedError
