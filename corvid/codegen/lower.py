@@ -20,7 +20,7 @@ from itertools import count
 from typing import Callable
 
 from ..dtype import bool_ as _BOOL
-from ..graph.node import ELEMENTWISE, Node, Op
+from ..graph.node import ELEMENTWISE, IDENTITY, Node, Op
 from ..graph.symbolic import Num, Sym, Var, count_divmod, sym_and
 from .ir import Kernel, Loop, Param, Store, U
 
@@ -73,7 +73,9 @@ class _Lowerer:
             if op in (Op.CAST, Op.BITCAST):
                 return k.u(op.name.lower(), n.dtype, src, n.arg)
             return k.u("alu", n.dtype, src, op)
-        if op is Op.CONTIGUOUS:
+        if op is Op.CONTIGUOUS or op in IDENTITY:
+            if not n.src:
+                raise ValueError(f"{n}: a placeholder has no value to compute")
             return self.emit(n.src[0], idx, gate)
         if op is Op.REDUCE:
             red_op, axes = n.arg

@@ -25,7 +25,7 @@ from typing import Any
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
 from ..codegen.lower import lower, lower_unmerged
-from ..graph.node import MOVEMENT, Node, Op, _arg_key, toposort
+from ..graph.node import IDENTITY, MOVEMENT, Node, Op, _arg_key, toposort
 from ..runtime.device import Program, get_device
 
 
@@ -92,6 +92,11 @@ def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]
 
 def _stored(roots: list[Node]) -> dict[int, Node]:
     every = toposort(roots, stop=lambda n: n.buffer is not None)
+    for n in every:
+        if n.op is Op.VAR and not n.src and n.buffer is None:
+            raise ValueError(f"this value depends on a traced placeholder of {n.arg.kind} ({n.dtype.name}"
+                             f"{list(n.shape)}), which has no concrete value while the function is traced; "
+                             "values (item(), numpy(), bool(), printing) are only available outside the transform")
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
     while True:
@@ -138,7 +143,8 @@ def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
     key: list[Any] = []
     for n in nodes:
         num[id(n)] = len(num)
-        key.append((n.op, _arg_key(n.op, n.arg), n.dtype, n.shape, tuple(
+        arg = None if n.op is Op.VAR else _arg_key(n.op, n.arg)  # the mark does not change the code
+        key.append((n.op, arg, n.dtype, n.shape, tuple(
             ("in", pos[id(s)]) if id(s) in pos else num[id(s)] for s in n.src)))
     return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
 
@@ -154,7 +160,7 @@ class _Compiled:
 def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
     if any(n.op is Op.REDUCE for n in nodes):
         prefix = "r"
-    elif all(n.op in MOVEMENT or n.op is Op.CONTIGUOUS for n in nodes):
+    elif all(n.op in MOVEMENT or n.op in IDENTITY or n.op is Op.CONTIGUOUS for n in nodes):
         prefix = "copy"
     else:
         prefix = "E"

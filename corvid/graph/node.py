@@ -43,6 +43,11 @@ class Op(Enum):
     RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
     # realization boundary: force a stored copy
     CONTIGUOUS = auto()
+    # transforms (autodiff, vmap, jit). VAR marks a variable a transform differentiates or
+    # batches; arg: a unique Mark. With one source it is the identity on that source's value;
+    # with none it is a placeholder that has no value (realizing it is an error). DETACH is the
+    # identity whose derivative is zero (detach, stop_gradient, no_grad).
+    VAR = auto(); DETACH = auto()  # noqa: E702
 
 
 UNARY = frozenset(
@@ -55,6 +60,7 @@ BINARY = frozenset(
 COMPARISON = frozenset({Op.CMPLT, Op.CMPEQ, Op.CMPNE})
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.PAD, Op.SHRINK, Op.FLIP})
+IDENTITY = frozenset({Op.VAR, Op.DETACH})  # value-preserving markers, free in kernels
 REDUCE_OPS = ("sum", "prod", "max", "min")
 
 
@@ -65,11 +71,13 @@ class Node:
     every graph that still refers to this node reads the stored value instead of recomputing it.
     """
 
-    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "__weakref__")
+    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "traced", "__weakref__")
 
     def __init__(self, op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]):
         self.op, self.src, self.arg, self.dtype, self.shape = op, src, arg, dtype, shape
         self.buffer = arg if op is Op.BUFFER else None
+        # True when a VAR lies below (outside a DETACH): the node depends on a marked variable
+        self.traced = op is Op.VAR or (op is not Op.DETACH and any(s.traced for s in src))
 
     @property
     def numel(self) -> int:
@@ -83,11 +91,26 @@ class Node:
 _live: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
 
 
+class Mark:
+    """The identity of one VAR node: unique per variable, compared by identity.
+
+    ``kind`` says which mechanism made it (``"leaf"`` for a ``requires_grad`` tensor, ``"grad"``,
+    ``"jvp"``, ``"vmap"``, ``"jit"`` for transforms); ``data`` is free for that mechanism's use."""
+
+    __slots__ = ("kind", "data", "__weakref__")
+
+    def __init__(self, kind: str, data: Any = None):
+        self.kind, self.data = kind, data
+
+    def __repr__(self) -> str:
+        return f"Mark({self.kind}@{id(self):x})"
+
+
 def _arg_key(op: Op, arg: Any) -> Any:
     # -0.0 == 0.0 in Python, but they are different constants
     if op is Op.CONST and isinstance(arg, float):
         return ("f", arg, math.copysign(1.0, arg))
-    if op is Op.BUFFER:
+    if op is Op.BUFFER or op is Op.VAR:
         return id(arg)
     return arg
 
