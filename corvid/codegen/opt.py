@@ -26,7 +26,12 @@ from ..graph.node import Op
 from ..graph.symbolic import Lin, Num, Sym, Var
 from .ir import Kernel, Loop, Store, U
 
-ROW_TILE = 4  # rows of an output tile: independent vector accumulators per loaded vector
+# register tile of a matmul-like kernel: ROW_TILES rows (tried in order, the first that divides the
+# row count wins) x COL_TILES vectors. 8x2 keeps 16 vector accumulators and, per step of the reduce,
+# loads 2 vectors of the right operand and 8 scalars of the left one: measured on a 2-core AVX-512
+# machine it runs 1024x1024 f32 at numpy's speed, where 4x1 reached a fifth of it.
+ROW_TILES = (8, 6, 4, 2)
+COL_TILES = (2,)
 VECTOR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.MIN})
 
 
@@ -146,8 +151,12 @@ def apply_heuristics(k: Kernel) -> Kernel:
     if not (strided and contiguous_out) or not can_vectorize(k, len(k.loops) - 1, width):
         return k
     k = vectorize(k, len(k.loops) - 1, width)
-    if len(k.loops) >= 2 and k.loops[-2].size % ROW_TILE == 0:
-        k = upcast(k, len(k.loops) - 2, ROW_TILE)
+    cols = next((c for c in COL_TILES if k.loops[-1].size % c == 0), 1)
+    if cols > 1:
+        k = upcast(k, len(k.loops) - 1, cols)
+    rows = next((r for r in ROW_TILES if len(k.loops) >= 2 and k.loops[-2].size % r == 0), 1)
+    if rows > 1:
+        k = upcast(k, len(k.loops) - 2, rows)
         # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
         order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
         k = reorder(k, order)

@@ -155,7 +155,7 @@ class CRenderer:
                     init = self._broadcast(init, s.u.dtype)
                 self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {init};")
                 if self._nan_flag(s.u):
-                    self.lines.append(f"{pad}_Bool {self._name(s.u)}_nan = 0;")
+                    self.lines.append(f"{pad}int {self._name(s.u)}_nan = 0;  // int, not _Bool: a bool flag blocks vectorization")
             elif isinstance(s, AccFinal):
                 if self._nan_flag(s.u):
                     acc = self._name(s.u)
@@ -203,6 +203,9 @@ class CRenderer:
 
     def _accumulate(self, u: U) -> str:
         acc, v, op = self._name(u), self._ref(u.src[0]), u.arg[0]
+        if op in ("sum", "prod") and u.dtype.is_int and not u.dtype.is_unsigned and id(u) not in self.vec:
+            t = compute_type(u.dtype)  # wrap on overflow, as numpy does (no -fwrapv)
+            return f"{acc} = ({t})((u{t}){acc} {'+' if op == 'sum' else '*'} (u{t}){v});"
         if op == "sum":
             return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
         if op == "prod":
@@ -308,6 +311,13 @@ class CRenderer:
         in_dt = src[-1] if op is Op.WHERE else src[0]
         if op is Op.WHERE:
             return f"{a[0]} ? {a[1]} : {a[2]}"
+        if op in (Op.ADD, Op.SUB, Op.MUL, Op.NEG) and in_dt.is_int and not in_dt.is_unsigned and in_dt.itemsize >= 4:
+            # signed overflow wraps (as numpy's does) through unsigned arithmetic; the kernels are
+            # built without -fwrapv so that index arithmetic stays affine and vectorizes
+            u = f"u{t}"
+            if op is Op.NEG:
+                return f"({t})(0 - ({u}){a[0]})"
+            return f"({t})(({u}){a[0]} {_INFIX[op]} ({u}){a[1]})"
         if op in _INFIX:
             return f"{a[0]} {_INFIX[op]} {a[1]}"
         if op is Op.NEG:
@@ -325,7 +335,7 @@ class CRenderer:
             return f"{name}({', '.join(a)})"
         # integers and bools
         if op is Op.ABS:
-            return f"{a[0]} < 0 ? -{a[0]} : {a[0]}" if not in_dt.is_unsigned else a[0]
+            return f"{a[0]} < 0 ? ({t})(0 - (u{t}){a[0]}) : {a[0]}" if not in_dt.is_unsigned else a[0]
         fn = {Op.IDIV: "idiv", Op.MOD: "imod", Op.SHL: "shl", Op.SHR: "shr", Op.POW: "ipow"}.get(op)
         if fn is None:
             raise NotImplementedError(f"C renderer: {op.name} on {in_dt.name}")

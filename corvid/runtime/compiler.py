@@ -139,7 +139,7 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
     if proc.returncode != 0:
         return None
     version = (proc.stdout.splitlines() or [""])[0].strip()
-    head, tail = ("-O3", "-march=native", "-fPIC", "-shared"), ("-fno-math-errno", "-fwrapv")
+    head, tail = ("-O3", "-march=native", "-fPIC", "-shared"), ("-fno-math-errno",)
     with tempfile.TemporaryDirectory(prefix="corvid-probe-") as tmp:
         folder = pathlib.Path(tmp)
         if not _probe(cc, head + tail, ["-lm"], _PROBE_BASIC, folder, "basic"):
