@@ -68,18 +68,42 @@ class ScheduledKernel:
 _cache: dict[tuple, _Compiled] = {}
 
 
+_plans: dict[tuple, list[tuple[int, list[int], _Compiled]]] = {}
+
+
 def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
-    """The kernels that realizing ``roots`` runs, in order, without running anything."""
+    """The kernels that realizing ``roots`` runs, in order, without running anything.
+
+    The kernel split depends only on the graph's structure, so it is cached by a structural key
+    of the whole graph: a training loop that rebuilds the same graph every step pays for one
+    graph walk, not for lowering probes and region walks."""
     todo = [r for r in roots if r.buffer is None and r.numel > 0]
     if not todo:
         return []
-    stored = _stored(todo)
-    order = toposort(todo, stop=lambda n: n.buffer is not None)
-    out = []
-    for n in order:
-        if id(n) in stored and n.buffer is None and n.numel > 0:
-            out.append(_make_kernel(n, stored, device))
-    return out
+    every = toposort(todo, stop=lambda n: n.buffer is not None)
+    _check_placeholders(every)
+    inputs = [n for n in every if n.buffer is not None]
+    inner = [n for n in every if n.buffer is None]
+    pos = {id(n): i for i, n in enumerate(every)}
+    key = (device, _structure_key(inner, inputs), tuple(pos[id(r)] for r in todo))
+    plan = _plans.get(key)
+    if plan is None:
+        stored = _stored(todo, every)
+        plan = []
+        for n in every:
+            if id(n) in stored and n.buffer is None and n.numel > 0:
+                sk = _make_kernel(n, stored, device)
+                plan.append((pos[id(n)], [pos[id(i)] for i in sk.inputs], sk.compiled))
+        _plans[key] = plan
+    return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins], c) for r, ins, c in plan]
+
+
+def _check_placeholders(every: list[Node]) -> None:
+    for n in every:
+        if n.op is Op.VAR and not n.src and n.buffer is None:
+            raise ValueError(f"this value depends on a traced placeholder of {n.arg.kind} ({n.dtype.name}"
+                             f"{list(n.shape)}), which has no concrete value while the function is traced; "
+                             "values (item(), numpy(), bool(), printing) are only available outside the transform")
 
 
 def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]]:
@@ -90,13 +114,7 @@ def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]
     return [n for n in nodes if not is_input(n)], inputs
 
 
-def _stored(roots: list[Node]) -> dict[int, Node]:
-    every = toposort(roots, stop=lambda n: n.buffer is not None)
-    for n in every:
-        if n.op is Op.VAR and not n.src and n.buffer is None:
-            raise ValueError(f"this value depends on a traced placeholder of {n.arg.kind} ({n.dtype.name}"
-                             f"{list(n.shape)}), which has no concrete value while the function is traced; "
-                             "values (item(), numpy(), bool(), printing) are only available outside the transform")
+def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
     while True:
