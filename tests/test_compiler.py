@@ -219,3 +219,14 @@ def test_concurrent_processes_share_cache(tmp_path):
     compiler._clear_memory_cache()
     check_add1(compiler.compile_kernel(ADD1, "add1"))
     assert not list(tmp_path.glob("kernels/*/.*"))  # no temp files left behind
+
+
+def test_gated_broadcast_copy_is_not_miscompiled():
+    """gcc 12.2 at -O3 vectorized this pad+expand copy wrongly (element [1, 0, 1] came out 2.0);
+    the kernel flags avoid it. Found by the fuzz test."""
+    import corvid as cv
+
+    a = np.arange(1, 7, dtype=np.float32).reshape(3, 2)
+    x = cv.Tensor(a).pad(((1, 0), (0, 1))).reshape(4, 3, 1).expand(4, 3, 2)
+    ref = np.broadcast_to(np.pad(a, ((1, 0), (0, 1))).reshape(4, 3, 1), (4, 3, 2))
+    np.testing.assert_array_equal(x.numpy(), ref)

@@ -139,7 +139,11 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
     if proc.returncode != 0:
         return None
     version = (proc.stdout.splitlines() or [""])[0].strip()
-    head, tail = ("-O3", "-march=native", "-fPIC", "-shared"), ("-fno-math-errno",)
+    # -O2 with the full vectorizer rather than -O3: gcc 12.2's -O3 miscompiles some gated
+    # broadcast copies (a pad read under a condition, stored twice per element: a test in
+    # tests/test_compiler.py keeps the case), and measured no faster on corvid's kernels.
+    head = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-march=native", "-fPIC", "-shared")
+    tail = ("-fno-math-errno",)
     with tempfile.TemporaryDirectory(prefix="corvid-probe-") as tmp:
         folder = pathlib.Path(tmp)
         if not _probe(cc, head + tail, ["-lm"], _PROBE_BASIC, folder, "basic"):
