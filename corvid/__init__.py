@@ -18,3 +18,10 @@ from .creation import (arange, empty, empty_like, eye, full, full_like, linspace
 
 __version__ = "0.1.0"
 concat = cat
+from .transforms.forward import custom_jvp, jacfwd, jvp
+from .transforms.batching import vmap
+from .autograd import enable_grad, is_grad_enabled, no_grad, stop_gradient
+from .transforms.reverse import grad, jacrev, value_and_grad, vjp
+from .transforms.custom import checkpoint, custom_vjp
+from .transforms.jit import jit  # noqa: E402
+from .transforms.forward import hessian

@@ -12,7 +12,8 @@ from typing import Any
 from . import dtype as dt
 from .dtype import DType, DTypeLike
 from .graph.node import Op, node
-from .random import manual_seed, rand, randint, randn
+from . import random as _random
+from .random import manual_seed, randint
 from .runtime.device import canonical_device
 from .tensor import Tensor, _const_node
 
@@ -36,48 +37,70 @@ def _dtype_for(value: Any, dtype: DTypeLike | None) -> DType:
     return dt.to_dtype(dtype) if dtype is not None else dt.python_scalar_dtype(value)
 
 
-def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
-    """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if not given)."""
+def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    """``t`` made a ``requires_grad`` leaf when asked (TypeError for non-float dtypes)."""
+    return t.requires_grad_() if requires_grad else t
+
+
+def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = None, device: str | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if not given).
+
+    Every float creation function takes ``requires_grad=True`` to make a leaf for ``backward()``."""
     d = _dtype_for(fill_value, dtype)
-    return Tensor._from_node(_const_node(fill_value, d, _shape(shape)), canonical_device(device))
+    return _leaf(Tensor._from_node(_const_node(fill_value, d, _shape(shape)), canonical_device(device)), requires_grad)
 
 
-def zeros(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+def zeros(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
+          requires_grad: bool = False) -> Tensor:
     """Zeros of ``shape`` (``zeros(2, 3)`` or ``zeros((2, 3))``), default float32."""
-    return full(_varargs(shape), 0.0 if dtype is None else 0, dtype or dt.default_float, device)
+    return full(_varargs(shape), 0.0 if dtype is None else 0, dtype or dt.default_float, device, requires_grad)
 
 
-def ones(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
-    return full(_varargs(shape), 1.0 if dtype is None else 1, dtype or dt.default_float, device)
+def ones(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
+    return full(_varargs(shape), 1.0 if dtype is None else 1, dtype or dt.default_float, device, requires_grad)
 
 
-def empty(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+def empty(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
+          requires_grad: bool = False) -> Tensor:
     """Uninitialized values in the Array API sense; corvid gives zeros (a constant costs nothing)."""
-    return zeros(*shape, dtype=dtype, device=device)
+    return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def rand(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) of ``shape``."""
+    return _leaf(_random.rand(*shape, dtype=dtype, device=device), requires_grad)
+
+
+def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal samples of ``shape``."""
+    return _leaf(_random.randn(*shape, dtype=dtype, device=device), requires_grad)
 
 
 def _varargs(shape: tuple[Any, ...]) -> Any:
     return shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
 
 
-def full_like(x: Tensor, fill_value: bool | int | float, dtype: DTypeLike | None = None) -> Tensor:
-    return full(x.shape, fill_value, dtype or x.dtype, x.device)
+def full_like(x: Tensor, fill_value: bool | int | float, dtype: DTypeLike | None = None,
+              requires_grad: bool = False) -> Tensor:
+    return full(x.shape, fill_value, dtype or x.dtype, x.device, requires_grad)
 
 
-def zeros_like(x: Tensor, dtype: DTypeLike | None = None) -> Tensor:
-    return full(x.shape, 0, dtype or x.dtype, x.device)
+def zeros_like(x: Tensor, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    return full(x.shape, 0, dtype or x.dtype, x.device, requires_grad)
 
 
-def ones_like(x: Tensor, dtype: DTypeLike | None = None) -> Tensor:
-    return full(x.shape, 1, dtype or x.dtype, x.device)
+def ones_like(x: Tensor, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    return full(x.shape, 1, dtype or x.dtype, x.device, requires_grad)
 
 
-def empty_like(x: Tensor, dtype: DTypeLike | None = None) -> Tensor:
-    return zeros_like(x, dtype)
+def empty_like(x: Tensor, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    return zeros_like(x, dtype, requires_grad)
 
 
 def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTypeLike | None = None,
-           device: str | None = None) -> Tensor:
+           device: str | None = None, requires_grad: bool = False) -> Tensor:
     """``start, start+step, ...`` below ``stop`` (``arange(n)`` counts from 0). Ints give int64."""
     if stop is None:
         start, stop = 0, start
@@ -90,11 +113,11 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTyp
     dev = canonical_device(device)
     idx = Tensor._from_node(node(Op.IOTA, (), None, dt.int64 if not d.is_float else d, (n,)), dev)
     out = idx * step + start if (step != 1 or start != 0) else idx
-    return out.astype(d)
+    return _leaf(out.astype(d), requires_grad)
 
 
 def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: DTypeLike | None = None,
-             device: str | None = None) -> Tensor:
+             device: str | None = None, requires_grad: bool = False) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``)."""
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
@@ -107,13 +130,14 @@ def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: 
         from .ops.elementwise import where
 
         out = where(arange(num, device=device).eq(num - 1), float(stop), out)
-    return out.astype(d)
+    return _leaf(out.astype(d), requires_grad)
 
 
-def eye(n: int, m: int | None = None, k: int = 0, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+def eye(n: int, m: int | None = None, k: int = 0, dtype: DTypeLike | None = None, device: str | None = None,
+        requires_grad: bool = False) -> Tensor:
     """``n x m`` matrix with ones on the ``k``-th diagonal."""
     m = n if m is None else m
     rows = arange(n, device=device).reshape(n, 1)
     cols = arange(m, device=device).reshape(1, m)
-    return (cols - rows).eq(k).astype(dtype or dt.default_float)
+    return _leaf((cols - rows).eq(k).astype(dtype or dt.default_float), requires_grad)
 

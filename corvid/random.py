@@ -9,14 +9,14 @@ tiny input buffer, so every draw of the same shape reuses one compiled kernel.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from . import dtype as dt
 from .dtype import DTypeLike
 from .graph.node import Op, node
-from .runtime.device import canonical_device
+from .runtime.device import Buffer, canonical_device
 from .tensor import Tensor
 
 _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
@@ -47,17 +47,51 @@ def threefry2x32(key: tuple[Tensor, Tensor], x0: Tensor, x1: Tensor) -> tuple[Te
     return x0, x1
 
 
+# Functions that intercept draws, innermost last. Transforms install one while they trace a
+# function: vmap (corvid/transforms/batching.py) to batch, share or forbid the draws made inside
+# it, jit to record them. Each is called as ``interceptor(shape, device, outer)``, where
+# ``outer(shape, device)`` draws through the next one out (the last one draws for real).
+_interceptors: list[Callable[..., tuple[Tensor, Tensor]]] = []
+
+
 def random_bits(shape: tuple[int, ...], device: str | None = None) -> tuple[Tensor, Tensor]:
     """Two independent uint32 words per element of ``shape`` (advances the generator)."""
-    dev = canonical_device(device)
-    n = math.prod(shape)
+    return _draw(len(_interceptors), tuple(shape), canonical_device(device))
+
+
+def _draw(level: int, shape: tuple[int, ...], device: str) -> tuple[Tensor, Tensor]:
+    if level == 0:
+        return _generate(shape, device)
+    return _interceptors[level - 1](shape, device, lambda s, d: _draw(level - 1, tuple(s), d))
+
+
+def _generate(shape: tuple[int, ...], device: str) -> tuple[Tensor, Tensor]:
+    buf = params_buffer(math.prod(shape), device)
+    params = Tensor._from_node(node(Op.BUFFER, (), buf, PARAMS_DTYPE, (PARAMS_SIZE,)), device)
+    return bits_from_params(params, shape, device)
+
+
+PARAMS_DTYPE, PARAMS_SIZE = dt.uint32, 4  # a draw's parameters: key (2 words), counter offset (2 words)
+
+
+def params_buffer(n: int, device: str) -> Buffer:
+    """The parameters of the next draw of ``n`` numbers as a uint32 buffer ``[key lo, key hi,
+    offset lo, offset hi]``; advances the generator by ``n``."""
     seed, offset = _state["seed"], _state["offset"]
     _state["offset"] = offset + n
-    words = np.array([seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, offset >> 32], dtype=np.uint32)
-    params = Tensor(words, device=dev)
+    words = np.array([seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF],
+                     dtype=np.uint32)
+    buf = Buffer(canonical_device(device), PARAMS_DTYPE, PARAMS_SIZE)
+    buf.copyin(words)
+    return buf
+
+
+def bits_from_params(params: Tensor, shape: tuple[int, ...], device: str | None = None) -> tuple[Tensor, Tensor]:
+    """Two uint32 words per element of ``shape`` from a draw's parameters (see :func:`params_buffer`)."""
+    n = math.prod(shape)
     k0, k1 = params[0], params[1]
     base = params[2].astype(dt.uint64) | (params[3].astype(dt.uint64) << 32)
-    ctr = Tensor._from_node(node(Op.IOTA, (), None, dt.uint64, (n,)), dev) + base
+    ctr = Tensor._from_node(node(Op.IOTA, (), None, dt.uint64, (n,)), canonical_device(device)) + base
     lo, hi = (ctr & 0xFFFFFFFF).astype(dt.uint32), (ctr >> 32).astype(dt.uint32)
     b0, b1 = threefry2x32((k0, k1), lo, hi)
     return b0.reshape(shape), b1.reshape(shape)

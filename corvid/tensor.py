@@ -14,7 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dtype as dt
+from .autograd import AutogradMixin, cut_under_no_grad, grad_mode, leaf_node
 from .dtype import DType, DTypeLike
+from .engine import capture as _capture
 from .engine.realize import realize as _realize
 from .engine.schedule import ScheduledKernel, create_schedule
 from .graph.node import COMPARISON, Node, Op, node
@@ -26,12 +28,14 @@ from .runtime.device import Buffer, canonical_device
 Scalar = bool | int | float
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     """An n-dimensional array computed lazily on a device.
 
-    ``Tensor(data, dtype=None, device=None)`` accepts a Python scalar, a nested list/tuple of
-    them, a numpy array (copied) or another Tensor (shared, no copy). Without ``dtype``, Python
-    floats give ``float32``, ints ``int64``, bools ``bool``; numpy arrays keep their dtype.
+    ``Tensor(data, dtype=None, device=None, requires_grad=False)`` accepts a Python scalar, a
+    nested list/tuple of them, a numpy array (copied) or another Tensor (shared, no copy). Without
+    ``dtype``, Python floats give ``float32``, ints ``int64``, bools ``bool``; numpy arrays keep
+    their dtype. ``requires_grad=True`` makes a leaf for :meth:`backward` (see
+    :mod:`corvid.autograd`); ``grad`` holds its accumulated gradient (None until backward).
 
     >>> import corvid as cv
     >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
@@ -39,33 +43,49 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
     (2,)
     """
 
-    __slots__ = ("node", "device", "__weakref__")
+    __slots__ = ("node", "device", "_grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
-    def __init__(self, data: Any, dtype: DTypeLike | None = None, device: str | None = None):
+    def __init__(self, data: Any, dtype: DTypeLike | None = None, device: str | None = None,
+                 requires_grad: bool = False):
+        self._grad: Tensor | None = None
+        self.node = self._init_node(data, dtype, device)
+        if requires_grad:
+            self.requires_grad_()
+
+    def _init_node(self, data: Any, dtype: DTypeLike | None, device: str | None) -> Node:
         if isinstance(data, Tensor):
             self.device = data.device if device is None else canonical_device(device)
             if self.device != data.device:
                 raise NotImplementedError("copying between devices is not supported yet")
-            self.node = data.node if dtype is None else data.astype(dtype).node
-            return
+            return data.node if dtype is None else data.astype(dtype).node
         self.device = canonical_device(device)
         target = None if dtype is None else dt.to_dtype(dtype)
         if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
-            d = target or dt.python_scalar_dtype(data)
-            self.node = _const_node(data, d, ())
-            return
+            return _const_node(data, target or dt.python_scalar_dtype(data), ())
         arr = _to_numpy(data, target)
         buf = Buffer(self.device, dt.from_numpy(arr.dtype), arr.size)
         if arr.size:
             buf.copyin(arr)
-        self.node = node(Op.BUFFER, (), buf, buf.dtype, arr.shape)
+        return node(Op.BUFFER, (), buf, buf.dtype, arr.shape)
 
     @classmethod
     def _from_node(cls, n: Node, device: str) -> Tensor:
         t = cls.__new__(cls)
-        t.node, t.device = n, device
+        t.node, t.device, t._grad = n, device, None
         return t
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient ``backward()`` accumulated into this leaf (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"grad must be a Tensor or None, got {type(value).__name__}")
+        _capture.note_mutation(self, "grad")
+        self._grad = value
 
     # --- metadata ----------------------------------------------------------------------------------
     @property
@@ -98,11 +118,17 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
         return create_schedule([self.node], self.device)
 
     def realize(self) -> Tensor:
-        """Compute this tensor now; returns self. Afterwards it is backed by one contiguous buffer."""
+        """Compute this tensor now; returns self. Afterwards it is backed by one contiguous buffer.
+
+        A tensor that gradients can flow through keeps its graph (the node just gains the buffer);
+        a ``requires_grad`` leaf keeps its mark around the computed value."""
         n = self.node
-        if n.op is not Op.BUFFER:
+        if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
+            self.node = leaf_node(Tensor._from_node(n.src[0], self.device).realize().node, n.arg)
+        elif n.op is not Op.BUFFER:
             _realize([n], self.device)
-            self.node = node(Op.BUFFER, (), n.buffer, n.dtype, n.shape)
+            if not n.traced:
+                self.node = node(Op.BUFFER, (), n.buffer, n.dtype, n.shape)
         return self
 
     def numpy(self) -> np.ndarray:
@@ -181,6 +207,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
 
     # --- builders the mixins use -------------------------------------------------------------------
     def _new(self, n: Node) -> Tensor:
+        if n.traced and not grad_mode.enabled:  # O(1) unless a transform or a leaf is involved
+            n = cut_under_no_grad(n)
         return Tensor._from_node(n, self.device)
 
     def _const(self, value: Scalar, dtype: DType | None = None, shape: tuple[int, ...] | None = None) -> Tensor:

@@ -125,10 +125,11 @@ def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int
     return found
 
 
-def toposort(roots: list[Node], stop=lambda n: False) -> list[Node]:
+def toposort(roots: list[Node], stop=lambda n: False, children=None) -> list[Node]:
     """Nodes reachable from ``roots`` in dependency order (sources first).
 
     Traversal does not descend below nodes for which ``stop`` is true (they are still listed).
+    ``children(n)`` replaces ``n.src`` as the edges to follow when given.
     """
     order: list[Node] = []
     seen: set[int] = set()
@@ -143,7 +144,7 @@ def toposort(roots: list[Node], stop=lambda n: False) -> list[Node]:
         seen.add(id(n))
         stack.append((n, True))
         if not stop(n):
-            stack.extend((s, False) for s in reversed(n.src) if id(s) not in seen)
+            stack.extend((s, False) for s in reversed(n.src if children is None else children(n)) if id(s) not in seen)
     return order
 
 

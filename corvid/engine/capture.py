@@ -1,0 +1,52 @@
+"""What a ``jit`` trace records besides its graph: in-place updates of tensors and random draws.
+
+Kept apart from :mod:`corvid.transforms.jit` so that the tensor and autograd modules can report
+updates without importing the transforms package. ``note_mutation`` is called *before* a tensor's
+``node`` or ``grad`` is replaced; outside a trace it costs one list check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..graph.node import Node
+
+
+class Recorder:
+    def __init__(self) -> None:
+        # (id(tensor), attr) -> (tensor, attr, the node the attribute held before the first update)
+        self.mutated: dict[tuple[int, str], tuple[Any, str, Node | None]] = {}
+        self.saved: dict[tuple[int, str], Any] = {}  # the attribute's old value itself (node or grad)
+        self.draws: list[tuple[Node, int]] = []  # (params placeholder, numbers drawn)
+
+    def restore(self) -> None:
+        """Undo the trace's updates (they hold placeholders); replays write the real values."""
+        for (_, attr), (tensor, _, _) in self.mutated.items():
+            value = self.saved[(id(tensor), attr)]
+            if attr == "node":
+                tensor.node = value
+            else:
+                tensor._grad = value
+
+
+recorders: list[Recorder] = []
+
+
+def tracing() -> bool:
+    """Whether a ``jit`` trace is running (values are placeholders: do not realize eagerly)."""
+    return bool(recorders)
+
+
+def note_mutation(tensor: Any, attr: str) -> None:
+    """Record that ``tensor.<attr>`` (``"node"`` or ``"grad"``) is about to be replaced."""
+    if not recorders:
+        return
+    rec = recorders[-1]
+    key = (id(tensor), attr)
+    if key not in rec.mutated:
+        if attr == "node":
+            old = rec.saved[key] = tensor.node
+        else:
+            g = rec.saved[key] = tensor._grad
+            old = g.node if g is not None else None
+        rec.mutated[key] = (tensor, attr, old)

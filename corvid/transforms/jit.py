@@ -1,0 +1,444 @@
+"""``jit``: trace a function once per input signature, capture its kernels, replay them.
+
+``cv.jit(f)`` calls ``f`` the first time with *placeholders* in place of its tensor arguments
+(value-less ``VAR`` nodes), so the function builds one lazy graph. That graph is scheduled once;
+the resulting kernel list, with each kernel's inputs resolved to *slots*, is the captured program.
+Every later call with the same signature binds the new argument buffers to the slots and launches
+the same compiled kernels: no Python op code runs, no graph is built, nothing is re-scheduled.
+
+What a slot can be:
+
+* an argument of the call (tensor leaves of the args/kwargs pytree);
+* *state*: a tensor the function reads and updates in place (``Tensor.assign``, ``+=`` under
+  ``no_grad``, ``.grad`` written by ``backward``). It is read at each call from the tensor's
+  current value and written back after the call, so an optimizer step under ``jit`` updates the
+  parameters as the plain function would;
+* a ``requires_grad`` leaf captured from the enclosing scope (a model's parameters): read at each
+  call from the tensor's current value;
+* a random draw: each call advances the generator exactly as running ``f`` would, so a call draws
+  new numbers and ``manual_seed`` makes the sequence reproducible;
+* a constant: any other tensor captured from the enclosing scope is frozen at trace time (as in
+  JAX): pass it as an argument if it changes between calls;
+* the output of an earlier kernel (freed as soon as its last reader has run).
+
+The signature is the pytree structure of the arguments, the shape/dtype/device of each tensor
+leaf, and the value of each non-tensor leaf (Python numbers, strings… are static: a new value
+traces again). Before replaying, guards recorded while tracing are checked (shapes of state and
+captured leaves, whether a ``.grad`` existed); if one fails the function is traced again.
+
+Anything that needs a concrete value while tracing (``item()``, ``bool()``, ``numpy()``, printing
+a tensor, Python control flow on tensor values) raises :class:`JitError` naming the problem: a
+captured program is never silently wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..engine.capture import Recorder as _Recorder, recorders as _recorders
+from ..graph.node import Mark, Node, Op, node, toposort
+from ..runtime.device import Buffer
+from ..tree import tree_flatten, tree_unflatten
+
+
+class JitError(ValueError):
+    """The function cannot be captured by ``jit`` (it needs a concrete value while traced, …)."""
+
+
+# --- the captured program ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    kind: str  # "arg" | "state" | "leaf" | "rng" | "const" | "kernel" | "empty"
+    ref: Any = None  # arg index; (tensor weakref, attr); leaf weakref; draw index; Buffer; kernel index
+    dtype: Any = None
+    shape: tuple[int, ...] = ()
+    device: str = "CPU"
+    fallback: Buffer | None = None  # a captured leaf's value at trace time, used if the tensor is gone
+
+
+@dataclass
+class _Launch:
+    sk: Any  # ScheduledKernel
+    out: int
+    ins: list[int]
+    free_after: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Captured:
+    slots: list[_Slot]
+    launches: list[_Launch]
+    outputs: list[tuple[str, Any]]  # ("slot", i) or ("static", value)
+    out_tree: Any
+    writes: list[tuple[Any, str, int | None]]  # (tensor weakref or arg index, attr, slot or None)
+    guards: list[Callable[[], bool]]
+    draws: list[int]
+    kernels: int = 0
+
+    def run(self, dyn: list[Any]) -> Any:
+        from .. import random as rnd
+        from ..tensor import Tensor
+
+        bufs: list[Buffer | None] = [None] * len(self.slots)
+        for i, s in enumerate(self.slots):
+            if s.kind == "arg":
+                bufs[i] = _buffer_of(dyn[s.ref])
+            elif s.kind == "leaf":
+                t = s.ref()
+                bufs[i] = s.fallback if t is None else _buffer_of(t)
+            elif s.kind == "state":
+                t, attr = _deref(s.ref, dyn)
+                bufs[i] = _buffer_of(t if attr == "node" else t.grad)
+            elif s.kind == "const":
+                bufs[i] = s.ref
+            elif s.kind == "empty":
+                bufs[i] = Buffer(s.device, s.dtype, 0)
+        for i, s in enumerate(self.slots):
+            if s.kind == "rng":
+                bufs[i] = rnd.params_buffer(self.draws[s.ref], s.device)
+        for ln in self.launches:
+            out = Buffer(ln.sk.device, ln.sk.output.dtype, ln.sk.output.numel)
+            ln.sk.program([out.handle] + [bufs[j].handle for j in ln.ins])
+            bufs[ln.out] = out
+            for j in ln.free_after:
+                bufs[j] = None
+        outs = []
+        for kind, v in self.outputs:
+            if kind == "static":
+                outs.append(v)
+            else:
+                s = self.slots[v]
+                outs.append(Tensor._from_node(node(Op.BUFFER, (), bufs[v], s.dtype, s.shape), s.device))
+        for ref, attr, j in self.writes:
+            t, _ = _deref((ref, attr), dyn)
+            if j is None:  # the function set the attribute to None (zero_grad)
+                t.grad = None
+                continue
+            s = self.slots[j]
+            value = node(Op.BUFFER, (), bufs[j], bufs[j].dtype, s.shape)
+            if attr == "node":
+                t.node = _rewrap(t.node, value)
+            else:
+                t.grad = Tensor._from_node(value, s.device)
+        return tree_unflatten(self.out_tree, outs)
+
+
+def _deref(ref: tuple[Any, str], dyn: list[Any]) -> tuple[Any, str]:
+    who, attr = ref
+    t = dyn[who] if isinstance(who, int) else who()
+    if t is None:
+        raise JitError("jit: a tensor the function updates in place no longer exists")
+    return t, attr
+
+
+def _rewrap(old: Node, value: Node) -> Node:
+    """The new node of a tensor whose value was replaced: a leaf keeps its mark."""
+    if old.op is Op.VAR and old.src and old.arg.kind == "leaf":
+        return node(Op.VAR, (value,), old.arg, value.dtype, value.shape)
+    return value
+
+
+def _buffer_of(t: Any) -> Buffer:
+    t.realize()
+    n = t.node
+    while n.buffer is None and n.op is Op.VAR and n.src:  # a leaf: VAR(BUFFER)
+        n = n.src[0]
+    if n.buffer is None:
+        raise JitError(f"jit: could not get the value of an input ({n})")
+    return n.buffer
+
+
+# --- jit itself ---------------------------------------------------------------------------------------
+
+
+def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = ()) -> Any:
+    """Compile ``fun`` into a replayable kernel program (usable as ``@jit`` or ``jit(f, ...)``).
+
+    ``static_argnums`` / ``static_argnames`` name arguments that are not traced: their values are
+    part of the signature (they must be hashable), so a new value traces again."""
+    if fun is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames)
+    if not callable(fun):
+        raise TypeError(f"jit needs a callable, got {type(fun).__name__}")
+    return Jitted(fun, static_argnums, static_argnames)
+
+
+class Jitted:
+    """A function wrapped by :func:`jit`. ``traces`` counts how often it was traced."""
+
+    def __init__(self, fun: Callable, static_argnums: int | Sequence[int], static_argnames: str | Sequence[str]):
+        self.fun = fun
+        self.static_argnums = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
+        self.static_argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+        self._cache: dict[Any, list[_Captured]] = {}
+        self.traces = 0
+        functools.update_wrapper(self, fun)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:  # methods: bind like a function
+        return self if obj is None else functools.partial(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from ..tensor import Tensor
+
+        is_t = lambda x: isinstance(x, Tensor)  # noqa: E731
+        dyn_args = [a if i not in self.static_argnums else _Static(a) for i, a in enumerate(args)]
+        dyn_kwargs = {k: (v if k not in self.static_argnames else _Static(v)) for k, v in kwargs.items()}
+        leaves, tree = tree_flatten((dyn_args, dyn_kwargs), is_leaf=lambda x: is_t(x) or isinstance(x, _Static))
+        leaves = [Tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]  # arrays are traced, as in JAX
+        dyn = [x for x in leaves if is_t(x)]
+        if any(_under_transform(t) for t in dyn):
+            return self.fun(*args, **kwargs)  # inside grad/jvp/vmap tracing: become part of that trace
+        key = (tree, tuple(_leaf_key(x) for x in leaves))
+        for cap in self._cache.get(key, []):
+            if all(g() for g in cap.guards):
+                return cap.run(dyn)
+        cap = self._trace(leaves, tree, dyn)
+        self._cache.setdefault(key, []).append(cap)
+        return cap.run(dyn)
+
+    def _trace(self, leaves: list[Any], tree: Any, dyn: list[Any]) -> _Captured:
+        from .. import random as rnd
+        from ..tensor import Tensor
+
+        self.traces += 1
+        holders: dict[int, int] = {}  # id(placeholder Tensor) -> arg index
+        traced_leaves = []
+        marks: dict[int, int] = {}  # id(jit mark) -> arg index
+        for x in leaves:
+            if not isinstance(x, Tensor):
+                traced_leaves.append(x.value if isinstance(x, _Static) else x)
+                continue
+            i = len(holders)
+            mark = Mark("jit", i)
+            marks[id(mark)] = i
+            p = node(Op.VAR, (), mark, x.dtype, x.shape)
+            lm = _leaf_mark(x)
+            if lm is not None:  # keep a requires_grad argument a leaf inside the function
+                p = node(Op.VAR, (p,), lm, x.dtype, x.shape)
+            t = Tensor._from_node(p, x.device)
+            holders[id(t)] = i
+            traced_leaves.append(t)
+        args, kwargs = tree_unflatten(tree, traced_leaves)
+        rec = _Recorder()
+        _recorders.append(rec)
+        rnd._interceptors.append(_rng_interceptor(rec))
+        try:
+            out = self.fun(*args, **kwargs)
+            news = [(t, attr, t.node if attr == "node" else (t.grad.node if t.grad is not None else None))
+                    for t, attr, _ in rec.mutated.values()]
+        except ValueError as e:
+            if "placeholder" in str(e):
+                raise JitError(f"jit: {getattr(self.fun, '__name__', 'the function')} needs a concrete tensor value "
+                               "while it is traced (item(), bool(), numpy(), printing, or Python control flow on "
+                               "a tensor). Compute it outside the jitted function, or make the argument static "
+                               "(static_argnums).") from e
+            raise
+        finally:
+            rnd._interceptors.pop()
+            _recorders.pop()
+            rec.restore()  # the tensors the function updated get their real new values when it runs
+        out_leaves, out_tree = tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+        return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn)
+
+
+class _Static:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+def _leaf_key(x: Any) -> Any:
+    from ..tensor import Tensor
+
+    if isinstance(x, Tensor):
+        return ("T", x.shape, x.dtype, x.device)
+    v = x.value if isinstance(x, _Static) else x
+    try:
+        hash(v)
+    except TypeError:
+        raise TypeError(f"jit: a non-tensor argument must be hashable (it is part of the signature), "
+                        f"got {type(v).__name__}; mark it static only if hashable, or pass a tensor") from None
+    return ("S", type(v), v)
+
+
+def _leaf_mark(t: Any) -> Mark | None:
+    """The mark of ``t`` if it is a ``requires_grad`` leaf itself."""
+    n = t.node
+    if n.op is Op.VAR and n.src and n.arg.kind == "leaf" and callable(n.arg.data) and n.arg.data() is t:
+        return n.arg
+    return None
+
+
+def _under_transform(t: Any) -> bool:
+    """Whether ``t`` is a value traced by an enclosing grad/jvp/vmap/jit (not just a leaf)."""
+    n = t.node
+    if not n.traced:
+        return False
+    return any(m.op is Op.VAR and m.arg.kind != "leaf" for m in toposort([n], stop=lambda m: m.buffer is not None))
+
+
+def _rng_interceptor(rec: _Recorder) -> Callable:
+    from .. import random as rnd
+    from ..tensor import Tensor
+
+    def draw(shape: tuple[int, ...], device: str, outer: Callable) -> Any:
+        n = 1
+        for s in shape:
+            n *= s
+        p = node(Op.VAR, (), Mark("jit-rng", len(rec.draws)), rnd.PARAMS_DTYPE, (rnd.PARAMS_SIZE,))
+        rec.draws.append((p, n))
+        return rnd.bits_from_params(Tensor._from_node(p, device), shape, device)
+
+    return draw
+
+
+def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: list[tuple[Any, str, Node | None]],
+             holders: dict[int, int], marks: dict[int, int], dyn: list[Any]) -> _Captured:
+    """Schedule the traced graph once and resolve every kernel input to a slot.
+
+    ``writes_src`` lists the updated tensors with their new values (the roots written back)."""
+    from ..engine.schedule import create_schedule
+    from ..tensor import Tensor
+
+    roots = [x.node for x in out_leaves if isinstance(x, Tensor)] + [n for _, _, n in writes_src if n is not None]
+    device = next((x.device for x in out_leaves if isinstance(x, Tensor)), dyn[0].device if dyn else "CPU")
+
+    slots: list[_Slot] = []
+    slot_of: dict[int, int] = {}
+    keep: list[Node] = []  # nodes whose .buffer is set only while scheduling
+
+    def add(n: Node, s: _Slot) -> int:
+        slot_of[id(n)] = len(slots)
+        slots.append(s)
+        return slot_of[id(n)]
+
+    # state read by the function: the value a mutated attribute held before the first update
+    # (an argument's old value is the argument itself, handled as one)
+    old_state = {id(old): (t, attr) for t, attr, old in rec.mutated.values() if old is not None and id(t) not in holders}
+    guards: list[Callable[[], bool]] = []
+    for t, attr, old in rec.mutated.values():
+        if id(t) not in holders:  # an argument's shape is part of the signature already
+            guards.append(_state_guard(t, attr, old))
+    draw_sizes = [n for _, n in rec.draws]
+    draw_slot = {id(p): i for i, (p, _) in enumerate(rec.draws)}
+    graph = toposort(roots, stop=lambda n: n.buffer is not None or id(n) in old_state)
+    written = {id(n) for _, _, n in writes_src if n is not None}
+    try:
+        for n in graph:
+            if id(n) in old_state:
+                t, attr = old_state[id(n)]
+                add(n, _Slot("state", (weakref.ref(t), attr), n.dtype, n.shape, device))
+                if n.buffer is None:  # its value at trace time, so that scheduling stops here
+                    n.buffer = _buffer_of(Tensor._from_node(n, device))
+            elif n.op is Op.VAR and not n.src:
+                if n.arg.kind == "jit" and id(n.arg) in marks:
+                    i = marks[id(n.arg)]
+                    add(n, _Slot("arg", i, n.dtype, n.shape, dyn[i].device))
+                    keep.append(n)
+                    n.buffer = _buffer_of(dyn[i])
+                elif id(n) in draw_slot:
+                    add(n, _Slot("rng", draw_slot[id(n)], n.dtype, n.shape, device))
+                    keep.append(n)
+                    n.buffer = Buffer(device, n.dtype, n.numel)
+                else:
+                    raise JitError(f"jit: the function's result depends on a placeholder of an enclosing "
+                                   f"{n.arg.kind} trace; call jit inside the transform instead")
+            elif n.op is Op.VAR and n.arg.kind == "leaf" and n.src and id(n) not in written and \
+                    not _has_placeholder(n.src[0]):
+                t = n.arg.data() if callable(n.arg.data) else None
+                if n.buffer is None:  # a captured parameter: its value at each call
+                    inner = n.src[0]
+                    if inner.buffer is None:
+                        from ..engine.realize import realize
+                        realize([inner], device)
+                    n.buffer = inner.buffer
+                add(n, _Slot("leaf", weakref.ref(t) if t is not None else (lambda: None), n.dtype, n.shape, device,
+                             fallback=n.buffer))
+                if t is not None:
+                    guards.append(_shape_guard(t, n))
+        schedule = create_schedule(roots, device)
+        launches: list[_Launch] = []
+        for sk in schedule:
+            ins = [_input_slot(m, slot_of, slots) for m in sk.inputs]
+            out = add(sk.output, _Slot("kernel", len(launches), sk.output.dtype, sk.output.shape, sk.device))
+            launches.append(_Launch(sk, out, ins))
+            sk.program  # compile now, not during the first replay  # noqa: B018
+        outputs: list[tuple[str, Any]] = []
+        for x in out_leaves:
+            if isinstance(x, Tensor):
+                outputs.append(("slot", _root_slot(x.node, slot_of, slots, device)))
+            else:
+                outputs.append(("static", x))
+        writes = []
+        for t, attr, new in writes_src:
+            ref = holders[id(t)] if id(t) in holders else weakref.ref(t)
+            writes.append((ref, attr, None if new is None else _root_slot(new, slot_of, slots, device)))
+    finally:
+        for n in keep:
+            if n.op is Op.VAR and not n.src:
+                n.buffer = None
+    # free each kernel output after its last reader, unless it is returned or written back
+    pinned = {i for k, i in outputs if k == "slot"} | {j for _, _, j in writes}
+    last: dict[int, int] = {}
+    for li, ln in enumerate(launches):
+        for j in ln.ins:
+            last[j] = li
+    for j, li in last.items():
+        if slots[j].kind == "kernel" and j not in pinned:
+            launches[li].free_after.append(j)
+    return _Captured(slots, launches, outputs, out_tree, writes, guards, draw_sizes, len(launches))
+
+
+def _has_placeholder(n: Node) -> bool:
+    """Whether a value-less VAR (an argument or draw of this trace) lies below ``n``."""
+    return n.traced and any(m.op is Op.VAR and not m.src for m in toposort([n], stop=lambda m: m.buffer is not None))
+
+
+def _input_slot(n: Node, slot_of: dict[int, int], slots: list[_Slot]) -> int:
+    if id(n) in slot_of:
+        return slot_of[id(n)]
+    if n.buffer is None:
+        raise JitError(f"jit: internal error: kernel input {n} has no value")
+    slot_of[id(n)] = len(slots)
+    slots.append(_Slot("const", n.buffer, n.dtype, n.shape, n.buffer.device))
+    return slot_of[id(n)]
+
+
+def _root_slot(n: Node, slot_of: dict[int, int], slots: list[_Slot], device: str) -> int:
+    while id(n) not in slot_of and n.op in (Op.VAR, Op.DETACH) and n.src and n.buffer is None:
+        n = n.src[0]  # identity wrappers around a value that has a slot
+    if id(n) in slot_of:
+        return slot_of[id(n)]
+    if n.numel == 0:
+        slot_of[id(n)] = len(slots)
+        slots.append(_Slot("empty", None, n.dtype, n.shape, device))
+        return slot_of[id(n)]
+    return _input_slot(n, slot_of, slots)
+
+
+def _state_guard(t: Any, attr: str, old: Node | None) -> Callable[[], bool]:
+    ref = weakref.ref(t)
+    shape = None if old is None else (old.shape, old.dtype)
+
+    def check() -> bool:
+        x = ref()
+        if x is None:
+            return False
+        cur = x.node if attr == "node" else (x.grad.node if x.grad is not None else None)
+        return (None if cur is None else (cur.shape, cur.dtype)) == shape
+
+    return check
+
+
+def _shape_guard(t: Any, n: Node) -> Callable[[], bool]:
+    ref, sig = weakref.ref(t), (n.shape, n.dtype)
+    return lambda: (x := ref()) is None or (x.shape, x.dtype) == sig
