@@ -221,8 +221,14 @@ class AutogradMixin:
             updates: list[tuple[Tensor, Tensor]] = []
             for key, mark in reached.items():
                 owner = mark.data()
-                if owner is None or owner.node.op is not Op.VAR or owner.node.arg is not mark:
+                if owner is None or not _own_leaf(owner):
                     continue  # the leaf is gone, or no longer requires grad
+                if owner.node.arg is not mark:
+                    raise RuntimeError(
+                        f"backward: a leaf tensor of shape {owner.shape} that this result was computed from has "
+                        "been updated in place since (assign, +=, an optimizer step); its .grad would be the "
+                        "gradient at its old value. Recompute the result from the updated tensor, or call "
+                        "backward before updating it.")
                 g = grads[key] if key in grads else owner._const(0.0)
                 g = g if create_graph else g.detach()
                 updates.append((owner, g if owner.grad is None else owner.grad + g))
@@ -252,7 +258,8 @@ class AutogradMixin:
                                    "are recorded; do it under `with cv.no_grad():` (as optimizers do)")
             inner = detach_node(v.node) if depends_on(v.node, _LEAF) else v.node
             capture.note_mutation(self, "node")
-            self.node = leaf_node(inner, self.node.arg)
+            # a new mark: results computed from the old value can no longer reach this leaf
+            self.node = leaf_node(inner, Mark("leaf", self.node.arg.data))
             return self if capture.tracing() else self.realize()
         capture.note_mutation(self, "node")
         self.node = v.node

@@ -370,6 +370,18 @@ def test_no_grad_inside_a_transform_stops_the_gradient_but_an_outer_one_does_not
         assert cv.grad(lambda t: (t * t).sum())(x).tolist() == [2.0, -6.0]
 
 
+def test_backward_after_an_in_place_update_of_its_leaf_raises():
+    w = cv.Tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    with cv.no_grad():
+        w -= 1
+    with pytest.raises(RuntimeError, match="updated in place"):
+        loss.backward()
+    assert w.grad is None
+    (w * w).sum().backward()  # a result of the new value is fine
+    assert w.grad.tolist() == [0.0, 2.0]
+
+
 def test_sgd_in_place_updates_keep_the_leaf():
     cv.manual_seed(0)
     x = cv.randn(32, 3).realize()
@@ -385,7 +397,8 @@ def test_sgd_in_place_updates_keep_the_leaf():
         with cv.no_grad():
             w -= 0.2 * w.grad
     assert losses[-1] < 1e-4 * losses[0]
-    assert w.is_leaf and w.node.arg is mark and w.node.buffer is not None  # same leaf, value computed
+    # the same leaf tensor, its value computed; each update gets a new mark (old graphs can't reach it)
+    assert w.is_leaf and w.node.arg is not mark and w.node.arg.data() is w and w.node.buffer is not None
     np.testing.assert_allclose(w.numpy().ravel(), [1.0, -2.0, 0.5], atol=1e-2)
     with pytest.raises(RuntimeError, match="no_grad"):
         w += 1

@@ -140,8 +140,8 @@ def _deref(ref: tuple[Any, str], dyn: list[Any]) -> tuple[Any, str]:
 
 def _rewrap(old: Node, value: Node) -> Node:
     """The new node of a tensor whose value was replaced: a leaf keeps its mark."""
-    if old.op is Op.VAR and old.src and old.arg.kind == "leaf":
-        return node(Op.VAR, (value,), old.arg, value.dtype, value.shape)
+    if old.op is Op.VAR and old.src and old.arg.kind == "leaf":  # a new value: a new mark (as assign)
+        return node(Op.VAR, (value,), Mark("leaf", old.arg.data), value.dtype, value.shape)
     return value
 
 
