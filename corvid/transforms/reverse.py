@@ -449,16 +449,16 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: b
     shape ``I`` the block has shape ``O + I``.
 
     The result has the output's pytree structure, each leaf holding the input argument's structure
-    (a tuple of them for tuple ``argnums``); with ``has_aux`` it is ``(jacobian, aux)``. It runs
-    one backward walk per output element (no batching yet), so it suits small outputs.
+    (a tuple of them for tuple ``argnums``); with ``has_aux`` it is ``(jacobian, aux)``. The
+    backward pass is vmapped over the one-hot cotangents: one graph for all output elements.
 
     >>> import corvid as cv
     >>> cv.jacrev(lambda x: x * x)(cv.Tensor([1.0, 2.0])).tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
     from ..creation import arange
-    from ..ops.movement import stack
     from ..tree import tree_unflatten
+    from .batching import vmap
 
     def jac_f(*args: Any) -> Any:
         pb = _Pullback(f, args, argnums, has_aux, "jacrev")
@@ -467,12 +467,14 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: b
             if not o.dtype.is_float:
                 raise TypeError(f"jacrev: output {k} has dtype {o.dtype.name}; only float outputs can be "
                                 "differentiated")
-            rows = []
-            for j in range(o.size):
-                onehot = arange(o.size, device=o.device).eq(j).astype(o.dtype).reshape(o.shape)
-                rows.append(pb.flat([onehot if i == k else p._const(0.0) for i, p in enumerate(pb.outs)]))
-            per_leaf = [stack([r[i] for r in rows]).reshape(o.shape + x.shape) if rows else
-                        x._const(0.0, shape=o.shape + x.shape) for i, x in enumerate(pb.inputs)]
+            if o.size == 0:
+                per_leaf = [x._const(0.0, shape=o.shape + x.shape) for x in pb.inputs]
+            else:  # all rows at once: the pullback vmapped over the one-hot cotangents
+                idx = arange(o.size, device=o.device)
+                basis = idx.reshape(-1, 1).eq(idx.reshape(1, -1)).astype(o.dtype).reshape((o.size,) + o.shape)
+                rows = vmap(lambda ct, k=k: pb.flat([ct if i == k else p._const(0.0) for i, p in enumerate(pb.outs)]),
+                            randomness="same")(basis)
+                per_leaf = [r.reshape(o.shape + x.shape) for r, x in zip(rows, pb.inputs)]
             grads = pb.per_arg(per_leaf)
             blocks.append(grads[0] if isinstance(argnums, int) else tuple(grads))
         jac = tree_unflatten(pb.out_tree, blocks)
