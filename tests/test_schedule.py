@@ -28,7 +28,8 @@ def body(sk) -> str:
 
 
 def n_reduces(sk) -> int:
-    return sum(1 for u in sk.kernel.values() if u.op == "reduce")
+    """Reduce loop nests in the kernel (register-tile copies of one reduce share their loops)."""
+    return len({tuple(lp.var for lp in u.arg[1]) for u in sk.kernel.values() if u.op == "reduce"})
 
 
 def check(t, ref, n_kernels, rtol=1e-5, atol=1e-6):
@@ -265,3 +266,23 @@ def test_null_device_runs_the_pipeline():
     assert len((x - x.mean(axis=0)).schedule()) == 2
     t = (x * 2).sum(axis=1).realize()
     assert t.schedule() == [] and t.numpy().shape == (4,)
+
+
+def test_costly_matmul_operand_is_stored_not_recomputed_per_column():
+    a, b = rand(64, 128), rand(128, 512)
+    ta, tb = cv.Tensor(a), cv.Tensor(b)
+    t = (ta.exp() * 2 + ta.sin()) @ tb  # would be evaluated 512 times per element inside the matmul
+    ks = check(t, (np.exp(a) * 2 + np.sin(a)) @ b, 2, rtol=1e-4, atol=1e-4)
+    assert ks[0].output.shape == (64, 128) and "expf" not in ks[1].source
+
+
+def test_cheap_matmul_operand_stays_fused():
+    a, b = rand(64, 128), rand(128, 512)
+    check((cv.Tensor(a) * 2) @ cv.Tensor(b), (a * 2) @ b, 1, rtol=1e-4, atol=1e-4)
+
+
+def test_narrow_matmul_output_is_unrolled_whole():
+    a, b = rand(64, 32), rand(32, 10)
+    (sk,) = check(cv.Tensor(a) @ cv.Tensor(b), a @ b, 1, rtol=1e-4, atol=1e-5)
+    assert [lp.size for lp in sk.kernel.loops] == [64]  # 10 accumulators share one pass over the reduce
+    assert n_reduces(sk) == 1

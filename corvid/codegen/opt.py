@@ -32,6 +32,7 @@ from .ir import Kernel, Loop, Store, U
 # machine it runs 1024x1024 f32 at numpy's speed, where 4x1 reached a fifth of it.
 ROW_TILES = (8, 6, 4, 2)
 COL_TILES = (2,)
+SMALL_UPCAST = 16  # a matmul-like kernel's innermost output loop up to this size is unrolled whole
 VECTOR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.MIN})
 
 
@@ -63,11 +64,12 @@ def upcast(k: Kernel, axis: int, amount: int) -> Kernel:
     if lp.size % amount:
         raise ValueError(f"upcast: {amount} does not divide loop size {lp.size}")
     outer = Var(f"{lp.var.name}u", 0, lp.size // amount - 1)
-    loops = k.loops[:axis] + [Loop(outer, lp.size // amount, lp.kind)] + k.loops[axis + 1:]
+    keep = [Loop(outer, lp.size // amount, lp.kind)] if amount < lp.size else []  # whole: no loop left
+    loops = k.loops[:axis] + keep + k.loops[axis + 1:]
     out = Kernel(k.name, k.params, loops, vector_width=k.vector_width)
     for i in range(amount):
         memo: dict[int, U] = {}
-        mapping = {lp.var: outer * amount + i}
+        mapping = {lp.var: outer * amount + i if keep else Num(i)}
         _copy_into(out, k, mapping, memo)
         out.stores += [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in k.stores]
     return out
@@ -148,6 +150,10 @@ def apply_heuristics(k: Kernel) -> Kernel:
     strided = any(_stride(u.arg[1], r) > 1 for u in loads for r in red_vars)
     contiguous_out = any(_stride(u.arg[1], inner.var) == 1 for u in loads)
     width = vector_bytes() // store.dtype.itemsize
+    if strided and not can_vectorize(k, len(k.loops) - 1, width) and 1 < inner.size <= SMALL_UPCAST:
+        # a narrow output (a 10-class head): all its columns share one pass over the reduce, with
+        # one accumulator each, instead of one strided pass per column
+        return upcast(k, len(k.loops) - 1, inner.size)
     if not (strided and contiguous_out) or not can_vectorize(k, len(k.loops) - 1, width):
         return k
     k = vectorize(k, len(k.loops) - 1, width)
