@@ -286,3 +286,11 @@ def test_narrow_matmul_output_is_unrolled_whole():
     (sk,) = check(cv.Tensor(a) @ cv.Tensor(b), a @ b, 1, rtol=1e-4, atol=1e-5)
     assert [lp.size for lp in sk.kernel.loops] == [64]  # 10 accumulators share one pass over the reduce
     assert n_reduces(sk) == 1
+
+
+def test_matmul_with_a_transposed_right_operand_copies_it_once():
+    a, b = rand(64, 256), rand(128, 256)
+    ks = check(cv.Tensor(a) @ cv.Tensor(b).T, a @ b.T, 2, rtol=1e-4, atol=1e-4)
+    assert ks[0].name.startswith("copy") and ks[1].kernel.vector_width > 1  # the matmul vectorizes
+    small_a, small_b = rand(4, 8), rand(5, 8)
+    check(cv.Tensor(small_a) @ cv.Tensor(small_b).T, small_a @ small_b.T, 1, rtol=1e-5)
