@@ -249,7 +249,8 @@ class And(Sym):
         return sym_and(*(i.substitute(mapping) for i in self.items))
 
     def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
-        return "(" + "&&".join(i.render(var_name) for i in self.items) + ")"
+        # '&' on 0/1 comparisons, not '&&': no branch, so loops need no if-conversion to vectorize
+        return "(" + "&".join(i.render(var_name) for i in self.items) + ")"
 
 
 def sym(x: IntLike) -> Sym:

@@ -28,7 +28,7 @@ _STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int
 _MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.LOG1P: "log1p",
          Op.EXPM1: "expm1", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos",
          Op.ATAN: "atan", Op.SINH: "sinh", Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh",
-         Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.FLOOR: "floor", Op.CEIL: "ceil",
+         Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.ERFC: "erfc", Op.LGAMMA: "lgamma", Op.FLOOR: "floor", Op.CEIL: "ceil",
          Op.ROUND: "rint", Op.TRUNC: "trunc", Op.ABS: "fabs", Op.ATAN2: "atan2", Op.POW: "pow"}
 _BINARY_MATH = {"atan2", "pow"}
 _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.CMPEQ: "==", Op.CMPNE: "!=",
@@ -36,8 +36,8 @@ _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.
 
 _PRELUDE = """#include <stdint.h>
 #include <string.h>
-static inline long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) && ((a < 0) != (b < 0))); }
-static inline long long cv_floormod(long long a, long long b) { long long r = a % b; return r + ((r != 0) && ((r < 0) != (b < 0))) * b; }
+static inline long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
+static inline long long cv_floormod(long long a, long long b) { long long r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
 static inline float cv_bf16_f32(uint16_t x) { uint32_t u = (uint32_t)x << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t cv_f32_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
@@ -212,7 +212,7 @@ class CRenderer:
             return f"{acc} *= {v};" if not u.dtype.is_bool else f"{acc} = {acc} & {v};"
         if self._nan_flag(u):
             cmp = ">" if op == "max" else "<"
-            return f"{acc}_nan |= ({v} != {v}); {acc} = ({v} {cmp} {acc}) ? {v} : {acc};"
+            return f"{acc}_nan |= ({v} != {v}); {acc} = {self._select(f'{v} {cmp} {acc}', v, acc, u.dtype)};"
         return f"{acc} = {self._minmax(op, acc, v, u.dtype)};"
 
     # vectors (GCC vector extensions; clang supports them too) ---------------------------------------
@@ -275,7 +275,15 @@ class CRenderer:
             src = f"p{param}[{idx.render(self._var)}]"
             st = self.k.params[param].dtype.name
             val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
-            return val if gate is None else f"({gate.render(self._var)}) ? {val} : 0"
+            if gate is None:
+                return val
+            if self.k.params[param].size == 0:  # nothing to read: every element is padding
+                return render_const(0, u.dtype)
+            # read element 0 where the gate is off (always in bounds), then select: no branch
+            g = gate.render(self._var)
+            src = f"p{param}[({idx.render(self._var)}) * {g}]"
+            val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
+            return self._select(g, val, render_const(0, u.dtype), u.dtype)
         if u.op == "index":
             return f"({compute_type(u.dtype)}){u.arg.render(self._var)}"
         if u.op == "cast":
@@ -283,6 +291,24 @@ class CRenderer:
         if u.op == "bitcast":
             return self._bitcast(u)
         return self._alu(u.arg, [self._ref(s) for s in u.src], [s.dtype for s in u.src], u.dtype)
+
+    def _select(self, c: str, a: str, b: str, dt: DType) -> str:
+        """``c ? a : b`` without a branch (bit masks), so a loop vectorizes without gcc's
+        if-conversion, which kernels are built without (gcc 12.2 miscompiles with it)."""
+        t = compute_type(dt)
+        if dt.is_bool:
+            return f"(_Bool)((({c}) != 0) & ({a}) | (({c}) == 0) & ({b}))"
+        name = f"cv_sel_{t.replace(' ', '_')}"
+        if name not in self.helpers:
+            bits = {"float": "uint32_t", "double": "uint64_t"}.get(t, "u" + t if t.startswith("int") else t)
+            if t in ("float", "double"):
+                n = 4 if t == "float" else 8
+                body = (f"{bits} x, y, m = ({bits})0 - ({bits})(c != 0); memcpy(&x, &a, {n}); memcpy(&y, &b, {n}); "
+                        f"x = (x & m) | (y & ~m); {t} r; memcpy(&r, &x, {n}); return r;")
+            else:
+                body = f"{bits} m = ({bits})0 - ({bits})(c != 0); return ({t})((({bits})a & m) | (({bits})b & ~m));"
+            self.helpers[name] = f"static inline {t} {name}(int c, {t} a, {t} b) {{ {body} }}\n"
+        return f"{name}({c}, {a}, {b})"
 
     def _cast(self, x: str, src: DType, dst: DType) -> str:
         if dst.is_bool:
@@ -303,14 +329,14 @@ class CRenderer:
     def _minmax(self, op: str, a: str, b: str, dt: DType) -> str:
         cmp = ">=" if op == "max" else "<="
         if dt.is_float:  # numpy semantics: nan propagates
-            return f"(({a} {cmp} {b}) || ({a} != {a})) ? {a} : {b}"
-        return f"({a} {cmp} {b}) ? {a} : {b}"
+            return self._select(f"({a} {cmp} {b}) | ({a} != {a})", a, b, dt)
+        return self._select(f"{a} {cmp} {b}", a, b, dt)
 
     def _alu(self, op: Op, a: list[str], src: list[DType], dt: DType) -> str:
         t = compute_type(src[0]) if src else compute_type(dt)
         in_dt = src[-1] if op is Op.WHERE else src[0]
         if op is Op.WHERE:
-            return f"{a[0]} ? {a[1]} : {a[2]}"
+            return self._select(a[0], a[1], a[2], dt)
         if op in (Op.ADD, Op.SUB, Op.MUL, Op.NEG) and in_dt.is_int and not in_dt.is_unsigned and in_dt.itemsize >= 4:
             # signed overflow wraps (as numpy's does) through unsigned arithmetic; the kernels are
             # built without -fwrapv so that index arithmetic stays affine and vectorizes
@@ -335,7 +361,7 @@ class CRenderer:
             return f"{name}({', '.join(a)})"
         # integers and bools
         if op is Op.ABS:
-            return f"{a[0]} < 0 ? ({t})(0 - (u{t}){a[0]}) : {a[0]}" if not in_dt.is_unsigned else a[0]
+            return self._select(f"{a[0]} < 0", f"({t})(0 - (u{t}){a[0]})", a[0], in_dt) if not in_dt.is_unsigned else a[0]
         fn = {Op.IDIV: "idiv", Op.MOD: "imod", Op.SHL: "shl", Op.SHR: "shr", Op.POW: "ipow"}.get(op)
         if fn is None:
             raise NotImplementedError(f"C renderer: {op.name} on {in_dt.name}")

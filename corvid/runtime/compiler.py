@@ -142,7 +142,10 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
     # -O2 with the full vectorizer rather than -O3: gcc 12.2's -O3 miscompiles some gated
     # broadcast copies (a pad read under a condition, stored twice per element: a test in
     # tests/test_compiler.py keeps the case), and measured no faster on corvid's kernels.
-    head = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-march=native", "-fPIC", "-shared")
+    # ... and without loop if-conversion: gcc 12.2 -O2 also miscompiled a vmapped masked write
+    # with it. The C renderer writes selects as bit masks, so loops vectorize without it.
+    head = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-tree-loop-if-convert", "-march=native",
+            "-fPIC", "-shared")
     tail = ("-fno-math-errno",)
     with tempfile.TemporaryDirectory(prefix="corvid-probe-") as tmp:
         folder = pathlib.Path(tmp)
