@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, TextIO
 import numpy as np
 
 from .frameworks import Framework, available_frameworks
+from .transforms import OVERHEADS, Overhead
 from .workloads import WORKLOADS, Workload
 
 
@@ -126,6 +127,77 @@ def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_
     return row
 
 
+@dataclass
+class OverheadRow:
+    workload: Overhead
+    timings: dict[str, Timing] = field(default_factory=dict)  # per call of the runner's ``call``
+    units: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def best(self, name: str) -> float:
+        """The minimum time per unit, in the workload's unit."""
+        return min(self.timings[name].runs_s) / self.units[name] * self.workload.scale
+
+    def median(self, name: str) -> float:
+        return self.timings[name].median_s / self.units[name] * self.workload.scale
+
+    def met(self) -> bool | None:
+        return None if "corvid" not in self.timings else self.best("corvid") <= self.workload.target
+
+
+def run_overhead(wl: Overhead, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
+                 log: TextIO) -> OverheadRow:
+    """Time one transform/overhead workload on every framework that has a runner for it."""
+    row = OverheadRow(wl)
+    for fw in frameworks:
+        if fw.name not in wl.runners:
+            continue
+        try:
+            prep = wl.runners[fw.name](quick)
+            row.timings[fw.name] = t = time_calls(prep.call, repeat, budget_s)
+            row.units[fw.name] = prep.units
+            problem = prep.check()
+        except Exception as e:  # report and go on: one broken peer must not hide the others
+            print(f"  {wl.name:<18} {fw.name:<7} ERROR {type(e).__name__}: {e}", file=log)
+            if fw.name == "corvid":
+                row.failures.append(f"raised {type(e).__name__}: {e}")
+            continue
+        if problem is not None:
+            print(f"  {wl.name:<18} {fw.name:<7} CHECK FAILED: {problem}", file=log)
+            if fw.name == "corvid":
+                row.failures.append(problem)
+        line = (f"  {wl.name:<18} {fw.name:<7} min {row.best(fw.name):10.2f} {wl.unit:<8} "
+                f"median {row.median(fw.name):10.2f} {wl.unit}  ({len(t.runs_s)} runs x {prep.units})")
+        if fw.name == "corvid":
+            line += (f"   target <= {wl.target:g} {wl.unit} ({wl.reference}): "
+                     f"{'met' if row.met() else 'MISSED'}")
+        print(line, file=log, flush=True)
+    for f in row.failures:
+        print(f"FAIL {wl.name}: corvid {f}", file=log, flush=True)
+    return row
+
+
+def format_overhead_table(rows: list[OverheadRow], names: list[str]) -> str:
+    """Per-unit minimum times, ratios (peer / corvid) and the absolute targets."""
+    peers = [n for n in names if n != "corvid"]
+    header = (["workload", "unit"] + names + [f"vs {p}" for p in peers if p != "numpy"]
+              + ["target (corvid)", "check"])
+    lines = []
+    for r in rows:
+        has = lambda n: n in r.timings  # noqa: E731
+        cells = [r.workload.name, r.workload.unit] + [f"{r.best(n):.2f}" if has(n) else "-" for n in names]
+        cells += [f"{r.best(p) / r.best('corvid'):.2f}x" if has(p) and has("corvid") else "-"
+                  for p in peers if p != "numpy"]
+        met = r.met()
+        cells += [f"<= {r.workload.target:g}: {'-' if met is None else 'met' if met else 'MISSED'}",
+                  "FAIL" if r.failures else "ok"]
+        lines.append(cells)
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+    fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(line) for line in lines]
+    return "\n".join(out)
+
+
 def _fmt_ms(t: Timing | None) -> str:
     if t is None:
         return "-"
@@ -175,21 +247,26 @@ def _kernel_cache(cold: bool) -> Iterator[str]:
                 os.environ["CORVID_CACHE_DIR"] = old
 
 
-def select(only: list[str] | None) -> list[Workload]:
-    """Workloads whose name equals or starts with one of ``only`` (all when empty)."""
+ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS]
+
+
+def select(only: list[str] | None) -> list[Workload | Overhead]:
+    """Workloads (array and overhead ones) whose name equals or starts with one of ``only`` (all when empty)."""
     if not only:
-        return list(WORKLOADS)
+        return list(ALL)
     tokens = [t for item in only for t in item.split(",") if t]
-    chosen = [w for w in WORKLOADS if any(w.name == t or w.name.startswith(t) for t in tokens)]
+    chosen = [w for w in ALL if any(w.name == t or w.name.startswith(t) for t in tokens)]
     if not chosen:
-        raise ValueError(f"no workload matches {', '.join(tokens)}; choose from {', '.join(w.name for w in WORKLOADS)}")
+        raise ValueError(f"no workload matches {', '.join(tokens)}; choose from {', '.join(w.name for w in ALL)}")
     return chosen
 
 
 def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: float = 10.0, quick: bool = False,
-                   cold_cache: bool = True, out: TextIO = sys.stdout) -> list[Row]:
-    """Run the selected workloads on every available framework and print the table to ``out``."""
-    workloads = select(only)
+                   cold_cache: bool = True, out: TextIO = sys.stdout) -> list[Row | OverheadRow]:
+    """Run the selected workloads on every available framework and print the tables to ``out``."""
+    chosen = select(only)
+    workloads = [w for w in chosen if isinstance(w, Workload)]
+    overheads = [w for w in chosen if isinstance(w, Overhead)]
     frameworks, skipped = available_frameworks()
     names = [fw.name for fw in frameworks]
     with _kernel_cache(cold_cache) as cache_note:
@@ -200,18 +277,26 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
         print(f"kernel cache: {cache_note}; {'quick (tiny) sizes' if quick else 'full sizes'}, "
               f"repeat {repeat}, budget {budget_s:g} s per measurement", file=out, flush=True)
         rows = [run_workload(wl, frameworks, repeat, budget_s, quick, out) for wl in workloads]
-    print(file=out)
-    print(format_table(rows, names), file=out)
-    print("ms: median of the steady-state runs; *: one call only (first call, too slow to repeat). "
-          "rate: derived from the median. vs X: X's time / corvid's time (>1: corvid is faster).", file=out)
-    return rows
+        orows = [run_overhead(wl, frameworks, repeat, budget_s, quick, out) for wl in overheads]
+    if rows:
+        print(file=out)
+        print(format_table(rows, names), file=out)
+        print("ms: median of the steady-state runs; *: one call only (first call, too slow to repeat). "
+              "rate: derived from the median. vs X: X's time / corvid's time (>1: corvid is faster).", file=out)
+    if orows:
+        print(file=out)
+        print(format_overhead_table(orows, names), file=out)
+        print("transform/overhead workloads: minimum time per unit over the steady-state runs (a run does many "
+              "units). vs X: X's time / corvid's time. torch runs eagerly (no jit); targets: "
+              + "; ".join(f"{w.name} {w.reference}" for w in overheads) + ".", file=out)
+    return [*rows, *orows]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
-                        + ", ".join(w.name for w in WORKLOADS))
+                        + ", ".join(w.name for w in ALL))
     p.add_argument("--repeat", type=int, default=10, metavar="N", help="steady-state runs per measurement (default 10)")
     p.add_argument("--budget", type=float, default=10.0, metavar="SECONDS",
                    help="stop repeating a measurement after this long (default 10)")

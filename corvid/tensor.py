@@ -205,6 +205,52 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
             return self
         return Tensor(self.numpy(), device=device)
 
+    # --- Array API protocol (see corvid/array_api.py and corvid/dlpack.py) ---------------------------
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        """The ``corvid`` module, which implements the Array API standard (2025.12).
+
+        ValueError for an ``api_version`` that is not a standard revision."""
+        import corvid
+        from .array_api import API_VERSIONS
+
+        if api_version is not None and api_version not in API_VERSIONS:
+            raise ValueError(f"unsupported Array API version {api_version!r}; corvid implements "
+                             f"{', '.join(API_VERSIONS)}")
+        return corvid
+
+    def to_device(self, device: str, /, *, stream: Any = None) -> Tensor:
+        """This tensor on ``device`` (itself if already there); ``stream`` must be None on the CPU."""
+        if stream is not None:
+            raise ValueError(f"to_device: streams are not supported, got {stream!r}")
+        return self.to(device)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule sharing this tensor's (realized) buffer: ``np.from_dlpack(t)`` is a view."""
+        from .dlpack import dlpack_capsule
+
+        return dlpack_capsule(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .dlpack import DLPACK_CPU
+
+        if self.device != "CPU":
+            raise BufferError(f"DLPack is only implemented for CPU tensors, this one is on {self.device}")
+        return (DLPACK_CPU, 0)
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __ifloordiv__(self, other): return self._inplace(self // other, "//=")  # noqa: E704
+    def __imod__(self, other): return self._inplace(self % other, "%=")  # noqa: E704
+    def __ipow__(self, other): return self._inplace(self ** other, "**=")  # noqa: E704
+    def __imatmul__(self, other): return self._inplace(self @ other, "@=")  # noqa: E704
+    def __iand__(self, other): return self._inplace(self & other, "&=")  # noqa: E704
+    def __ior__(self, other): return self._inplace(self | other, "|=")  # noqa: E704
+    def __ixor__(self, other): return self._inplace(self ^ other, "^=")  # noqa: E704
+    def __ilshift__(self, other): return self._inplace(self << other, "<<=")  # noqa: E704
+    def __irshift__(self, other): return self._inplace(self >> other, ">>=")  # noqa: E704
+
     # --- builders the mixins use -------------------------------------------------------------------
     def _new(self, n: Node) -> Tensor:
         if n.traced and not grad_mode.enabled:  # O(1) unless a transform or a leaf is involved
@@ -228,6 +274,21 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         """Apply a primitive to self and ``others`` after promotion to a common dtype and broadcasting.
 
         ``dtype`` forces the operand dtype; ``out`` the result dtype (comparisons give bool)."""
+        if len(others) == 1:  # fast paths (the same graph as the general path below, built directly)
+            o, sn = others[0], self.node
+            if isinstance(o, Tensor):  # same dtype, same shape: no cast, no broadcast
+                on = o.node
+                if on.shape == sn.shape and on.dtype is sn.dtype and (dtype is None or dtype is sn.dtype) \
+                        and o.device == self.device:
+                    return self._new(node(op, (sn, on), None, out or (dt.bool_ if op in COMPARISON else sn.dtype),
+                                          sn.shape))
+            else:
+                kind = type(o)  # exact Python scalars only (numpy scalars subclass float but are not weak)
+                if kind is float or kind is int or kind is bool:
+                    common = dtype or _weak_result(sn.dtype, kind)
+                    if common is sn.dtype:
+                        return self._new(node(op, (sn, _scalar_operand(o, common, sn.shape)), None,
+                                              out or (dt.bool_ if op in COMPARISON else common), sn.shape))
         items = (self, *others)
         for x in items:
             if not isinstance(x, (Tensor, bool, int, float, np.ndarray, np.generic, list, tuple)):
@@ -252,6 +313,28 @@ def result_type(*items: Any) -> DType:
         else:
             args.append(dt.from_numpy(np.asarray(x).dtype))
     return dt.result_type(*args)
+
+
+_WEAK: dict[tuple[DType, type], DType] = {}
+
+
+def _weak_result(d: DType, kind: type) -> DType:
+    """``result_type(d, a Python scalar of type kind)``, cached (it depends only on the type)."""
+    r = _WEAK.get((d, kind))
+    if r is None:
+        r = _WEAK[(d, kind)] = dt.result_type(d, kind(0))
+    return r
+
+
+def _scalar_operand(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
+    """The node ``Tensor._operand(value, d).broadcast_to(shape)`` builds: CONST, reshaped to all-ones
+    dimensions, expanded (each step only where it changes the shape)."""
+    c = _const_node(value, d, ())
+    if not shape:
+        return c
+    ones = (1,) * len(shape)
+    c = node(Op.RESHAPE, (c,), ones, d, ones)
+    return c if shape == ones else node(Op.EXPAND, (c,), shape, d, shape)
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:

@@ -1,28 +1,50 @@
 """Keeps ``python -m benchmarks`` from rotting: the whole harness on tiny sizes (no timing claims)."""
 
 import io
+import math
 
 import pytest
 
-from benchmarks import WORKLOADS, harness
+from benchmarks import ALL, OVERHEADS, WORKLOADS, harness
 
 
 def test_harness_runs_every_workload_on_tiny_sizes():
     out = io.StringIO()
     rows = harness.run_benchmarks(repeat=2, budget_s=5.0, quick=True, cold_cache=False, out=out)
     text = out.getvalue()
-    assert [r.workload.name for r in rows] == [w.name for w in WORKLOADS]
+    assert [r.workload.name for r in rows] == [w.name for w in ALL]
     for r in rows:
         assert not r.failures, r.failures
         assert {"corvid", "numpy"} <= set(r.timings)
         assert all(t > 0 for t in r.timings["corvid"].runs_s)
     assert "FAIL" not in text
-    for w in WORKLOADS:
+    for w in ALL:
         assert f"| {w.name} " in text
+
+
+def test_transform_workloads_run_on_quick_sizes_and_give_finite_figures():
+    """graph_build, jit_call and mlp_train: they run, pass their own checks (the jitted result is
+    right, traced once, the MLP loss goes down) and give finite per-unit figures."""
+    out = io.StringIO()
+    rows = harness.run_benchmarks(only=[w.name for w in OVERHEADS], repeat=2, budget_s=5.0, quick=True,
+                                  cold_cache=False, out=out)
+    assert [r.workload.name for r in rows] == ["graph_build", "jit_call", "mlp_train"]
+    text = out.getvalue()
+    for r in rows:
+        assert isinstance(r, harness.OverheadRow)
+        assert not r.failures, r.failures
+        assert r.units["corvid"] >= 1
+        for name in r.timings:
+            assert math.isfinite(r.best(name)) and r.best(name) > 0
+            assert math.isfinite(r.median(name))
+        assert r.met() in (True, False)
+        assert f"target <= {r.workload.target:g} {r.workload.unit}" in text
+    assert "FAIL" not in text and "ERROR" not in text
 
 
 def test_only_selects_by_prefix_and_rejects_unknown_names():
     assert [w.name for w in harness.select(["matmul"])] == ["matmul_1024", "matmul_2048"]
+    assert [w.name for w in harness.select(["jit,mlp"])] == ["jit_call", "mlp_train"]
     assert [w.name for w in harness.select(["sum,softmax"])] == ["sum", "softmax"]
     with pytest.raises(ValueError, match="no workload matches"):
         harness.select(["nope"])

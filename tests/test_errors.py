@@ -93,11 +93,11 @@ def test_indexing_errors(x):
         x[0, 0, 0]
     with pytest.raises(IndexError, match="single ellipsis"):
         x[..., ...]
-    for bad in (1.5, "a", [0, 1], True):
+    for bad in (1.5, "a", {0: 1}):
         with pytest.raises(TypeError, match="unsupported index"):
             x[bad]
-    with pytest.raises(TypeError, match="unsupported index"):
-        x[cv.Tensor([0, 1])]
+    with pytest.raises(TypeError, match="integer or boolean"):  # array indices: tests/test_indexing.py
+        x[cv.Tensor([0.0, 1.0])]
 
 
 def test_bitwise_on_floats(x):

@@ -280,3 +280,18 @@ def test_jit_composes_with_grad_and_vmap(order):
 def test_jit_inside_grad_is_inlined():
     g = cv.grad(lambda x: cv.jit(lambda y: (y * y).sum())(x))
     np.testing.assert_allclose(g(cv.Tensor([1.0, 2.0])).numpy(), [2.0, 4.0])
+
+
+def test_in_place_updates_of_tensors_made_inside_the_function():
+    @cv.jit
+    def f(x):
+        y = x * 2
+        y += 1  # a local computed from the argument
+        acc = cv.zeros(3)
+        acc += x  # a local made from constants
+        acc += y
+        return acc
+
+    for v in (1.0, 2.0):
+        assert f(cv.full(3, v)).tolist() == [v + 2 * v + 1] * 3
+    assert f.traces == 1

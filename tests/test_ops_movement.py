@@ -127,7 +127,7 @@ def test_getitem_mixed():
     with pytest.raises(TypeError):
         t[1.0]
     with pytest.raises(TypeError):
-        t[[0, 1]]
+        t[[0.5, 1.0]]
 
 
 @settings(max_examples=30, deadline=None)

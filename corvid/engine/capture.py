@@ -37,6 +37,17 @@ def tracing() -> bool:
     return bool(recorders)
 
 
+def _local(n: Node) -> bool:
+    """Whether ``n`` was computed inside the trace from its placeholders (not an argument itself)."""
+    from ..graph.node import Op, toposort
+
+    while n.op is Op.VAR and n.src and n.arg.kind == "leaf":
+        n = n.src[0]
+    if n.op is Op.VAR and not n.src:
+        return False  # an argument's placeholder: its update is written back to the argument
+    return n.traced and any(m.op is Op.VAR and not m.src for m in toposort([n], stop=lambda m: m.buffer is not None))
+
+
 def note_mutation(tensor: Any, attr: str) -> None:
     """Record that ``tensor.<attr>`` (``"node"`` or ``"grad"``) is about to be replaced."""
     if not recorders:
@@ -44,6 +55,8 @@ def note_mutation(tensor: Any, attr: str) -> None:
     rec = recorders[-1]
     key = (id(tensor), attr)
     if key not in rec.mutated:
+        if attr == "node" and _local(tensor.node):
+            return  # a value computed inside the traced function: an ordinary rebinding
         if attr == "node":
             old = rec.saved[key] = tensor.node
         else:

@@ -28,6 +28,7 @@ class Op(Enum):
     LOG2 = auto(); LOG1P = auto(); EXPM1 = auto(); SIN = auto(); COS = auto(); TAN = auto()  # noqa: E702
     ASIN = auto(); ACOS = auto(); ATAN = auto(); SINH = auto(); COSH = auto(); TANH = auto()  # noqa: E702
     ASINH = auto(); ACOSH = auto(); ATANH = auto(); ERF = auto(); ABS = auto()  # noqa: E702
+    ERFC = auto(); LGAMMA = auto()  # noqa: E702
     FLOOR = auto(); CEIL = auto(); ROUND = auto(); TRUNC = auto()  # noqa: E702
     CAST = auto(); BITCAST = auto()  # arg: target DType  # noqa: E702
     # binary
@@ -49,11 +50,15 @@ class Op(Enum):
     # identity whose derivative is zero (detach, stop_gradient, no_grad).
     VAR = auto(); DETACH = auto()  # noqa: E702
 
+    # members are singletons compared by identity: hash them by identity too (C speed; Enum's own
+    # __hash__ is a Python function, and every node() lookup hashes an Op)
+    __hash__ = object.__hash__
+
 
 UNARY = frozenset(
     {Op.NEG, Op.RECIP, Op.SQRT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS,
      Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
-     Op.ERF, Op.ABS, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.CAST, Op.BITCAST})
+     Op.ERF, Op.ERFC, Op.LGAMMA, Op.ABS, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.CAST, Op.BITCAST})
 BINARY = frozenset(
     {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.MAX, Op.MIN, Op.ATAN2, Op.CMPLT,
      Op.CMPEQ, Op.CMPNE, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR})
@@ -77,7 +82,13 @@ class Node:
         self.op, self.src, self.arg, self.dtype, self.shape = op, src, arg, dtype, shape
         self.buffer = arg if op is Op.BUFFER else None
         # True when a VAR lies below (outside a DETACH): the node depends on a marked variable
-        self.traced = op is Op.VAR or (op is not Op.DETACH and any(s.traced for s in src))
+        traced = op is Op.VAR
+        if not traced and op is not Op.DETACH:
+            for s in src:
+                if s.traced:
+                    traced = True
+                    break
+        self.traced = traced
 
     @property
     def numel(self) -> int:
@@ -88,7 +99,22 @@ class Node:
         return f"<{self.op.name}{arg} {self.dtype.name}{list(self.shape)}>"
 
 
-_live: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
+class _KeyRef(weakref.ref):
+    """A weak reference that remembers its ``_live`` key (set after creation: no Python __init__)."""
+
+    __slots__ = ("key",)
+
+
+# the hash-consing table: key -> weak reference to the live node (a WeakValueDictionary, minus
+# its Python-level get/set overhead, which dominated graph building)
+_live: dict[tuple, _KeyRef] = {}
+
+
+def _forget(ref: _KeyRef, live: dict[tuple, _KeyRef] = _live) -> None:
+    # the node died: drop its entry, unless the key already names a newer node (the table is bound
+    # as a default so that this still works while the interpreter shuts down)
+    if live.get(ref.key) is ref:
+        del live[ref.key]
 
 
 class Mark:
@@ -117,11 +143,21 @@ def _arg_key(op: Op, arg: Any) -> Any:
 
 def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]) -> Node:
     """Return the unique live node for (op, src, arg, dtype, shape), creating it if needed."""
-    key = (op, src, _arg_key(op, arg), dtype, shape)
-    found = _live.get(key)
-    if found is None:
-        found = Node(op, src, arg, dtype, shape)
-        _live[key] = found
+    if op is Op.CONST:
+        key = (op, src, ("f", arg, math.copysign(1.0, arg)) if isinstance(arg, float) else arg, dtype, shape)
+    elif op is Op.BUFFER or op is Op.VAR:
+        key = (op, src, id(arg), dtype, shape)
+    else:
+        key = (op, src, arg, dtype, shape)  # _arg_key, inlined
+    ref = _live.get(key)
+    if ref is not None:
+        found = ref()
+        if found is not None:
+            return found
+    found = Node(op, src, arg, dtype, shape)
+    ref = _KeyRef(found, _forget)
+    ref.key = key
+    _live[key] = ref
     return found
 
 

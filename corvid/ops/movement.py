@@ -192,12 +192,14 @@ class MovementMixin:
         return x.shrink(keep).reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
 
     def __getitem__(self: Tensor, index: Any) -> Tensor:
-        """Basic indexing: ints, slices (any step), ``None`` and ``...``."""
+        """Basic indexing: ints, slices (any step), ``None`` and ``...``; integer arrays and
+        boolean masks go to :func:`corvid.ops.indexing.getitem`."""
         items = list(index) if isinstance(index, tuple) else [index]
         for it in items:
             if not (it is None or it is Ellipsis or isinstance(it, slice) or _is_int(it)):
-                raise TypeError(f"unsupported index {it!r}: use ints, slices, None or ... "
-                                "(tensor and boolean indexing come with the full array namespace)")
+                from .indexing import getitem
+
+                return getitem(self, index)  # integer arrays, boolean masks
         ellipses = [i for i, it in enumerate(items) if it is Ellipsis]  # by identity: Tensor == is elementwise
         if len(ellipses) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
@@ -268,9 +270,11 @@ def _is_int(x: Any) -> bool:
 
     if isinstance(x, np.integer):
         return True
+    from ..engine.capture import tracing
     from ..tensor import Tensor
 
-    return isinstance(x, Tensor) and x.ndim == 0 and (x.dtype.is_int)
+    # a traced 0-d index has no value yet: it takes the one-hot path of corvid.ops.indexing
+    return isinstance(x, Tensor) and x.ndim == 0 and x.dtype.is_int and not (x.node.traced or tracing())
 
 
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:

@@ -19,8 +19,38 @@ from .device import Allocator, Device, Program
 
 
 class CPUAllocator(Allocator):
+    """numpy byte arrays; remembers each live block's address so launching a kernel does not ask
+    numpy for it again (``ndarray.ctypes.data`` costs about a microsecond per argument)."""
+
+    def __init__(self, pool_limit_bytes: int = 2 << 30):
+        super().__init__(pool_limit_bytes)
+        # id(handle) -> (handle, address) for every block handed out and not yet released; the
+        # strong reference keeps the id from being reused while the entry exists
+        self._addresses: dict[int, tuple[np.ndarray, int]] = {}
+
     def _alloc(self, nbytes: int) -> np.ndarray:
-        return np.empty(max(nbytes, 1), dtype=np.uint8)
+        h = np.empty(max(nbytes, 1), dtype=np.uint8)
+        self._addresses[id(h)] = (h, h.ctypes.data)
+        return h
+
+    def free(self, handle: np.ndarray, nbytes: int) -> None:
+        if self._pooled_bytes + nbytes <= self.pool_limit_bytes:  # Allocator.free, inlined
+            self._pool[nbytes].append(handle)
+            self._pooled_bytes += nbytes
+        else:  # not pooled: the block goes back to the system
+            self._addresses.pop(id(handle), None)
+            super().free(handle, nbytes)
+
+    def clear_pool(self) -> None:
+        for blocks in self._pool.values():
+            for h in blocks:
+                self._addresses.pop(id(h), None)
+        super().clear_pool()
+
+    def address(self, handle: np.ndarray) -> int:
+        entry = self._addresses.get(id(handle))
+        # an entry holds its handle, so its id cannot have been reused by another live array
+        return entry[1] if entry is not None else handle.ctypes.data  # (a handle from elsewhere)
 
     def copyin(self, handle: np.ndarray, data: np.ndarray) -> None:
         handle[: data.size] = data
@@ -30,11 +60,17 @@ class CPUAllocator(Allocator):
 
 
 class CPUProgram(Program):
-    def __init__(self, fn: Any):
+    def __init__(self, fn: Any, allocator: CPUAllocator):
         self.fn = fn
+        self._addresses = allocator._addresses
+        self._address = allocator.address
 
     def __call__(self, handles: list[np.ndarray]) -> None:
-        self.fn(*[h.ctypes.data for h in handles])
+        try:
+            addrs = [self._addresses[id(h)][1] for h in handles]  # the common case: pooled blocks
+        except KeyError:
+            addrs = [self._address(h) for h in handles]
+        self.fn(*addrs)
 
 
 class CPUDevice(Device):
@@ -53,4 +89,4 @@ class CPUDevice(Device):
 
     def compile(self, kernel: Kernel, source: str) -> CPUProgram:
         lib = compile_kernel(source, kernel.name)
-        return CPUProgram(lib.function(kernel.name, [ctypes.c_void_p] * len(kernel.params)))
+        return CPUProgram(lib.function(kernel.name, [ctypes.c_void_p] * len(kernel.params)), self.allocator)

@@ -87,11 +87,23 @@ class Device:
 class Buffer:
     """``size`` elements of ``dtype`` on ``device``. Memory is taken lazily and pooled on free."""
 
-    __slots__ = ("device", "dtype", "size", "_handle", "__weakref__")
+    __slots__ = ("device", "dtype", "size", "_handle", "pooled", "__weakref__")
 
     def __init__(self, device: str, dtype: DType, size: int):
         self.device, self.dtype, self.size = device, dtype, size
         self._handle: Any = None
+        self.pooled = True  # False for foreign memory: it never enters the pool
+
+    @classmethod
+    def wrap(cls, device: str, dtype: DType, size: int, handle: Any) -> Buffer:
+        """A Buffer over memory someone else owns (a DLPack import), zero-copy.
+
+        ``handle`` must be what the device's allocator hands out (a 1-d uint8 numpy array on the
+        CPU) and must keep the owner's memory alive; the Buffer holds it and never pools it, so
+        the owner's memory is never reused for other tensors."""
+        buf = cls(device, dtype, size)
+        buf._handle, buf.pooled = handle, False
+        return buf
 
     @property
     def nbytes(self) -> int:
@@ -117,7 +129,7 @@ class Buffer:
         return raw.view(self.dtype.np)
 
     def __del__(self) -> None:
-        if self._handle is not None and _devices is not None:
+        if self._handle is not None and self.pooled and _devices is not None:
             dev = _devices.get(self.device)
             if dev is not None:
                 dev.allocator.free(self._handle, self.nbytes)
@@ -147,6 +159,9 @@ def canonical_device(name: str | None) -> str:
 
 def get_device(name: str) -> Device:
     """The (lazily created, process-wide) device instance for ``name``."""
+    dev = _devices.get(name)  # fast path: an already canonical name (what Buffers hold)
+    if dev is not None:
+        return dev
     name = canonical_device(name)
     dev = _devices.get(name)
     if dev is None:

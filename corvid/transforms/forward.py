@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 from ..graph.node import MOVEMENT, Mark, Node, Op, node, toposort
 from ..ops.elementwise import where
+from ..ops.special import digamma as _digamma
 from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
 from .batching import MARK_RULES, vmap
@@ -190,6 +191,8 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.ACOSH: _unary(lambda y, x, t: t * (x * x - 1).rsqrt()),
     Op.ATANH: _unary(lambda y, x, t: t / (1 - x * x)),
     Op.ERF: _unary(lambda y, x, t: t * (-(x * x)).exp() * (2 / math.sqrt(math.pi))),
+    Op.ERFC: _unary(lambda y, x, t: -t * (-(x * x)).exp() * (2 / math.sqrt(math.pi))),
+    Op.LGAMMA: _unary(lambda y, x, t: t * _digamma(x)),
     Op.ABS: _unary(lambda y, x, t: t * x.sign()),
     Op.CAST: _unary(lambda y, x, t: t.astype(y.dtype)),  # float -> float (int outputs stop earlier)
     Op.ADD: lambda y, xs, ts: _plus(ts[0], ts[1]),

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..engine.capture import Recorder as _Recorder, recorders as _recorders
 from ..graph.node import Mark, Node, Op, node, toposort
-from ..runtime.device import Buffer
+from ..runtime.device import Buffer, get_device
 from ..tree import tree_flatten, tree_unflatten
 
 
@@ -81,43 +81,67 @@ class _Captured:
     guards: list[Callable[[], bool]]
     draws: list[int]
     kernels: int = 0
+    _plan: Any = None  # what run() needs, precomputed once (see _make_plan)
 
-    def run(self, dyn: list[Any]) -> Any:
+    def _make_plan(self) -> tuple:
+        """Per-call work reduced to flat tuples: which slots read arguments, which read other
+        tensors (closures), the rng slots, each launch as (program, device, dtype, numel, out
+        slot, input slots, slots to free), and each output."""
         from .. import random as rnd
-        from ..tensor import Tensor
 
-        bufs: list[Buffer | None] = [None] * len(self.slots)
+        args, others, rngs = [], [], []
         for i, s in enumerate(self.slots):
             if s.kind == "arg":
-                bufs[i] = _buffer_of(dyn[s.ref])
+                args.append((i, s.ref))
             elif s.kind == "leaf":
-                t = s.ref()
-                bufs[i] = s.fallback if t is None else _buffer_of(t)
+                others.append((i, _leaf_reader(s)))
             elif s.kind == "state":
-                t, attr = _deref(s.ref, dyn)
-                bufs[i] = _buffer_of(t if attr == "node" else t.grad)
+                others.append((i, _state_reader(s.ref, s.fallback)))
             elif s.kind == "const":
-                bufs[i] = s.ref
+                others.append((i, lambda dyn, b=s.ref: b))
             elif s.kind == "empty":
-                bufs[i] = Buffer(s.device, s.dtype, 0)
-        for i, s in enumerate(self.slots):
-            if s.kind == "rng":
-                bufs[i] = rnd.params_buffer(self.draws[s.ref], s.device)
-        for ln in self.launches:
-            out = Buffer(ln.sk.device, ln.sk.output.dtype, ln.sk.output.numel)
-            ln.sk.program([out.handle] + [bufs[j].handle for j in ln.ins])
-            bufs[ln.out] = out
-            for j in ln.free_after:
+                others.append((i, lambda dyn, s=s: Buffer(s.device, s.dtype, 0)))
+            elif s.kind == "rng":
+                rngs.append((i, lambda s=s: rnd.params_buffer(self.draws[s.ref], s.device)))
+        launches = tuple((ln.sk.program, ln.sk.device, ln.sk.output.dtype, ln.sk.output.numel,
+                          get_device(ln.sk.device).allocator.alloc, ln.sk.output.numel * ln.sk.output.dtype.itemsize,
+                          ln.out, tuple(ln.ins), tuple(ln.free_after)) for ln in self.launches)
+        outputs = tuple((kind, v, self.slots[v].dtype if kind == "slot" else None,
+                         self.slots[v].shape if kind == "slot" else None,
+                         self.slots[v].device if kind == "slot" else None) for kind, v in self.outputs)
+        return tuple(args), tuple(others), tuple(rngs), launches, outputs
+
+    def run(self, dyn: list[Any]) -> Any:
+        Tensor = _tensor_class()  # noqa: N806
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._make_plan()
+        args, others, rngs, launches, outputs = plan
+        bufs: list[Buffer | None] = [None] * len(self.slots)
+        for i, k in args:
+            n = dyn[k].node
+            bufs[i] = n.buffer if n.op is Op.BUFFER else _buffer_of(dyn[k])  # realized: nothing to do
+        for i, read in others:
+            bufs[i] = read(dyn)
+        for i, draw in rngs:  # after the reads, in draw order (as before)
+            bufs[i] = draw()
+        for program, device, dtype, numel, alloc, nbytes, o, ins, free in launches:
+            out = Buffer(device, dtype, numel)
+            out._handle = h = alloc(nbytes)  # what out.handle would do, minus the device lookup
+            program([h] + [bufs[j].handle for j in ins])
+            bufs[o] = out
+            for j in free:
                 bufs[j] = None
         outs = []
-        for kind, v in self.outputs:
+        for kind, v, dtype, shape, device in outputs:
             if kind == "static":
                 outs.append(v)
             else:
-                s = self.slots[v]
-                outs.append(Tensor._from_node(node(Op.BUFFER, (), bufs[v], s.dtype, s.shape), s.device))
+                outs.append(Tensor._from_node(node(Op.BUFFER, (), bufs[v], dtype, shape), device))
         for ref, attr, j in self.writes:
-            t, _ = _deref((ref, attr), dyn)
+            t = dyn[ref] if isinstance(ref, int) else ref()
+            if t is None:  # nobody can see this tensor any more (a local of the function)
+                continue
             if j is None:  # the function set the attribute to None (zero_grad)
                 t.grad = None
                 continue
@@ -127,7 +151,30 @@ class _Captured:
                 t.node = _rewrap(t.node, value)
             else:
                 t.grad = Tensor._from_node(value, s.device)
+        if self.out_tree.kind is None:  # the result is one leaf
+            return outs[0]
         return tree_unflatten(self.out_tree, outs)
+
+
+def _leaf_reader(s: _Slot) -> Callable[[list[Any]], Buffer]:
+    ref, fallback = s.ref, s.fallback
+
+    def read(dyn: list[Any]) -> Buffer:
+        t = ref()
+        return fallback if t is None else _buffer_of(t)
+
+    return read
+
+
+def _state_reader(ref: tuple[Any, str], fallback: Buffer | None) -> Callable[[list[Any]], Buffer]:
+    def read(dyn: list[Any]) -> Buffer:
+        who, attr = ref
+        t = dyn[who] if isinstance(who, int) else who()
+        if t is None:  # a tensor made inside the function (a local accumulator): its initial value
+            return fallback
+        return _buffer_of(t if attr == "node" else t.grad)
+
+    return read
 
 
 def _deref(ref: tuple[Any, str], dyn: list[Any]) -> tuple[Any, str]:
@@ -179,13 +226,41 @@ class Jitted:
         self.static_argnums = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
         self.static_argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
         self._cache: dict[Any, list[_Captured]] = {}
+        # calls whose arguments are all positional, plain, untraced Tensors: (shape, dtype, device)
+        # of each -> the same list as in _cache (skips pytree flattening and the signature build)
+        self._fast: dict[tuple, list[_Captured]] = {}
         self.traces = 0
         functools.update_wrapper(self, fun)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # methods: bind like a function
         return self if obj is None else functools.partial(self, obj)
 
+    def _fast_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple | None:
+        if kwargs or self.static_argnums:
+            return None
+        tensor = _tensor_class()
+        sig = []
+        for a in args:
+            if type(a) is not tensor:
+                return None
+            n = a.node
+            if n.traced:  # a requires_grad leaf, or a value of an enclosing transform: the general path
+                return None
+            sig.append((n.shape, n.dtype, a.device))
+        return tuple(sig)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast_key(args, kwargs)
+        if fast is not None:
+            for cap in self._fast.get(fast, ()):
+                for g in cap.guards:
+                    if not g():
+                        break
+                else:
+                    return cap.run(list(args))
+        return self._call(fast, args, kwargs)
+
+    def _call(self, fast: tuple | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         from ..tensor import Tensor
 
         is_t = lambda x: isinstance(x, Tensor)  # noqa: E731
@@ -201,7 +276,10 @@ class Jitted:
             if all(g() for g in cap.guards):
                 return cap.run(dyn)
         cap = self._trace(leaves, tree, dyn)
-        self._cache.setdefault(key, []).append(cap)
+        caps = self._cache.setdefault(key, [])
+        caps.append(cap)
+        if fast is not None:
+            self._fast[fast] = caps
         return cap.run(dyn)
 
     def _trace(self, leaves: list[Any], tree: Any, dyn: list[Any]) -> _Captured:
@@ -234,6 +312,9 @@ class Jitted:
             out = self.fun(*args, **kwargs)
             news = [(t, attr, t.node if attr == "node" else (t.grad.node if t.grad is not None else None))
                     for t, attr, _ in rec.mutated.values()]
+            # snapshot the outputs: restoring the updated tensors below must not change them
+            out_leaves, out_tree = tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+            out_leaves = [Tensor._from_node(x.node, x.device) if isinstance(x, Tensor) else x for x in out_leaves]
         except ValueError as e:
             if "placeholder" in str(e):
                 raise JitError(f"jit: {getattr(self.fun, '__name__', 'the function')} needs a concrete tensor value "
@@ -245,8 +326,19 @@ class Jitted:
             rnd._interceptors.pop()
             _recorders.pop()
             rec.restore()  # the tensors the function updated get their real new values when it runs
-        out_leaves, out_tree = tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
         return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn)
+
+
+def _tensor_class() -> type:
+    global _TENSOR
+    if _TENSOR is None:
+        from ..tensor import Tensor
+
+        _TENSOR = Tensor
+    return _TENSOR
+
+
+_TENSOR: type | None = None
 
 
 class _Static:
@@ -336,9 +428,9 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
         for n in graph:
             if id(n) in old_state:
                 t, attr = old_state[id(n)]
-                add(n, _Slot("state", (weakref.ref(t), attr), n.dtype, n.shape, device))
                 if n.buffer is None:  # its value at trace time, so that scheduling stops here
                     n.buffer = _buffer_of(Tensor._from_node(n, device))
+                add(n, _Slot("state", (weakref.ref(t), attr), n.dtype, n.shape, device, fallback=n.buffer))
             elif n.op is Op.VAR and not n.src:
                 if n.arg.kind == "jit" and id(n.arg) in marks:
                     i = marks[id(n.arg)]
@@ -431,8 +523,8 @@ def _state_guard(t: Any, attr: str, old: Node | None) -> Callable[[], bool]:
 
     def check() -> bool:
         x = ref()
-        if x is None:
-            return False
+        if x is None:  # gone (a local of the function): nothing to guard
+            return True
         cur = x.node if attr == "node" else (x.grad.node if x.grad is not None else None)
         return (None if cur is None else (cur.shape, cur.dtype)) == shape
 

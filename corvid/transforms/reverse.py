@@ -29,6 +29,7 @@ from typing import Any, Callable
 from ..autograd import enable_grad
 from ..graph.node import Mark, Node, Op, node
 from ..ops.elementwise import where
+from ..ops.special import digamma as _digamma
 from ..tensor import Tensor
 from .rewrite import rewrite
 
@@ -58,9 +59,11 @@ UNARY_RULES: dict[Op, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
     Op.ACOSH: lambda x, y, g: g * (x * x - 1).rsqrt(),
     Op.ATANH: lambda x, y, g: g / (1 - x * x),
     Op.ERF: lambda x, y, g: g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp(),
+    Op.ERFC: lambda x, y, g: -(g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp()),
+    Op.LGAMMA: lambda x, y, g: g * _digamma(x),
     Op.ABS: lambda x, y, g: g * x.sign(),
     Op.CAST: lambda x, y, g: g.astype(x.dtype),
-    Op.CONTIGUOUS: lambda x, y, g: g,
+    Op.CONTIGUOUS: lambda x, y, g: g.contiguous(),  # a forward boundary is one in the backward too
 }
 
 

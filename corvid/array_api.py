@@ -1,0 +1,564 @@
+"""The Python Array API namespace (standard revision 2025.12): ``import corvid as xp``.
+
+Code written against the standard (``xp = x.__array_namespace__()``) runs on corvid tensors. This
+module adds the standard's functions that corvid's Tensor methods do not already provide as
+functions, and re-exports those that other modules implement (manipulation, scans, sorting,
+indexing), so the namespace is complete in one place. Everything stays lazy and differentiable:
+the functions are thin wrappers over Tensor methods and :mod:`corvid.ops.special`.
+
+Deviations from the standard, by design:
+
+* no complex dtypes: ``real`` and ``conj`` are the identity and ``imag`` is zero for real input;
+  ``default_dtypes()`` has no ``"complex floating"`` entry;
+* the default floating dtype is float32 (the standard allows it); float16 and bfloat16 exist too;
+* arrays are values: in-place operators rebind the tensor to a new graph, so a "copy" of a
+  corvid-owned tensor is a new handle; only memory shared through DLPack is copied eagerly.
+
+>>> import corvid as cv
+>>> x = cv.asarray([1.0, 2.0, 3.0])
+>>> xp = x.__array_namespace__()
+>>> xp.sum(xp.exp(x - xp.max(x))).shape
+()
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import dtype as dt
+from .creation import empty_like as _empty_like, full_like as _full_like
+from .dlpack import _copy, from_dlpack, from_numpy
+from .dtype import DType, DTypeLike
+from .ops import special
+from .ops.indexing import nonzero, take, take_along_axis, where
+from .ops.manipulation import (broadcast_arrays, diff, expand_dims, frac, meshgrid, moveaxis, repeat, roll, tile,
+                               tril, triu, unstack)
+from .ops.movement import cat, normalize_axis, stack
+from .ops.scan import cumulative_prod, cumulative_sum
+from .ops.sorting import argsort, searchsorted, sort, unique_all, unique_counts, unique_inverse, unique_values
+from .runtime.device import canonical_device
+from .tensor import Tensor, broadcast_shapes
+from .tensor import result_type as _result_type_of
+
+__array_api_version__ = "2025.12"
+API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
+
+e, inf, nan, pi = math.e, math.inf, math.nan, math.pi
+newaxis = None
+
+__all__ = [
+    "__array_api_version__", "__array_namespace_info__", "e", "inf", "nan", "newaxis", "pi",
+    # creation
+    "asarray", "from_dlpack", "full_like", "zeros_like", "ones_like", "empty_like", "meshgrid", "tril", "triu",
+    # data types
+    "astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "broadcast_shapes",
+    # elementwise
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_invert",
+    "bitwise_left_shift", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "ceil", "clip", "conj", "copysign",
+    "cos", "cosh", "divide", "equal", "exp", "expm1", "floor", "floor_divide", "greater", "greater_equal", "hypot",
+    "imag", "isfinite", "isinf", "isnan", "less", "less_equal", "log", "log1p", "log2", "log10", "logaddexp",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round", "sign", "signbit",
+    "sin", "sinh", "square", "sqrt", "subtract", "tan", "tanh", "trunc",
+    # special functions (beyond the standard)
+    "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "frac",
+    # statistics and utilities
+    "max", "mean", "min", "prod", "std", "sum", "var", "cumulative_sum", "cumulative_prod", "all", "any", "diff",
+    # manipulation
+    "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis", "permute_dims", "repeat",
+    "reshape", "roll", "squeeze", "stack", "tile", "unstack",
+    # searching, sorting, sets, indexing
+    "argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where", "sort", "argsort", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values", "take", "take_along_axis",
+    # linear algebra in the main namespace
+    "matmul", "matrix_transpose", "tensordot", "vecdot",
+]
+
+
+# --- conversion ----------------------------------------------------------------------------------------
+def _t(x: Any) -> Tensor:
+    return x if isinstance(x, Tensor) else asarray(x)
+
+
+def _pair(x1: Any, x2: Any) -> tuple[Tensor, Any]:
+    """``x1`` as a tensor, ready for a binary method with ``x2`` (one of them may be a scalar)."""
+    if isinstance(x1, Tensor):
+        return x1, x2
+    if isinstance(x2, Tensor):
+        return x2._operand_like(x1), x2
+    return asarray(x1), x2
+
+
+def asarray(obj: Any, /, *, dtype: DTypeLike | None = None, device: str | None = None,
+            copy: bool | None = None) -> Tensor:
+    """A tensor from a tensor, a Python scalar or (nested) sequence, a numpy array, or any DLPack or
+    buffer-protocol object.
+
+    ``copy=True`` always copies; ``copy=False`` never does (ValueError where it would have to:
+    Python data, a dtype change, strided foreign memory); ``copy=None`` shares a corvid tensor and
+    copies foreign memory (a later write to the numpy array does not change the tensor).
+    Python floats give float32, ints int64, bools bool, unless ``dtype`` is given.
+    """
+    d = None if dtype is None else dt.to_dtype(dtype)
+    dev = None if device is None else canonical_device(device)
+    if isinstance(obj, Tensor):
+        if dev is not None and dev != obj.device:
+            if copy is False:
+                raise ValueError(f"asarray(copy=False): the tensor is on {obj.device}, not {dev}")
+            obj = obj.to(dev)
+        if d is not None and d is not obj.dtype:
+            if copy is False:
+                raise ValueError(f"asarray(copy=False) cannot change dtype {obj.dtype.name} to {d.name}")
+            return obj.astype(d)
+        return _copy_tensor(obj) if copy else obj
+    if copy is False:
+        if isinstance(obj, np.ndarray) or hasattr(obj, "__dlpack__") or _has_buffer(obj):
+            arr = np.asarray(obj) if isinstance(obj, np.ndarray) or not hasattr(obj, "__dlpack__") \
+                else np.from_dlpack(obj)
+            if d is not None and dt.from_numpy(arr.dtype) is not d:
+                raise ValueError(f"asarray(copy=False) cannot change dtype {arr.dtype} to {d.name}")
+            if dev not in (None, "CPU"):
+                raise ValueError(f"asarray(copy=False) cannot move CPU memory to {dev}")
+            return from_numpy(arr, copy=False)
+        raise ValueError(f"asarray(copy=False): a {type(obj).__name__} has no memory a tensor can share")
+    if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
+        obj = np.from_dlpack(obj)
+    elif _has_buffer(obj):
+        obj = np.asarray(obj)
+    return Tensor(obj, dtype=d, device=dev)
+
+
+def _has_buffer(obj: Any) -> bool:
+    if isinstance(obj, (bool, int, float, complex, list, tuple, str, np.ndarray)):
+        return False
+    try:
+        memoryview(obj)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _copy_tensor(x: Tensor) -> Tensor:
+    # corvid never writes a buffer in place, so a new handle is an independent copy, except for
+    # memory someone else owns (DLPack imports), which that owner may still change
+    buf = x.node.buffer
+    if buf is not None and not buf.pooled:
+        return _copy(x)
+    return Tensor._from_node(x.node, x.device)
+
+
+def full_like(x: Tensor, /, fill_value: bool | int | float, dtype: DTypeLike | None = None,
+              requires_grad: bool = False, *, device: str | None = None) -> Tensor:
+    """A tensor of ``x``'s shape (and dtype and device, unless given) filled with ``fill_value``."""
+    return _like(_full_like(x, fill_value, dtype, requires_grad), device)
+
+
+def zeros_like(x: Tensor, /, dtype: DTypeLike | None = None, requires_grad: bool = False, *,
+               device: str | None = None) -> Tensor:
+    return full_like(x, 0, dtype, requires_grad, device=device)
+
+
+def ones_like(x: Tensor, /, dtype: DTypeLike | None = None, requires_grad: bool = False, *,
+              device: str | None = None) -> Tensor:
+    return full_like(x, 1, dtype, requires_grad, device=device)
+
+
+def empty_like(x: Tensor, /, dtype: DTypeLike | None = None, requires_grad: bool = False, *,
+               device: str | None = None) -> Tensor:
+    return _like(_empty_like(x, dtype, requires_grad), device)
+
+
+def _like(t: Tensor, device: str | None) -> Tensor:
+    return t if device is None else t.to(device)
+
+
+# --- data types ----------------------------------------------------------------------------------------
+def astype(x: Tensor, dtype: DTypeLike, /, *, copy: bool = True, device: str | None = None) -> Tensor:
+    """``x`` converted to ``dtype`` (and moved to ``device``). ``copy=False`` returns ``x`` itself
+    when nothing changes."""
+    out = _t(x).astype(dtype)
+    if device is not None:
+        out = out.to(device)
+    return _copy_tensor(out) if copy and out is x else out
+
+
+def _dtype_of(x: Any) -> DType:
+    return x.dtype if isinstance(x, Tensor) else dt.to_dtype(x)
+
+
+def can_cast(from_: DTypeLike | Tensor, to: DTypeLike, /, casting: str = "safe") -> bool:
+    """Whether ``from_`` (a dtype or a tensor) promotes to ``to`` without loss (see :func:`dtype.can_cast`)."""
+    return dt.can_cast(_dtype_of(from_), to, casting)
+
+
+def finfo(type: DTypeLike | Tensor, /) -> dt.FInfo:  # noqa: A002  (the standard's name)
+    """Limits of a floating-point dtype, or of a tensor's dtype."""
+    return dt.finfo(_dtype_of(type))
+
+
+def iinfo(type: DTypeLike | Tensor, /) -> dt.IInfo:  # noqa: A002
+    """Limits of an integer dtype, or of a tensor's dtype."""
+    return dt.iinfo(_dtype_of(type))
+
+
+_KINDS = {
+    "bool": lambda d: d.is_bool,
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.is_int,
+    "real floating": lambda d: d.is_float,
+    "complex floating": lambda d: False,
+    "numeric": lambda d: not d.is_bool,
+}
+
+
+def isdtype(dtype: DTypeLike, kind: DTypeLike | str | tuple, /) -> bool:
+    """Whether ``dtype`` is of ``kind``: a dtype, a kind name (``'bool'``, ``'signed integer'``,
+    ``'unsigned integer'``, ``'integral'``, ``'real floating'``, ``'complex floating'``,
+    ``'numeric'``), or a tuple of those. ValueError for an unknown kind name."""
+    d = dt.to_dtype(dtype)
+    if isinstance(kind, tuple):
+        return builtins.any(isdtype(d, k) for k in kind)
+    if isinstance(kind, str) and kind in _KINDS:
+        return _KINDS[kind](d)
+    try:
+        return dt.to_dtype(kind) is d
+    except TypeError:
+        raise ValueError(f"unknown dtype kind {kind!r}; expected a dtype or one of "
+                         f"{', '.join(map(repr, _KINDS))}") from None
+
+
+def result_type(*arrays_and_dtypes: Any) -> DType:
+    """The dtype of combining tensors, dtypes and Python scalars (weak) by Array API promotion."""
+    args: list[Any] = []
+    for x in arrays_and_dtypes:
+        if isinstance(x, (DType, str, np.dtype, type)):
+            args.append(dt.to_dtype(x))
+        elif isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+            args.append(x)
+        else:
+            args.append(_result_type_of(x))
+    return dt.result_type(*args)
+
+
+# --- elementwise ---------------------------------------------------------------------------------------
+def _unary(method: str, doc: str):
+    def fn(x: Tensor, /) -> Tensor:
+        return getattr(_t(x), method)()
+    fn.__doc__ = doc
+    return fn
+
+
+def _binary(method: str, doc: str):
+    def fn(x1: Any, x2: Any, /) -> Tensor:
+        a, b = _pair(x1, x2)
+        return getattr(a, method)(b)
+    fn.__doc__ = doc
+    return fn
+
+
+abs = _unary("abs", "Absolute value (integers wrap at their minimum, as in C).")  # noqa: A001
+acos = _unary("acos", "Inverse cosine; integer inputs compute in float32.")
+acosh = _unary("acosh", "Inverse hyperbolic cosine.")
+asin = _unary("asin", "Inverse sine.")
+asinh = _unary("asinh", "Inverse hyperbolic sine.")
+atan = _unary("atan", "Inverse tangent.")
+atanh = _unary("atanh", "Inverse hyperbolic tangent.")
+ceil = _unary("ceil", "Round toward +inf (integers unchanged).")
+cos = _unary("cos", "Cosine.")
+cosh = _unary("cosh", "Hyperbolic cosine.")
+exp = _unary("exp", "Exponential.")
+expm1 = _unary("expm1", "``exp(x) - 1`` accurate near 0.")
+floor = _unary("floor", "Round toward -inf (integers unchanged).")
+isfinite = _unary("isfinite", "True where finite (always for integers).")
+isinf = _unary("isinf", "True where ±inf.")
+isnan = _unary("isnan", "True where nan.")
+log = _unary("log", "Natural logarithm.")
+log1p = _unary("log1p", "``log(1 + x)`` accurate near 0.")
+log2 = _unary("log2", "Base-2 logarithm.")
+log10 = _unary("log10", "Base-10 logarithm.")
+logical_not = _unary("logical_not", "Logical not (any dtype, by truth value).")
+bitwise_invert = _unary("bitwise_not", "``~x`` for integers and bools.")
+negative = _unary("neg", "``-x`` (TypeError for bool).")
+reciprocal = _unary("reciprocal", "``1 / x``; integer inputs compute in float32.")
+sign = _unary("sign", "-1, 0 or 1 by sign; nan stays nan; ±0 gives +0.")
+sin = _unary("sin", "Sine.")
+sinh = _unary("sinh", "Hyperbolic sine.")
+sqrt = _unary("sqrt", "Square root (nan for negative input, -0 for -0).")
+square = _unary("square", "``x * x``.")
+tan = _unary("tan", "Tangent.")
+tanh = _unary("tanh", "Hyperbolic tangent.")
+trunc = _unary("trunc", "Round toward zero (integers unchanged).")
+
+add = _binary("add", "``x1 + x2`` (broadcast, promoted; bool + bool is logical or).")
+atan2 = _binary("atan2", "Angle of the point (x2, x1), with the IEEE signed-zero and infinity cases.")
+bitwise_and = _binary("__and__", "``x1 & x2`` for integers and bools.")
+bitwise_or = _binary("__or__", "``x1 | x2`` for integers and bools.")
+bitwise_xor = _binary("__xor__", "``x1 ^ x2`` for integers and bools.")
+bitwise_left_shift = _binary("__lshift__", "``x1 << x2``; shifts past the width give 0.")
+bitwise_right_shift = _binary("__rshift__", "``x1 >> x2`` (arithmetic for signed integers).")
+divide = _binary("div", "True division; integer inputs compute in float32.")
+equal = _binary("eq", "``x1 == x2`` elementwise.")
+floor_divide = _binary("floor_divide", "Floor of ``x1 / x2`` (Python semantics: rounds toward -inf).")
+greater = _binary("__gt__", "``x1 > x2``.")
+greater_equal = _binary("__ge__", "``x1 >= x2``.")
+less = _binary("__lt__", "``x1 < x2``.")
+less_equal = _binary("__le__", "``x1 <= x2``.")
+logical_and = _binary("logical_and", "Logical and (by truth value).")
+logical_or = _binary("logical_or", "Logical or.")
+logical_xor = _binary("logical_xor", "Logical xor.")
+maximum = _binary("maximum", "Elementwise maximum; nan propagates.")
+minimum = _binary("minimum", "Elementwise minimum; nan propagates.")
+multiply = _binary("mul", "``x1 * x2`` (bool * bool is logical and).")
+not_equal = _binary("ne", "``x1 != x2`` elementwise.")
+pow = _binary("pow", "``x1 ** x2`` (IEEE ``pow`` special cases for floats; exact for integers).")  # noqa: A001
+remainder = _binary("remainder", "``x1 % x2`` with the sign of ``x2`` (Python semantics).")
+subtract = _binary("sub", "``x1 - x2``.")
+
+
+def positive(x: Tensor, /) -> Tensor:
+    """``+x`` (TypeError for bool, which has no arithmetic)."""
+    x = _t(x)
+    if x.dtype.is_bool:
+        raise TypeError("positive is not defined for bool tensors")
+    return x
+
+
+def round(x: Tensor, /, *, decimals: int = 0) -> Tensor:  # noqa: A001
+    """Round half to even (``decimals`` is a corvid extension)."""
+    return _t(x).round(decimals)
+
+
+def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """``x`` limited to ``[min, max]`` (either may be None); the result keeps ``x``'s dtype.
+    nan in ``x`` or in a bound gives nan; with ``min > max`` the result is ``max`` (as numpy)."""
+    x = _t(x)
+    out = x.clip(min, max)
+    return out if out.dtype is x.dtype else out.astype(x.dtype)
+
+
+def real(x: Tensor, /) -> Tensor:
+    """The real part: ``x`` itself (corvid has no complex dtypes)."""
+    return _t(x)
+
+
+def conj(x: Tensor, /) -> Tensor:
+    """The complex conjugate: ``x`` itself (corvid has no complex dtypes)."""
+    return _t(x)
+
+
+def imag(x: Tensor, /) -> Tensor:
+    """The imaginary part: zeros of ``x``'s shape and dtype (corvid has no complex dtypes)."""
+    x = _t(x)
+    return x._const(0, x.dtype)
+
+
+def _special_binary(fn, doc: str):
+    def wrapped(x1: Any, x2: Any, /) -> Tensor:
+        a, b = _pair(x1, x2)
+        return fn(a, b)
+    wrapped.__doc__ = doc
+    return wrapped
+
+
+copysign = _special_binary(special.copysign, special.copysign.__doc__)
+hypot = _special_binary(special.hypot, special.hypot.__doc__)
+logaddexp = _special_binary(special.logaddexp, special.logaddexp.__doc__)
+nextafter = _special_binary(special.nextafter, special.nextafter.__doc__)
+
+
+def _special_unary(fn):
+    def wrapped(x: Tensor, /) -> Tensor:
+        return fn(_t(x))
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+signbit = _special_unary(special.signbit)
+erf = _special_unary(special.erf)
+erfc = _special_unary(special.erfc)
+erfinv = _special_unary(special.erfinv)
+lgamma = _special_unary(special.lgamma)
+digamma = _special_unary(special.digamma)
+i0 = _special_unary(special.i0)
+
+
+# --- statistics and utilities --------------------------------------------------------------------------
+Axis = int | Sequence[int] | None
+
+
+def max(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over ``axis``; nan propagates; ValueError over an empty axis."""
+    return _t(x).max(axis, keepdims)
+
+
+def min(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Minimum over ``axis``; nan propagates; ValueError over an empty axis."""
+    return _t(x).min(axis, keepdims)
+
+
+def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean (nan over an empty axis)."""
+    return _t(x).mean(axis, keepdims)
+
+
+def sum(x: Tensor, /, *, axis: Axis = None, dtype: DTypeLike | None = None,  # noqa: A001
+        keepdims: bool = False) -> Tensor:
+    """Sum; bool and signed integers accumulate in int64, unsigned in uint64, floats in their dtype."""
+    return _t(x).sum(axis, keepdims, dtype)
+
+
+def prod(x: Tensor, /, *, axis: Axis = None, dtype: DTypeLike | None = None, keepdims: bool = False) -> Tensor:
+    """Product; accumulation dtypes as :func:`sum`."""
+    return _t(x).prod(axis, keepdims, dtype)
+
+
+def var(x: Tensor, /, *, axis: Axis = None, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+    """Variance with ``correction`` subtracted from the count (nan when nothing is left)."""
+    return _t(x).var(axis, keepdims, correction)
+
+
+def std(x: Tensor, /, *, axis: Axis = None, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+    """Standard deviation, ``sqrt(var)``."""
+    return _t(x).std(axis, keepdims, correction)
+
+
+def all(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """True where every element over ``axis`` is non-zero (True over an empty axis)."""
+    return _t(x).all(axis, keepdims)
+
+
+def any(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """True where some element over ``axis`` is non-zero (False over an empty axis)."""
+    return _t(x).any(axis, keepdims)
+
+
+# --- manipulation --------------------------------------------------------------------------------------
+def broadcast_to(x: Tensor, /, shape: Sequence[int]) -> Tensor:
+    """``x`` broadcast to ``shape`` (a view; ValueError if incompatible)."""
+    return _t(x).broadcast_to(tuple(shape))
+
+
+def concat(arrays: Sequence[Tensor], /, axis: int | None = 0) -> Tensor:
+    """Join tensors along an existing axis (``axis=None`` flattens them first); promoted dtype."""
+    ts = [_t(a) for a in arrays]
+    if axis is None:
+        return cat([t.reshape(-1) for t in ts], 0)
+    return cat(ts, axis)
+
+
+def flip(x: Tensor, /, *, axis: Axis = None) -> Tensor:
+    """Reverse the order of elements along ``axis`` (every axis if None)."""
+    return _t(x).flip(axis)
+
+
+def permute_dims(x: Tensor, /, axes: Sequence[int]) -> Tensor:
+    """Reorder dimensions (negative axes allowed); ValueError unless ``axes`` is a permutation."""
+    return _t(x).permute(tuple(axes))
+
+
+def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
+    """``x`` with a new shape of the same size (one entry may be -1). A reshape never copies, so
+    ``copy=False`` always succeeds and ``copy=True`` gives an independent handle."""
+    out = _t(x).reshape(tuple(shape))
+    return _copy_tensor(out) if copy else out
+
+
+def squeeze(x: Tensor, /, axis: int | Sequence[int]) -> Tensor:
+    """Remove the size-1 dimensions ``axis`` (ValueError if one is not size 1)."""
+    return _t(x).squeeze(axis)
+
+
+# --- searching -----------------------------------------------------------------------------------------
+def argmax(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the first maximum (the first nan, if any) along ``axis`` (flattened if None), int64."""
+    return _t(x).argmax(axis, keepdims)
+
+
+def argmin(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the first minimum (the first nan, if any) along ``axis``, int64."""
+    return _t(x).argmin(axis, keepdims)
+
+
+def count_nonzero(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Number of non-zero elements over ``axis`` (nan counts as non-zero), int64."""
+    x = _t(x)
+    return x.ne(0).sum(axis, keepdims, dt.int64)
+
+
+# --- linear algebra in the main namespace --------------------------------------------------------------
+def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
+    """Matrix product (numpy semantics for 1-d operands and batch broadcasting)."""
+    return _t(x1).matmul(_t(x2))
+
+
+def matrix_transpose(x: Tensor, /) -> Tensor:
+    """The last two dimensions swapped (ValueError below 2 dimensions)."""
+    return _t(x).mT
+
+
+def tensordot(x1: Tensor, x2: Tensor, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Tensor:
+    """Sum of products over ``axes``: the last ``axes`` of ``x1`` with the first of ``x2``, or the
+    explicit pairs ``(axes1, axes2)``; the free axes of ``x1`` come first in the result."""
+    a, b = _t(x1), _t(x2)
+    if isinstance(axes, int):
+        if axes < 0:
+            raise ValueError(f"tensordot: axes must be non-negative, got {axes}")
+        ax1, ax2 = list(range(a.ndim - axes, a.ndim)), list(range(axes))
+    else:
+        ax1 = [normalize_axis(i, a.ndim) for i in axes[0]]
+        ax2 = [normalize_axis(i, b.ndim) for i in axes[1]]
+    if len(ax1) != len(ax2) or builtins.any(a.shape[i] != b.shape[j] for i, j in zip(ax1, ax2)):
+        raise ValueError(f"tensordot: axes {ax1} of shape {a.shape} do not match axes {ax2} of shape {b.shape}")
+    free1 = [i for i in range(a.ndim) if i not in ax1]
+    free2 = [j for j in range(b.ndim) if j not in ax2]
+    k = math.prod(a.shape[i] for i in ax1)
+    left = a.permute(free1 + ax1).reshape(math.prod(a.shape[i] for i in free1), k)
+    right = b.permute(ax2 + free2).reshape(k, math.prod(b.shape[j] for j in free2))
+    return left.matmul(right).reshape(tuple(a.shape[i] for i in free1) + tuple(b.shape[j] for j in free2))
+
+
+def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
+    """Dot product over ``axis`` of the broadcast operands (real dtypes: no conjugation needed)."""
+    a, b = _t(x1), _t(x2)
+    shape = broadcast_shapes(a.shape, b.shape)
+    ax = normalize_axis(axis, len(shape))
+    if a.ndim and b.ndim and a.shape[ax - len(shape)] != b.shape[ax - len(shape)]:
+        raise ValueError(f"vecdot: axis {axis} has sizes {a.shape} and {b.shape} that differ")
+    return (a * b).sum(ax)
+
+
+# --- inspection ----------------------------------------------------------------------------------------
+class _Info:
+    """What ``__array_namespace_info__()`` returns: capabilities, devices and dtypes of corvid."""
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
+
+    def default_device(self) -> str:
+        return canonical_device(None)
+
+    def devices(self) -> list[str]:
+        return ["CPU"]
+
+    def default_dtypes(self, *, device: str | None = None) -> dict[str, DType]:
+        canonical_device(device)
+        return {"real floating": dt.default_float, "integral": dt.default_int, "indexing": dt.int64}
+
+    def dtypes(self, *, device: str | None = None, kind: str | tuple | None = None) -> dict[str, DType]:
+        """The standard's dtypes corvid has (float16 and bfloat16 are extra and not listed), by kind."""
+        canonical_device(device)
+        names = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
+                 "float64")
+        found = {n: dt.to_dtype(n) for n in names}
+        return found if kind is None else {n: d for n, d in found.items() if isdtype(d, kind)}
+
+
+def __array_namespace_info__() -> _Info:
+    """Inspection of the namespace: ``capabilities()``, ``default_device()``, ``devices()``,
+    ``default_dtypes()``, ``dtypes(kind=...)``."""
+    return _Info()

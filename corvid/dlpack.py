@@ -1,0 +1,122 @@
+"""DLPack interchange: share CPU memory with numpy, torch and any other DLPack library, no copy.
+
+Import (:func:`from_dlpack`): numpy consumes the producer's capsule (it implements every DLPack
+version and keeps the producer alive); corvid wraps that memory in a :class:`Buffer` that is never
+pooled, so the tensor reads the producer's memory for as long as it lives.
+
+Export (``Tensor.__dlpack__``): the tensor is realized, and numpy produces the capsule for a view
+of its buffer. The view's base is a small holder that references the corvid Buffer, so the capsule's
+deleter (numpy's) keeps the Buffer out of the pool until the consumer lets go of it. Delegating
+the capsule structs to numpy, instead of hand-written ctypes, leaves the ABI details (versioned
+and legacy capsules, flags, deleters) to a well-kept implementation.
+
+Shared memory is shared both ways: writes through the other library's view are seen by corvid
+tensors that read the buffer (as with any DLPack view).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtype as dt
+from .graph.node import Op, node
+from .runtime.device import Buffer, canonical_device
+from .tensor import Tensor
+
+__all__ = ["from_dlpack", "from_numpy", "DLPACK_CPU"]
+
+DLPACK_CPU = 1  # DLDeviceType.kDLCPU
+_NUMPY_HAS_VERSIONED_DLPACK = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+
+
+def _zero_copy_handle(arr: np.ndarray) -> np.ndarray | None:
+    """The CPU allocator's kind of handle (1-d uint8) over ``arr``'s memory, or None if a kernel
+    could not read it in place (strided, misaligned or byte-swapped)."""
+    if not (arr.flags.c_contiguous and arr.flags.aligned and arr.dtype.isnative):
+        return None
+    return arr.reshape(-1).view(np.uint8)
+
+
+def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = None) -> Tensor:
+    """A tensor over the memory of ``x``, any object with ``__dlpack__`` (numpy, torch, jax, ...).
+
+    Zero-copy when the memory is C-contiguous and aligned, else copied. ``copy=True`` always
+    copies; ``copy=False`` raises ValueError where a copy would be needed. Only CPU producers
+    (``__dlpack_device__()[0] == 1``) and the dtypes corvid has are accepted: BufferError for
+    other devices, TypeError for other dtypes (complex, ...).
+
+    >>> import numpy as np, corvid as cv
+    >>> a = np.arange(3.0)
+    >>> t = cv.from_dlpack(a)
+    >>> np.shares_memory(np.from_dlpack(t), a)
+    True
+    """
+    if device is not None and canonical_device(device) != "CPU":
+        raise ValueError(f"from_dlpack: only the CPU device can import DLPack memory, got {device!r}")
+    if isinstance(x, Tensor):
+        return _copy(x) if copy else x
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"from_dlpack needs an object with __dlpack__, got {type(x).__name__}")
+    try:
+        arr = np.from_dlpack(x)
+    except (BufferError, RuntimeError, ValueError) as e:
+        raise BufferError(f"from_dlpack: cannot import {type(x).__name__} ({e}); only CPU memory is supported") from e
+    return from_numpy(arr, copy=copy)
+
+
+def from_numpy(arr: np.ndarray, copy: bool | None = None) -> Tensor:
+    """A CPU tensor over ``arr``'s memory (``copy`` as in :func:`from_dlpack`)."""
+    d = dt.from_numpy(arr.dtype)
+    handle = None if copy else _zero_copy_handle(arr)
+    if handle is None:
+        if copy is False:
+            raise ValueError("copy=False: the memory is not C-contiguous and aligned, so corvid cannot read it "
+                             "without a copy")
+        return Tensor(np.ascontiguousarray(arr))  # Tensor(ndarray) copies
+    return Tensor._from_node(node(Op.BUFFER, (), Buffer.wrap("CPU", d, arr.size, handle), d, arr.shape), "CPU")
+
+
+def _copy(x: Tensor) -> Tensor:
+    """An eager copy into corvid-owned memory."""
+    return Tensor(x.numpy(), device=x.device)
+
+
+class _BufferView:
+    """Exposes a Buffer's bytes through ``__array_interface__``: numpy arrays made from it keep
+    this object, and so the Buffer, alive."""
+
+    __slots__ = ("buffer", "__array_interface__")
+
+    def __init__(self, buffer: Buffer):
+        self.buffer = buffer
+        handle = buffer.handle
+        self.__array_interface__ = {"version": 3, "shape": (buffer.nbytes,), "typestr": "|u1",
+                                    "data": (handle.ctypes.data, False)}
+
+
+def export_view(t: Tensor) -> np.ndarray:
+    """A writable numpy view of ``t``'s realized buffer that keeps the buffer alive (no copy)."""
+    if t.device != "CPU":
+        raise BufferError(f"DLPack export is only implemented for CPU tensors, this one is on {t.device}")
+    if t.dtype is dt.bfloat16:
+        raise BufferError("DLPack export of bfloat16 is not supported (numpy's DLPack producer has no bfloat16)")
+    t.realize()
+    raw = np.asarray(_BufferView(t.node.buffer))
+    return raw.view(t.dtype.np).reshape(t.shape)
+
+
+def dlpack_capsule(t: Tensor, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+    """``Tensor.__dlpack__``: a DLPack capsule over ``t``'s buffer (over a copy if ``copy``)."""
+    if stream is not None:
+        raise BufferError(f"DLPack export from the CPU takes no stream, got {stream!r}")
+    if dl_device is not None and tuple(dl_device) != (DLPACK_CPU, 0):
+        raise BufferError(f"DLPack export to device {tuple(dl_device)} is not supported (only CPU, (1, 0))")
+    view = export_view(t)
+    if copy:
+        view = view.copy()
+    if _NUMPY_HAS_VERSIONED_DLPACK and max_version is not None:
+        return view.__dlpack__(max_version=max_version)
+    return view.__dlpack__()

@@ -1,0 +1,411 @@
+"""Integer-array and boolean-mask indexing, setitem, take/gather/scatter families, nonzero:
+compared with numpy (and with hand loops for the torch-semantics functions)."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import corvid as cv
+
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+# --- getitem / setitem against numpy -----------------------------------------------------------------------
+@st.composite
+def indexed(draw, for_setitem=False):
+    """(array, index tuple): any mix of ints, slices, None, ..., int arrays (lists, numpy, Tensors)
+    and boolean masks that numpy accepts."""
+    ndim = draw(st.integers(0, 3))
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=ndim, max_size=ndim)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    x = rng.uniform(-5, 5, size=shape).astype(np.float32)
+    bshape = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))  # the arrays' common broadcast shape
+    items, axis, has_array, has_ellipsis = [], 0, False, False
+    axes = {}  # item position -> the size of the axis an int or a slice consumes
+    while axis < ndim:
+        kind = draw(st.sampled_from(["int", "slice", "none", "array", "array", "mask", "ellipsis"]))
+        n = shape[axis]
+        if kind in ("int", "slice"):
+            axes[len(items)] = n
+        if kind == "int" and n:
+            items.append(draw(st.integers(-n, n - 1)))
+            axis += 1
+        elif kind == "slice":
+            items.append(slice(draw(st.none() | st.integers(-5, 5)), draw(st.none() | st.integers(-5, 5)),
+                               draw(st.sampled_from([None, 1, 2, -1, -3]))))
+            axis += 1
+        elif kind == "none" and len(items) < 5:
+            items.append(None)
+        elif kind == "ellipsis" and not has_ellipsis:
+            items.append(Ellipsis)
+            has_ellipsis = True
+            axis = ndim - draw(st.integers(0, ndim - axis))
+        elif kind == "array" and (n or not int(np.prod(bshape))):
+            own = tuple(1 if draw(st.booleans()) else s for s in bshape[len(bshape) - draw(st.integers(0, len(bshape))):])
+            idx = rng.integers(-n, n, size=own) if n else np.zeros(bshape, np.int64)
+            form = draw(st.sampled_from(["numpy", "list", "tensor"]))
+            items.append(("arr", idx, form))
+            has_array = True
+            axis += 1
+        elif kind == "mask" and not has_array:
+            k = draw(st.integers(0, min(2, ndim - axis)))
+            p = draw(st.sampled_from([0.0, 0.5, 1.0]))
+            mask = rng.uniform(size=shape[axis:axis + k]) < p
+            items.append(("mask", mask, draw(st.sampled_from(["numpy", "tensor"]))))
+            has_array = True
+            axis += k
+    if not has_array:  # turn the first int or slice into an array over the same axis
+        basic = [i for i, it in enumerate(items) if isinstance(it, (int, slice))]
+        at, n = (basic[0], axes[basic[0]]) if basic else (0, shape[0] if ndim else 0)
+        arr = ("arr", rng.integers(-n, n, size=bshape) if n else np.zeros((0,), np.int64), "tensor")
+        items = items[:at] + [arr] + items[at + 1:] if basic else [arr]
+        if ndim == 0:
+            items = [("mask", np.array(draw(st.booleans())), "numpy")]
+    return x, items
+
+
+def _np_index(items):
+    return tuple(it[1] if isinstance(it, tuple) else it for it in items)
+
+
+def _cv_index(items):
+    out = []
+    for it in items:
+        if isinstance(it, tuple):
+            _, a, form = it
+            out.append(cv.Tensor(a) if form == "tensor" else a.tolist() if form == "list" and a.ndim else a)
+        else:
+            out.append(it)
+    return tuple(out)
+
+
+@FUZZ
+@given(indexed())
+def test_getitem_matches_numpy(case):
+    x, items = case
+    want = x[_np_index(items)]
+    got = cv.Tensor(x)[_cv_index(items)].numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@FUZZ
+@given(indexed(), st.booleans())
+def test_setitem_matches_numpy(case, scalar):
+    x, items = case
+    want = x.copy()
+    target_shape = want[_np_index(items)].shape
+    value = np.float32(7.5) if scalar else np.arange(int(np.prod(target_shape)), dtype=np.float32).reshape(target_shape)
+    # duplicates: numpy keeps the last write in practice, and so do we (see the module docstring)
+    want[_np_index(items)] = value
+    t = cv.Tensor(x)
+    t[_cv_index(items)] = value if scalar else cv.Tensor(value)
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_getitem_forms():
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = cv.Tensor(x)
+    cases = [
+        ([0, 2],), (slice(None), [3, -1]), ([2, 0], slice(None), [4, -5]), (0, slice(None), [1, 2]),
+        ([1], slice(1, 3), [[0], [4]]), (Ellipsis, [0, 0, 3]), (None, [1], None), ([[0], [1]], [[0, 1, 2]]),
+        (x > 40,), (x[:, :, 0] > 20,), (slice(None), x[0] < 0), (True,), (False,), (np.array(1),), ([],),
+        ([0, 1], None, [1, 2]), (1, [0, 3], 2),
+    ]
+    for idx in cases:
+        np.testing.assert_array_equal(t[idx].numpy(), x[idx], err_msg=str(idx))
+    s = cv.Tensor(3.0)
+    assert t[cv.Tensor([[2, -1]]), 1].shape == (1, 2, 5)
+    assert s[True].tolist() == [3.0] and s[False].shape == (0,) and s[None, True].shape == (1, 1)
+    assert t[np.zeros((3, 4, 5), bool)].shape == (0,)
+    np.testing.assert_array_equal(t[cv.Tensor(x > 55)].numpy(), x[x > 55])
+
+
+def test_setitem_forms_and_duplicates():
+    x = cv.zeros(5)
+    x[[1, 3]] = cv.Tensor([7.0, 8.0])
+    x[x > 7.5] = -1.0
+    assert x.tolist() == [0.0, 7.0, 0.0, -1.0, 0.0]
+    x[[0, 0, 0]] = cv.Tensor([1.0, 2.0, 3.0])  # the last duplicate wins
+    assert x[0].item() == 3.0
+    y = cv.zeros((2, 3), dtype=cv.int32)
+    y[:, 1] = 2.9  # cast to the tensor's dtype
+    y[1] = cv.Tensor([4, 5, 6])
+    y[0, ::-2] = 9
+    assert y.tolist() == [[9, 2, 9], [4, 5, 6]]
+    with pytest.raises(ValueError, match="broadcast"):
+        y[:, 0] = cv.Tensor([1, 2, 3])
+    z = cv.arange(6).reshape(2, 3)
+    z[cv.Tensor([[True, False, True], [False, False, True]])] = cv.Tensor([7, 8, 9])
+    assert z.tolist() == [[7, 1, 8], [3, 4, 9]]
+
+
+def test_errors():
+    x = cv.ones((3, 4))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3"):
+        x[[0, 5]]
+    with pytest.raises(IndexError, match="index -5 is out of bounds for axis 1 with size 4"):
+        x[:, cv.Tensor([1, -5])]
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 1 with size 4"):
+        x[cv.Tensor([0]), 4]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[[7]] = 1.0
+    with pytest.raises(TypeError, match="integer or boolean"):
+        x[[0.5]]
+    with pytest.raises(TypeError, match="integer or boolean"):
+        x[cv.Tensor([1.0])]
+    with pytest.raises(IndexError, match="boolean index"):
+        x[np.ones(4, bool)]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        x[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="too many"):
+        x[[0], [0], [0]]
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 4"):
+        cv.take(x, [4], axis=1)
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
+        cv.gather(x, 0, cv.Tensor([[3]]))
+    with pytest.raises(IndexError):
+        cv.scatter(x, 1, cv.Tensor([[9]]), 1.0)
+    with pytest.raises(TypeError, match="integer"):
+        cv.take(x, cv.Tensor([0.0]))
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        cv.scatter_reduce(x, 0, cv.Tensor([[0]]), x, "max")
+    with pytest.raises(ValueError, match="does not fit"):
+        cv.gather(x, 0, cv.zeros((1, 5), dtype=cv.int64))
+    with pytest.raises(ValueError, match="0-d"):
+        cv.nonzero(cv.Tensor(1.0))
+
+
+# --- take, take_along_axis, put_along_axis, index_select, nonzero ----------------------------------------
+def test_take_family_matches_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    t = cv.Tensor(x)
+    idx = rng.integers(-4, 4, size=(2, 3))
+    np.testing.assert_array_equal(cv.take(t, idx, axis=1).numpy(), np.take(x, idx, axis=1))
+    np.testing.assert_array_equal(cv.take(t, cv.Tensor([59, -60, 0])).numpy(), np.take(x, [59, -60, 0]))
+    np.testing.assert_array_equal(t.index_select(2, cv.Tensor([4, 4, 0])).numpy(), x[:, :, [4, 4, 0]])
+    along = rng.integers(-5, 5, size=(3, 1, 7))
+    np.testing.assert_array_equal(cv.take_along_axis(t, along, axis=2).numpy(), np.take_along_axis(x, along, axis=2))
+    order = np.argsort(x, axis=0)
+    np.testing.assert_array_equal(t.take_along_axis(cv.Tensor(order), 0).numpy(), np.sort(x, axis=0))
+    put = x.copy()
+    pidx = rng.permutation(5)[:2].reshape(1, 1, 2)
+    np.put_along_axis(put, pidx, np.float32(9.0), axis=2)
+    np.testing.assert_array_equal(cv.put_along_axis(t, pidx, 9.0, axis=2).numpy(), put)
+    assert cv.take(t, [], axis=0).shape == (0, 4, 5)
+    assert cv.take(cv.zeros((0, 2)), np.zeros((0,), np.int64), axis=0).shape == (0, 2)
+
+
+def test_nonzero_and_one_argument_where():
+    x = np.array([[0, 3, 0], [4, 0, 5]])
+    for got, want in zip(cv.nonzero(cv.Tensor(x)), np.nonzero(x)):
+        assert got.dtype == cv.int64 and got.tolist() == want.tolist()
+    assert [a.tolist() for a in cv.where(cv.Tensor(x) > 3)] == [[1, 1], [0, 2]]
+    assert cv.where(cv.Tensor([True, False]), 1.0, 2.0).tolist() == [1.0, 2.0]
+    assert [a.shape for a in cv.Tensor(x).nonzero()] == [(3,), (3,)]
+    assert [a.shape for a in cv.nonzero(cv.zeros((2, 2)))] == [(0,), (0,)]
+    with pytest.raises(TypeError, match="one argument"):
+        cv.where(cv.Tensor([True]), 1.0)
+
+
+# --- torch semantics: gather, scatter, scatter_reduce --------------------------------------------------
+def _np_gather(x, axis, idx):
+    out = np.empty(idx.shape, x.dtype)
+    for pos in itertools.product(*map(range, idx.shape)):
+        src = list(pos)
+        src[axis] = idx[pos]
+        out[pos] = x[tuple(src)]
+    return out
+
+
+def _np_scatter(x, axis, idx, src, reduce, include_self=True):
+    out = x.copy()
+    hits = {}
+    for pos in itertools.product(*map(range, idx.shape)):
+        dst = list(pos)
+        dst[axis] = idx[pos]
+        hits.setdefault(tuple(dst), []).append(src[pos])
+    for dst, vals in hits.items():
+        pool = ([x[dst]] if include_self and reduce != "set" else []) + vals
+        if reduce == "set":
+            out[dst] = vals[-1]
+        elif reduce == "sum":
+            out[dst] = np.sum(pool)
+        elif reduce == "prod":
+            out[dst] = np.prod(pool)
+        elif reduce == "amax":
+            out[dst] = np.max(pool)
+        elif reduce == "amin":
+            out[dst] = np.min(pool)
+        else:
+            out[dst] = np.sum(pool) / len(pool) if x.dtype.kind == "f" else np.sum(pool) // len(pool)
+    return out
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_matches_loop(axis):
+    rng = np.random.default_rng(axis)
+    x = rng.normal(size=(4, 5)).astype(np.float32)
+    idx = rng.integers(0, x.shape[axis], size=(3, 4) if axis == 0 else (4, 7))
+    idx = idx[:, :3] if axis == 0 else idx  # index smaller than x outside the axis
+    np.testing.assert_array_equal(cv.gather(cv.Tensor(x), axis, cv.Tensor(idx)).numpy(), _np_gather(x, axis, idx))
+    assert cv.Tensor(x).gather(axis, cv.Tensor(idx)).shape == idx.shape
+
+
+@pytest.mark.parametrize("reduce", ["set", "sum", "prod", "amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_scatter_reduce_matches_loop(reduce, include_self, dtype):
+    if reduce == "set" and not include_self:
+        pytest.skip("scatter has no include_self")
+    rng = np.random.default_rng(1)
+    x = rng.integers(-4, 5, size=(3, 5)).astype(dtype)
+    idx = rng.integers(0, 5, size=(2, 4))  # duplicates along axis 1, smaller than x, larger than src? no
+    src = rng.integers(-4, 5, size=(3, 6)).astype(dtype)
+    want = _np_scatter(x, 1, idx, src, reduce, include_self)
+    tx, ti, ts = cv.Tensor(x), cv.Tensor(idx), cv.Tensor(src)
+    got = cv.scatter(tx, 1, ti, ts) if reduce == "set" else tx.scatter_reduce(1, ti, ts, reduce, include_self)
+    assert got.dtype == tx.dtype
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_scatter_scalar_and_axis0():
+    x = np.zeros((3, 2), np.float32)
+    idx = np.array([[2, 0], [2, 1]])
+    src = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    np.testing.assert_array_equal(cv.scatter(cv.Tensor(x), 0, cv.Tensor(idx), cv.Tensor(src)).numpy(),
+                                  _np_scatter(x, 0, idx, src, "set"))
+    assert cv.scatter(cv.zeros((2, 3)), 1, cv.Tensor([[2], [0]]), 5.0).tolist() == [[0, 0, 5], [5, 0, 0]]
+    assert cv.scatter_reduce(cv.ones(3), 0, cv.Tensor([0, 0]), cv.Tensor([np.nan, 1.0]), "amax").isnan().tolist() == \
+        [True, False, False]
+
+
+# --- transforms ------------------------------------------------------------------------------------------
+def test_grads():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(4, 3)).astype(np.float32)
+    w = rng.normal(size=(5, 3)).astype(np.float32)
+    rows = np.array([0, 2, 2, -1, 0])
+    g = cv.grad(lambda t: (t[rows] * cv.Tensor(w)).sum())(cv.Tensor(x)).numpy()
+    want = np.zeros_like(x)
+    np.add.at(want, rows, w)
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    g = cv.grad(lambda t: (cv.take(t, cv.Tensor(rows), axis=0) * cv.Tensor(w)).sum())(cv.Tensor(x)).numpy()
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    idx = np.array([[1, 1, 0], [3, 0, 0]])
+    g = cv.grad(lambda t: (cv.gather(t, 0, cv.Tensor(idx)) ** 2).sum())(cv.Tensor(x)).numpy()
+    want = np.zeros_like(x)
+    np.add.at(want, (idx, np.arange(3)[None, :].repeat(2, 0)), 2 * _np_gather(x, 0, idx))
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
+def test_grads_of_writes():
+    x = cv.Tensor([1.0, 2.0, 3.0, 4.0])
+    src = cv.Tensor([10.0, 20.0, 30.0])
+    idx = cv.Tensor([3, 0, 3])
+    coef = cv.Tensor([1.0, 2.0, 3.0, 4.0])
+    gx, gs = cv.grad(lambda a, b: (cv.scatter(a, 0, idx, b) * coef).sum(), argnums=(0, 1))(x, src)
+    assert gx.tolist() == [0.0, 2.0, 3.0, 0.0] and gs.tolist() == [0.0, 1.0, 4.0]  # the last duplicate wins
+    gx, gs = cv.grad(lambda a, b: (cv.scatter_reduce(a, 0, idx, b, "sum") * coef).sum(), argnums=(0, 1))(x, src)
+    assert gx.tolist() == [1.0, 2.0, 3.0, 4.0] and gs.tolist() == [4.0, 1.0, 4.0]
+    gs = cv.grad(lambda b: cv.scatter_reduce(x, 0, idx, b, "amax").sum())(src)
+    assert gs.tolist() == [0.0, 1.0, 1.0]
+
+    def f(a, b):
+        y = a * 1.0
+        y[[0, 2]] = b
+        y[y > 25.0] = 0.0
+        return (y * coef).sum()
+
+    gx, gs = cv.grad(f, argnums=(0, 1))(x, cv.Tensor([5.0, 30.0]))
+    assert gx.tolist() == [0.0, 2.0, 0.0, 4.0] and gs.tolist() == [1.0, 0.0]
+
+
+def test_grad_matches_finite_differences():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 4))
+    idx = np.array([[0, 2], [1, 1], [3, 0]])
+
+    def f(t):
+        y = t.take_along_axis(cv.Tensor(idx), 1).exp().sum()
+        return y + cv.scatter_reduce(t, 1, cv.Tensor(idx), t * t, "prod", include_self=False).sum()
+
+    g = cv.grad(f)(cv.Tensor(x)).numpy()
+    eps, num = 1e-6, np.zeros_like(x)
+    for pos in itertools.product(range(3), range(4)):
+        d = np.zeros_like(x)
+        d[pos] = eps
+        num[pos] = (f(cv.Tensor(x + d)).item() - f(cv.Tensor(x - d)).item()) / (2 * eps)
+    np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_matches_loop():
+    rng = np.random.default_rng(4)
+    xs = rng.normal(size=(4, 5, 2)).astype(np.float32)
+    ii = np.array([0, 4, -1, 2])
+    got = cv.vmap(lambda x, i: x[i])(cv.Tensor(xs), cv.Tensor(ii)).numpy()
+    np.testing.assert_array_equal(got, np.stack([xs[k][ii[k]] for k in range(4)]))
+    jj = rng.integers(0, 5, size=(4, 3))
+    got = cv.vmap(lambda x, j: x[j, 1])(cv.Tensor(xs), cv.Tensor(jj)).numpy()
+    np.testing.assert_array_equal(got, np.stack([xs[k][jj[k], 1] for k in range(4)]))
+    got = cv.vmap(lambda j: cv.Tensor(xs[0])[j], in_axes=0)(cv.Tensor(jj)).numpy()
+    np.testing.assert_array_equal(got, np.stack([xs[0][jj[k]] for k in range(4)]))
+
+    def write(x, i):
+        y = x * 1.0
+        y[i] = cv.Tensor([7.0, 8.0])
+        return y
+
+    got = cv.vmap(write)(cv.Tensor(xs), cv.Tensor(ii)).numpy()
+    want = xs.copy()
+    want[np.arange(4), ii] = [7.0, 8.0]
+    np.testing.assert_array_equal(got, want)
+    got = cv.vmap(lambda x: x[x > 0] if False else cv.where(x > 0, x, 0.0))(cv.Tensor(xs))
+    with pytest.raises(RuntimeError, match="depends on the values"):
+        cv.vmap(lambda x: x[x > 0])(cv.Tensor(xs))
+
+
+def test_traced_indices_are_guarded_not_checked():
+    x = cv.Tensor([1.0, 2.0, 3.0])
+    # out-of-range traced indices read 0 and their writes are dropped: nothing leaves the buffer
+    assert cv.vmap(lambda i: x[i])(cv.Tensor([2, 3, -4, -1])).tolist() == [3.0, 0.0, 0.0, 3.0]
+    m = cv.ones((2, 3))
+    got = cv.vmap(lambda i, j: m[i, j] * 1.0, in_axes=(0, 0))(cv.Tensor([1, 0, 2]), cv.Tensor([2, 3, 0]))
+    assert got.tolist() == [1.0, 0.0, 0.0]  # (0, 3) must not alias (1, 0)
+
+    @cv.jit
+    def f(a, i):
+        return a[i] * 2
+
+    assert f(x, cv.Tensor([2, 0])).tolist() == [6.0, 2.0]
+    assert f(x, cv.Tensor([5, 1])).tolist() == [0.0, 4.0]
+
+
+def test_setitem_on_leaves():
+    w = cv.Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="in place"):
+        w[[0]] = 0.0
+    with cv.no_grad():
+        w[[0, 2]] = cv.Tensor([5.0, 6.0])
+    assert w.requires_grad and w.is_leaf and w.tolist() == [5.0, 2.0, 6.0]
+    (w[[1, 1]].sum()).backward()
+    assert w.grad.tolist() == [0.0, 2.0, 0.0]
+
+
+def test_vmap_setitem_constant():
+    """gcc 12.2 with loop if-conversion miscompiled this kernel (E_4_5_2); kernels are built without it."""
+    rng = np.random.default_rng(4)
+    xs = rng.normal(size=(4, 5, 2)).astype(np.float32)
+    ii = np.array([0, 4, -1, 2])
+
+    def write(x, i):
+        y = x * 1.0
+        y[i] = 0.0
+        return y
+
+    want = xs.copy()
+    want[np.arange(4), ii] = 0.0
+    np.testing.assert_array_equal(cv.vmap(write)(cv.Tensor(xs), cv.Tensor(ii)).numpy(), want)
