@@ -60,7 +60,8 @@ def away_from_zero(shape=(2, 3), lo=0.3, hi=2.0):
 def test_every_primitive_has_a_rule():
     handled = (set(reverse.UNARY_RULES) | set(reverse.BINARY_RULES) | set(reverse.ZERO_RULES)
                | set(reverse.MOVEMENT_OPS) | {Op.WHERE, Op.REDUCE, Op.VAR})
-    assert set(Op) == handled
+    # CUSTOM (a host kernel) is differentiated through the custom_vjp its module wraps it in
+    assert set(Op) == handled | {Op.CUSTOM}
 
 
 UNARY = {

@@ -117,6 +117,10 @@ def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]
 def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
+    for n in every:  # a host kernel computes its node alone, from stored inputs
+        if n.op is Op.CUSTOM and n.buffer is None:
+            stored[id(n)] = n
+            stored.update({id(s): s for s in n.src if s.buffer is None})
     while True:
         added = False
         seen_in: dict[int, int] = {}
@@ -231,6 +235,20 @@ class _Compiled:
         self.program: Program | None = None
 
 
+def _host_kernel(root: Node, device: str) -> ScheduledKernel:
+    from .host import HostKernel, HostProgram
+
+    inputs = list(root.src)
+    key = (device, "host", root.arg, root.dtype, root.shape, tuple((n.shape, n.dtype) for n in inputs))
+    compiled = _cache.get(key)
+    if compiled is None:
+        op = root.arg.op
+        kernel = HostKernel(f"host_{op.name}", [(n.shape, n.dtype) for n in inputs], root.numel, root.dtype)
+        compiled = _cache[key] = _Compiled(kernel, f"// host kernel: {op!r}", device)  # type: ignore[arg-type]
+        compiled.program = HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
+    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
+
+
 def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
     if any(n.op is Op.REDUCE for n in nodes):
         prefix = "r"
@@ -242,6 +260,8 @@ def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
 
 
 def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledKernel:
+    if root.op is Op.CUSTOM:
+        return _host_kernel(root, device)
     nodes, inputs = _region(root, stored)
     key = (device, _structure_key(nodes, inputs))
     compiled = _cache.get(key)

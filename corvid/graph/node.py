@@ -49,6 +49,8 @@ class Op(Enum):
     # with none it is a placeholder that has no value (realizing it is an error). DETACH is the
     # identity whose derivative is zero (detach, stop_gradient, no_grad).
     VAR = auto(); DETACH = auto()  # noqa: E702
+    # a host function (engine/host.py): arg (HostOp, output shapes); value: the outputs packed flat
+    CUSTOM = auto()
 
     # members are singletons compared by identity: hash them by identity too (C speed; Enum's own
     # __hash__ is a Python function, and every node() lookup hashes an Op)

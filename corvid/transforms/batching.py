@@ -265,6 +265,10 @@ class _Batcher:
         if op in ELEMENTWISE:
             new = tuple(s if b is not None else _broadcast(s, size) for s, b in srcs)
             return node(op, new, n.arg, n.dtype, shape), 0
+        if op is Op.CUSTOM:
+            from ..engine.host import batch_host
+
+            return batch_host(n, srcs, size), 0
         (src, _), arg = srcs[0], n.arg
         if op is Op.REDUCE:
             arg = (arg[0], tuple(a + 1 for a in arg[1]))

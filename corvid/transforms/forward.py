@@ -168,6 +168,11 @@ def _zero(y: Tensor, xs: list[Tensor], ts: list[Tensor | None]) -> None:
 
 _LN2 = math.log(2)
 
+def _no_host_jvp(y: Tensor) -> Tensor:
+    raise NotImplementedError(f"the host op {y.node.arg.op.name} has no tangent rule: its module must wrap it in "
+                              "custom_jvp (see corvid/engine/host.py)")
+
+
 _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | None]] = {
     Op.NEG: _unary(lambda y, x, t: -t),
     Op.RECIP: _unary(lambda y, x, t: -t * y * y),
@@ -213,6 +218,7 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.REDUCE: lambda y, xs, ts: _reduce(y, xs[0], ts[0]),
     Op.CONTIGUOUS: lambda y, xs, ts: ts[0].contiguous(),
     Op.VAR: lambda y, xs, ts: ts[0],
+    Op.CUSTOM: lambda y, xs, ts: _no_host_jvp(y),
 }
 for _op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.BITCAST, Op.IDIV):
     _RULES[_op] = _zero

@@ -155,6 +155,9 @@ def vjp_rule(n: Node, g: Tensor, need: list[bool]) -> list[Tensor | None]:
         out[0] = _reduce_rule(t(n.src[0]), t(n), g, *n.arg)
     elif n.op in MOVEMENT_OPS:
         out[0] = _movement_rule(n, g)
+    elif n.op is Op.CUSTOM:
+        raise NotImplementedError(f"the host op {n.arg.op.name} has no derivative rule: its module must wrap it "
+                                  "in custom_vjp (see corvid/engine/host.py)")
     else:
         raise NotImplementedError(f"no vector-Jacobian rule for {n.op.name}")
     return out
