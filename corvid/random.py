@@ -133,9 +133,17 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 
-def randint(low: int, high: int | None = None, size: Any = (), dtype: DTypeLike | None = None,
-            device: str | None = None) -> Tensor:
-    """Integers uniform in ``[low, high)`` (``randint(n, size=...)`` means ``[0, n)``)."""
+def randint(*args: Any, **kwargs: Any) -> Tensor:
+    """Integers uniform in ``[low, high)``: ``randint(low, high=None, size=(), dtype=None, device=None)``
+    from the global generator (``randint(n, size=...)`` means ``[0, n)``), or, with a key first,
+    JAX's ``randint(key, shape, minval, maxval, dtype=None)``."""
+    if args and isinstance(args[0], Tensor):
+        return randint_key(*args, **kwargs)
+    return _randint_global(*args, **kwargs)
+
+
+def _randint_global(low: int, high: int | None = None, size: Any = (), dtype: DTypeLike | None = None,
+                    device: str | None = None) -> Tensor:
     if high is None:
         low, high = 0, low
     if high <= low:
@@ -144,3 +152,152 @@ def randint(low: int, high: int | None = None, size: Any = (), dtype: DTypeLike 
     b0, b1 = random_bits(_shape_of((size,) if isinstance(size, int) else (tuple(size),)), device)
     wide = b0.astype(dt.uint64) | (b1.astype(dt.uint64) << 32)
     return ((wide % (high - low)).astype(dt.int64) + low).astype(d)
+
+
+# --- explicit keys (JAX style): key, split, fold_in, uniform, normal, truncated_normal, randint,
+# bernoulli, categorical, permutation --------------------------------------------------------------------
+# A key is a uint32 tensor of shape (2,) (a batch of keys: (..., 2)). Every function below is a
+# pure function of its key, computed by the same Threefry kernels as the global generator, so the
+# same key gives the same numbers on every device, in any kernel split, under jit and vmap.
+
+
+def key(seed: int, device: str | None = None) -> Tensor:
+    """A key from an integer seed (any Python int; taken modulo 2**64)."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"key: seed must be an int, got {type(seed).__name__}")
+    s = seed % (1 << 64)
+    return Tensor(np.array([s >> 32, s & 0xFFFFFFFF], dtype=np.uint32), device=device)
+
+
+PRNGKey = key
+
+
+def _check_key(k: Any, name: str) -> Tensor:
+    if not isinstance(k, Tensor) or k.dtype is not dt.uint32 or k.ndim < 1 or k.shape[-1] != 2:
+        got = f"{k.dtype.name}{list(k.shape)}" if isinstance(k, Tensor) else type(k).__name__
+        raise TypeError(f"{name}: expected a key (uint32 tensor of shape (2,), from cv.random.key), got {got}")
+    if k.ndim != 1:
+        raise ValueError(f"{name}: expected a single key of shape (2,), got shape {k.shape}; "
+                         "use cv.vmap over a batch of keys")
+    return k
+
+
+def _key_bits(k: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Two uint32 words per element of ``shape``: Threefry of the counters 0..n-1 under ``k``."""
+    n = math.prod(shape)
+    ctr = Tensor._from_node(node(Op.IOTA, (), None, dt.uint64, (n,)), k.device)
+    lo, hi = (ctr & 0xFFFFFFFF).astype(dt.uint32), (ctr >> 32).astype(dt.uint32)
+    b0, b1 = threefry2x32((k[0], k[1]), lo, hi)
+    return b0.reshape(shape), b1.reshape(shape)
+
+
+def split(k: Tensor, num: int = 2) -> Tensor:
+    """``num`` new independent keys, shape (num, 2)."""
+    k = _check_key(k, "split")
+    if not isinstance(num, int) or num < 0:
+        raise ValueError(f"split: num must be a non-negative int, got {num!r}")
+    b0, b1 = _key_bits(k, (num,))
+    from .ops.movement import stack
+
+    return stack([b0, b1], axis=-1)
+
+
+def fold_in(k: Tensor, data: int) -> Tensor:
+    """A new key that depends on ``k`` and the integer ``data`` (e.g. a step number)."""
+    k = _check_key(k, "fold_in")
+    d = int(data) % (1 << 64)
+    b0, b1 = threefry2x32((k[0], k[1]), k._const(d & 0xFFFFFFFF, dt.uint32, ()), k._const(d >> 32, dt.uint32, ()))
+    from .ops.movement import stack
+
+    return stack([b0, b1])
+
+
+def _shape_arg(shape: Any) -> tuple[int, ...]:
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def _float_dtype(dtype: DTypeLike | None, name: str) -> dt.DType:
+    d = dt.to_dtype(dtype or dt.default_float)
+    if not d.is_float:
+        raise TypeError(f"{name} needs a float dtype, got {d.name}")
+    return d
+
+
+def uniform(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, minval: float = 0.0,
+            maxval: float = 1.0) -> Tensor:
+    """Uniform samples in ``[minval, maxval)``."""
+    k, d = _check_key(k, "uniform"), _float_dtype(dtype, "uniform")
+    b0, _ = _key_bits(k, _shape_arg(shape))
+    u = _uniform(b0, dt.float64)
+    return (u * (maxval - minval) + minval).astype(d)
+
+
+def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None) -> Tensor:
+    """Standard normal samples (Box-Muller on the key's two words per element)."""
+    k, d = _check_key(k, "normal"), _float_dtype(dtype, "normal")
+    b0, b1 = _key_bits(k, _shape_arg(shape))
+    u1, u2 = 1.0 - _uniform(b0, dt.float64), _uniform(b1, dt.float64)
+    return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
+
+
+def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dtype: DTypeLike | None = None) -> Tensor:
+    """Standard normal samples conditioned on ``lower <= x <= upper`` (inverse-CDF method)."""
+    from .ops.special import erfinv
+
+    k, d = _check_key(k, "truncated_normal"), _float_dtype(dtype, "truncated_normal")
+    if not lower < upper:
+        raise ValueError(f"truncated_normal: lower ({lower}) must be below upper ({upper})")
+    a, b = math.erf(lower / math.sqrt(2)), math.erf(upper / math.sqrt(2))
+    b0, _ = _key_bits(k, _shape_arg(shape))
+    u = _uniform(b0, dt.float64) * (b - a) + a  # uniform in [erf(lower/√2), erf(upper/√2))
+    x = erfinv(u) * math.sqrt(2)
+    return x.clip(lower, upper).astype(d)
+
+
+def randint_key(k: Tensor, shape: Any, minval: int, maxval: int, dtype: DTypeLike | None = None) -> Tensor:
+    """Integers uniform in ``[minval, maxval)`` (``cv.random.randint`` with a key)."""
+    k = _check_key(k, "randint")
+    if maxval <= minval:
+        raise ValueError(f"randint: maxval ({maxval}) must be greater than minval ({minval})")
+    d = dt.to_dtype(dtype or dt.default_int)
+    b0, b1 = _key_bits(k, _shape_arg(shape))
+    wide = b0.astype(dt.uint64) | (b1.astype(dt.uint64) << 32)
+    return ((wide % (maxval - minval)).astype(dt.int64) + minval).astype(d)
+
+
+def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None) -> Tensor:
+    """Booleans that are True with probability ``p`` (a float or a tensor broadcast to ``shape``)."""
+    k = _check_key(k, "bernoulli")
+    pt = p if isinstance(p, Tensor) else Tensor(float(p), device=k.device)
+    shp = pt.shape if shape is None else _shape_arg(shape)
+    b0, _ = _key_bits(k, shp)
+    return _uniform(b0, dt.float64) < pt.astype(dt.float64)
+
+
+def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) -> Tensor:
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel-max)."""
+    from .ops.manipulation import moveaxis
+    from .ops.movement import normalize_axis
+
+    k = _check_key(k, "categorical")
+    ax = normalize_axis(axis, logits.ndim)
+    batch = logits.shape[:ax] + logits.shape[ax + 1:]
+    out_shape = batch if shape is None else _shape_arg(shape)
+    n = logits.shape[ax]
+    moved = moveaxis(logits.astype(dt.float64), ax, -1)
+    b0, _ = _key_bits(k, out_shape + (n,))
+    g = -(-(1.0 - _uniform(b0, dt.float64)).log()).log()  # Gumbel noise (u in (0, 1])
+    return (moved + g).argmax(axis=-1)
+
+
+def permutation(k: Tensor, x: Any) -> Tensor:
+    """A random permutation of ``arange(x)`` (an int) or of ``x``'s first axis (a tensor)."""
+    k = _check_key(k, "permutation")
+    n = x if isinstance(x, int) else x.shape[0]
+    b0, b1 = _key_bits(k, (n,))
+    order = (b0.astype(dt.uint64) << 32 | b1.astype(dt.uint64)).argsort(stable=True)
+    if isinstance(x, int):
+        return order
+    from .ops.indexing import take
+
+    return take(x, order, axis=0)
