@@ -29,3 +29,4 @@ from .ops.indexing import take, take_along_axis, put_along_axis, gather, scatter
 from .array_api import *  # noqa: E402,F401,F403
 from .ops.sorting import argsort, searchsorted, sort, topk, unique_all, unique_counts, unique_inverse, unique_values; from .ops.scan import cummax, cummin, cumprod, cumsum, cumulative_prod, cumulative_sum, logcumsumexp; from .ops.manipulation import broadcast_arrays, diag, diagonal, diff, expand_dims, frac, meshgrid, moveaxis, nan_to_num, repeat, roll, rot90, swapaxes, tile, trace, tril, triu, unstack  # noqa: E402,F401
 from .io import CorruptFileError, load, safe_open, save  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401

@@ -688,3 +688,18 @@ def test_fuzz_elementwise_chains_match_finite_differences(ops, seed):
         return x
 
     check(f, a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_grad_of_vmap_of_a_custom_vjp_function():
+    @cv.custom_vjp
+    def sq(x):
+        return x * x
+
+    sq.defvjp(lambda x: (x * x, x), lambda x, g: (2 * x * g * 10,))  # a rule that differs from autodiff
+    v = cv.Tensor([1.0, 2.0, 3.0])
+    assert cv.grad(lambda v: cv.vmap(sq)(v).sum())(v).tolist() == [20.0, 40.0, 60.0]
+    w = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    # an unbatched argument (w[0] inside): its cotangent is summed over the batch
+    got = cv.grad(lambda w: cv.vmap(lambda x: sq(x * w[0]).sum())(w).sum())(w).numpy()
+    want = cv.grad(lambda w: sum((sq(w[i] * w[0])).sum() for i in range(2)))(w).numpy()
+    np.testing.assert_allclose(got, want)

@@ -177,3 +177,69 @@ def checkpoint(f: Callable[..., Any]) -> Callable[..., Any]:
         return tree_unflatten(out_tree, [_wrap(o, mark) if _differentiable(o) else o for o in outs])
 
     return checkpointed
+
+
+class _BatchedCall:
+    """A custom_vjp call seen through vmap: the same ``bwd``, vmapped over the batched residuals
+    and cotangents; cotangents of arguments that were not batched are summed over the batch."""
+
+    def __init__(self, call: _CustomCall, batch: Callable[[Node], tuple[Node, int | None]], size: int):
+        self.call, self.size = call, size
+        self.inputs: list[Node] = []
+        self.input_batched: list[bool] = []
+        for x in call.inputs:
+            n, b = batch(x)
+            self.inputs.append(n)
+            self.input_batched.append(b is not None)
+        res_leaves, self.res_tree = tree_flatten(call.res, _none_is_leaf)
+        self.res, self.res_axes = [], []
+        for r in res_leaves:
+            if isinstance(r, Tensor) and r.node.traced:
+                n, b = batch(r.node)
+                self.res.append(r._new(n))
+                self.res_axes.append(b)
+            else:
+                self.res.append(r)
+                self.res_axes.append(None)
+        self.outs = [None if a is None else (a[0], (size,) + a[1], a[2]) for a in call.outs]
+
+    def pullback(self, cts: dict[int, Tensor]) -> list[Tensor | None]:
+        from ..creation import zeros
+        from .batching import vmap
+
+        full = [None if a is None else cts[i] if i in cts else zeros(a[1], dtype=a[0], device=a[2])
+                for i, a in enumerate(self.outs)]
+        idx = [i for i, a in enumerate(full) if a is not None]
+
+        def one(res_leaves: list[Any], ct_leaves: list[Tensor]) -> list[Tensor]:
+            call = self.call
+            saved = call.res
+            call.res = tree_unflatten(self.res_tree, res_leaves)
+            try:
+                got = call.pullback(dict(zip(idx, ct_leaves)))
+            finally:
+                call.res = saved
+            return [g if g is not None else Tensor._from_node(x, "CPU")._const(0.0) for g, x in
+                    zip(got, call.inputs)]
+
+        per = vmap(one, in_axes=(self.res_axes, 0), out_axes=0, axis_size=self.size)(
+            self.res, [full[i] for i in idx])
+        return [g if batched else g.sum(axis=0) for g, batched in zip(per, self.input_batched)]
+
+
+def _batch_custom_vjp(mark: Mark, batch: Callable[[Node], tuple[Node, int | None]], size: int,
+                      cache: dict[int, Any]) -> Mark:
+    call, index = mark.data
+    new = cache.get(id(call))
+    if new is None:
+        new = cache[id(call)] = _BatchedCall(call, batch, size)
+    return Mark("custom_vjp", (new, index))
+
+
+def _register() -> None:
+    from .batching import MARK_RULES
+
+    MARK_RULES["custom_vjp"] = _batch_custom_vjp
+
+
+_register()
