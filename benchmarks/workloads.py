@@ -22,7 +22,7 @@ class Workload:
     make_inputs: Callable[[np.random.Generator, bool], tuple[np.ndarray, ...]]  # (rng, quick)
     ops: dict[str, Callable]
     rate: Callable[[tuple[np.ndarray, ...]], tuple[float, str]]  # (work per call, unit): bytes → GB/s, flops → GFLOP/s
-    target: float
+    target: float | None  # None: reported, no target set by the issue
     rtol: float
     atol: float
 
@@ -120,4 +120,43 @@ def _matmul(n: int, quick_n: int) -> Workload:
         target=0.5, rtol=1e-3, atol=1e-3)
 
 
-WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48)]
+# --- array namespace (issue 4): linalg and indexing; the issue asks to report these ----------------
+
+def _spd_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    n = 32 if quick else 1024
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    return (a @ a.T / n + np.eye(n, dtype=np.float32), rng.standard_normal((n, 1), dtype=np.float32))
+
+
+def _cv():
+    import corvid
+
+    return corvid
+
+
+SOLVE = Workload(
+    "solve_1024", "linalg.solve(a, b), 1024x1024 float32 (host LAPACK kernel)", _spd_inputs,
+    {"corvid": lambda a, b: _cv().linalg.solve(a, b), "numpy": np.linalg.solve,
+     "torch": lambda a, b: _torch().linalg.solve(a, b), "jax": lambda a, b: _jnp().linalg.solve(a, b)},
+    rate=lambda ins: (2 / 3 * ins[0].shape[0] ** 3, "GFLOP/s"), target=None, rtol=1e-2, atol=1e-2)
+
+CHOLESKY = Workload(
+    "cholesky_1024", "linalg.cholesky(a), 1024x1024 float32 (host LAPACK kernel)", lambda r, q: _spd_inputs(r, q)[:1],
+    {"corvid": lambda a: _cv().linalg.cholesky(a), "numpy": np.linalg.cholesky,
+     "torch": lambda a: _torch().linalg.cholesky(a), "jax": lambda a: _jnp().linalg.cholesky(a)},
+    rate=lambda ins: (1 / 3 * ins[0].shape[0] ** 3, "GFLOP/s"), target=None, rtol=1e-3, atol=1e-3)
+
+
+def _gather_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    rows, cols, k = (64, 32, 8) if quick else (4096, 256, 64)
+    return rng.standard_normal((rows, cols), dtype=np.float32), rng.integers(0, cols, size=(rows, k))
+
+
+GATHER = Workload(
+    "gather", "take_along_axis(x, idx, 1): 4096x256 float32, 64 indices per row", _gather_inputs,
+    {"corvid": lambda x, i: _cv().take_along_axis(x, i, axis=1), "numpy": lambda x, i: np.take_along_axis(x, i, 1),
+     "torch": lambda x, i: _torch().gather(x, 1, i), "jax": lambda x, i: _jnp().take_along_axis(x, i, axis=1)},
+    rate=lambda ins: (ins[1].size * 4 * 2, "GB/s"), target=None, rtol=0, atol=0)
+
+
+WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY, GATHER]
