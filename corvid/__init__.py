@@ -29,4 +29,5 @@ from .ops.indexing import take, take_along_axis, put_along_axis, gather, scatter
 from .array_api import *  # noqa: E402,F401,F403
 from .ops.sorting import argsort, searchsorted, sort, topk, unique_all, unique_counts, unique_inverse, unique_values; from .ops.scan import cummax, cummin, cumprod, cumsum, cumulative_prod, cumulative_sum, logcumsumexp; from .ops.manipulation import broadcast_arrays, diag, diagonal, diff, expand_dims, frac, meshgrid, moveaxis, nan_to_num, repeat, roll, rot90, swapaxes, tile, trace, tril, triu, unstack  # noqa: E402,F401
 from .io import CorruptFileError, load, safe_open, save  # noqa: E402,F401
+from .ops.conv import adaptive_avg_pool, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool, adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, avg_pool, avg_pool1d, avg_pool2d, avg_pool3d, conv, conv1d, conv2d, conv3d, conv_transpose, conv_transpose1d, conv_transpose2d, conv_transpose3d, max_pool, max_pool1d, max_pool2d, max_pool3d; from .ops.einsum import einsum; from .ops.interpolate import interpolate  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401

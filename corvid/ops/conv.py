@@ -1,0 +1,535 @@
+"""Convolution and pooling over 1, 2 or 3 spatial dimensions (layout ``(N, C, *spatial)``, as torch).
+
+Everything here is built on one view, :func:`sliding_windows`: for every output position it
+exposes the window of input elements it reads, as extra axes, without copying anything. One
+spatial axis of size ``i`` becomes two axes ``(o, k)`` with ``view[o, b] = x[o*stride + b*dilation]``:
+
+1. repeat the axis ``e`` times (``expand``) and flatten, so the data reads ``x, x, x, ...``;
+2. cut the flat axis into rows of ``i + dilation`` elements (``shrink`` + ``reshape``): row ``b``
+   now starts at element ``b*dilation`` of ``x``, because each row is ``dilation`` longer than ``x``;
+3. keep the first ``i - dilation*(k-1)`` columns (every window that fits) and every ``stride``-th
+   of them, then swap the two axes.
+
+In the generated code the element of step 2 is ``(b*(i+dilation) + a) % i``; the index simplifier
+pulls the multiple of ``i`` out and proves ``b*dilation + a < i``, so the modulo disappears and a
+convolution's inner loop reads ``x[(o*stride + b*dilation)*row + ...]``: plain index arithmetic.
+
+A convolution is then the window view times the weights, summed over ``(C_in/groups, *kernel)``:
+one fused reduce kernel, like matmul. With several output channels per group the product is laid
+out channels-last, ``(N, *out, C_out)``, against a channels-last copy of the (small) weights, so
+the innermost output loop reads weights contiguously and the matmul heuristic of
+``codegen/opt.py`` vectorizes and register-tiles it; the result is stored once and read back
+through a permute. Max pooling is a ``max`` over the window axes of the view of
+an input padded with ``-inf``; average pooling a ``sum`` divided by a per-position count. The
+transposed convolution is the convolution's gradient with respect to its input written forward:
+spread the input with ``stride - 1`` zeros between elements (a pad and a reshape), pad by
+``dilation*(kernel-1) - padding``, and convolve with the flipped kernel, its channel axes swapped.
+Autodiff, jvp and vmap come from the primitives, so nothing here has rules of its own.
+
+Gradients of max pooling: the ``max`` reduce sends the cotangent to the element that holds the
+maximum; when several elements of one window tie, it is split equally between them (torch gives
+it all to the first). Windows that overlap add their contributions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .. import dtype as dt
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
+
+__all__ = ["conv", "conv1d", "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "max_pool", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool", "avg_pool1d",
+           "avg_pool2d", "avg_pool3d", "adaptive_avg_pool", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_avg_pool3d", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "adaptive_max_pool3d", "sliding_windows"]
+
+IntOrTuple = int | Sequence[int]
+
+
+def _tensor(x: Any) -> Tensor:
+    from ..tensor import Tensor
+
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _ints(v: IntOrTuple, n: int, name: str, lo: int = 1) -> tuple[int, ...]:
+    """``v`` as ``n`` ints ``>= lo`` (an int is repeated); ValueError naming ``name`` otherwise."""
+    items = [v] * n if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else list(v)
+    if len(items) != n or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items):
+        raise ValueError(f"{name} must be an int or a sequence of {n} ints, got {v!r}")
+    if any(i < lo for i in items):
+        raise ValueError(f"{name} must be >= {lo}, got {v!r}")
+    return tuple(int(i) for i in items)
+
+
+def _spatial(x: Tensor, nd: int | None, what: str, lo: int = 1, hi: int = 3) -> int:
+    """The number of spatial dims of ``x`` (``(N, C, *spatial)``), checked against ``nd`` if given."""
+    n = x.ndim - 2 if nd is None else nd
+    if not lo <= n <= hi or x.ndim != n + 2:
+        want = f"{n + 2}" if nd is not None else f"{lo + 2} to {hi + 2}"
+        raise ValueError(f"{what}: expected an input of {want} dimensions (N, C, *spatial), got shape {x.shape}")
+    return n
+
+
+def _window_axis(x: Tensor, axis: int, k: int, s: int, d: int) -> Tensor:
+    """Axis ``axis`` (size ``i``) becomes ``(o, k)`` with ``y[o, b] = x[o*s + b*d]`` (a view)."""
+    i = x.shape[axis]
+    fit = i - d * (k - 1)  # window starts at stride 1
+    pre, post = x.shape[:axis], x.shape[axis + 1:]
+    keep_pre, keep_post = [(0, t) for t in pre], [(0, t) for t in post]
+    reps = -(-k * (i + d) // i)
+    y = x.unsqueeze(axis).expand(pre + (reps, i) + post).reshape(pre + (reps * i,) + post)
+    y = y.shrink(keep_pre + [(0, k * (i + d))] + keep_post).reshape(pre + (k, i + d) + post)
+    y = y.shrink(keep_pre + [(0, k), (0, fit)] + keep_post)
+    if s > 1:
+        y = y._step(axis + 1, 0, fit, s)
+    return y.transpose(axis, axis + 1)
+
+
+def sliding_windows(x: Tensor, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]) -> Tensor:
+    """The windows of the last ``len(kernel)`` axes of ``x`` as a view, without copying.
+
+    ``x`` of shape ``(*batch, *spatial)`` gives ``(*batch, *out, *kernel)`` where
+    ``out[j] = (spatial[j] - dilation[j]*(kernel[j]-1) - 1) // stride[j] + 1`` and
+    ``view[..., o, b] = x[..., o*stride + b*dilation]`` on every axis. ValueError if a window does
+    not fit (an output size below 1).
+
+    >>> sliding_windows(cv.arange(5.0), (2,), (2,), (1,)).tolist()
+    [[0.0, 1.0], [2.0, 3.0]]
+    """
+    nd = len(kernel)
+    first = x.ndim - nd
+    sizes = x.shape[first:]
+    for i, k, d in zip(sizes, kernel, dilation):
+        if i - d * (k - 1) < 1:
+            raise ValueError(f"sliding_windows: the window (kernel {tuple(kernel)}, dilation {tuple(dilation)}) "
+                             f"does not fit the spatial shape {sizes} of the input of shape {x.shape}")
+    for j, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
+        x = _window_axis(x, first + 2 * j, k, s, d)
+    order = (list(range(first)) + [first + 2 * j for j in range(nd)] + [first + 2 * j + 1 for j in range(nd)])
+    return x.permute(order)
+
+
+def _pads(padding: Any, nd: int, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+          what: str) -> tuple[tuple[int, int], ...]:
+    """Per-axis ``(before, after)`` padding from an int, a tuple, ``"valid"`` or ``"same"``."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nd
+        if padding != "same":
+            raise ValueError(f"{what}: padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{what}: padding='same' needs stride 1, got stride {stride}")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)  # the extra element goes after, as torch
+    p = _ints(padding, nd, f"{what}: padding", lo=0)
+    return tuple((q, q) for q in p)
+
+
+def _check_weight(x: Tensor, w: Tensor, groups: int, what: str, transposed: bool) -> int:
+    nd = _spatial(x, None, what)
+    if w.ndim != nd + 2:
+        raise ValueError(f"{what}: weight of shape {w.shape} needs {nd + 2} dimensions for input of shape {x.shape}")
+    if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{what}: groups must be a positive int, got {groups!r}")
+    c_in = x.shape[1]
+    if c_in % groups:
+        raise ValueError(f"{what}: groups={groups} does not divide the {c_in} input channels of shape {x.shape}")
+    if transposed:
+        if w.shape[0] != c_in:
+            raise ValueError(f"{what}: weight of shape {w.shape} expects {w.shape[0]} input channels, "
+                             f"input of shape {x.shape} has {c_in}")
+    else:
+        if w.shape[0] % groups:
+            raise ValueError(f"{what}: groups={groups} does not divide the {w.shape[0]} output channels "
+                             f"of weight shape {w.shape}")
+        if w.shape[1] * groups != c_in:
+            raise ValueError(f"{what}: weight of shape {w.shape} expects {w.shape[1] * groups} input channels "
+                             f"({w.shape[1]} per group x {groups} groups), input of shape {x.shape} has {c_in}")
+    return nd
+
+
+def _add_bias(out: Tensor, bias: Any, what: str) -> Tensor:
+    if bias is None:
+        return out
+    b = _tensor(bias)
+    if b.shape != (out.shape[1],):
+        raise ValueError(f"{what}: bias of shape {b.shape} does not match the {out.shape[1]} output channels")
+    return out + b.reshape((out.shape[1],) + (1,) * (out.ndim - 2))
+
+
+def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
+         dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """N-d convolution (cross-correlation, as torch): ``x`` ``(N, C_in, *spatial)`` with ``w``
+    ``(C_out, C_in/groups, *kernel)`` gives ``(N, C_out, *out)``, 1 to 3 spatial dims.
+
+    ``out[j] = (spatial[j] + 2*padding[j] - dilation[j]*(kernel[j]-1) - 1) // stride[j] + 1``.
+    ``padding`` is an int, a tuple, ``"valid"`` (0) or ``"same"`` (output size = input size; needs
+    stride 1; an odd total puts the extra zero after). ``bias`` has shape ``(C_out,)``. Dtypes
+    promote as in ``x * w``. ValueError naming the shapes for a channel mismatch, ``groups`` not
+    dividing the channels, or a window larger than the padded input.
+
+    Computed as one fused kernel: the window view of the padded input times the weights, summed
+    over ``(C_in/groups, *kernel)``.
+
+    >>> conv(cv.ones(1, 1, 4, 4), cv.ones(2, 1, 3, 3)).shape
+    (1, 2, 2, 2)
+    """
+    x, w = _tensor(x), _tensor(w)
+    nd = _check_weight(x, w, groups, "conv", transposed=False)
+    kernel = w.shape[2:]
+    st = _ints(stride, nd, "conv: stride")
+    dil = _ints(dilation, nd, "conv: dilation")
+    pads = _pads(padding, nd, kernel, st, dil, "conv")
+    _out_sizes(x, kernel, st, dil, pads, "conv", w)
+    n, c_in, c_out, g = x.shape[0], x.shape[1], w.shape[0], groups
+    cg, og = c_in // g, c_out // g
+    xp = x.pad(((0, 0), (0, 0)) + pads) if any(p != (0, 0) for p in pads) else x
+    win = sliding_windows(xp, kernel, st, dil)                               # (N, C_in, *out, *kernel)
+    out_sz = win.shape[2:2 + nd]
+    red = tuple(range(-1 - nd, 0))                                           # (C_in/groups, *kernel)
+    sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
+    win = win.reshape((n, g, cg) + out_sz + kernel)
+    if 0 in (cg, *kernel):
+        from ..tensor import result_type
+
+        return _add_bias(x._const(0, result_type(x, w), (n, c_out) + out_sz), bias, "conv")
+    if og == 1:
+        # one output channel per group (depthwise): output columns innermost, read contiguously
+        win = win.permute((0, 1) + sp + (2,) + ks).unsqueeze(2)              # (N, G, 1, *out, Cg, *kernel)
+        out = (win * w.reshape((1, g, 1) + (1,) * nd + (cg,) + kernel)).sum(red)
+        return _add_bias(out.reshape((n, c_out) + out_sz), bias, "conv")
+    # Output channels innermost: each window element is loaded once and multiplies a contiguous
+    # vector of weights (stored (G, Cg, *kernel, Og), a copy of the small weight tensor), which is
+    # the layout the matmul heuristic of codegen/opt.py vectorizes and register-tiles. The result
+    # is stored channels-last and read back through a permute.
+    win = win.permute((0,) + sp + (1, 2) + ks).unsqueeze(1 + nd + 1)        # (N, *out, G, 1, Cg, *kernel)
+    wt = w.reshape((g, og, cg) + kernel).permute((0, 2) + tuple(range(3, 3 + nd)) + (1,)).contiguous()
+    wt = wt.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd)))              # (G, Og, Cg, *kernel), a view
+    out = (win * wt.reshape((1,) + (1,) * nd + wt.shape)).sum(red).reshape((n,) + out_sz + (c_out,))
+    if bias is not None:
+        b = _tensor(bias)
+        if b.shape != (c_out,):
+            raise ValueError(f"conv: bias of shape {b.shape} does not match the {c_out} output channels")
+        out = out + b
+    return out.contiguous().permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
+
+
+def _out_sizes(x: Tensor, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+               pads: Sequence[tuple[int, int]], what: str, w: Tensor | None = None) -> tuple[int, ...]:
+    out = []
+    for i, k, s, d, (a, b) in zip(x.shape[2:], kernel, stride, dilation, pads):
+        o = (i + a + b - d * (k - 1) - 1) // s + 1
+        if o < 1:
+            wdesc = f"weight of shape {w.shape}" if w is not None else f"kernel {tuple(kernel)}"
+            raise ValueError(f"{what}: the {wdesc} (dilation {tuple(dilation)}) is larger than the padded input "
+                             f"(shape {x.shape}, padding {tuple(pads)}): output size would be {o}")
+        out.append(o)
+    return tuple(out)
+
+
+def conv1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
+           dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """:func:`conv` with one spatial dimension (``x`` of shape ``(N, C, L)``)."""
+    _spatial(_tensor(x), 1, "conv1d")
+    return conv(x, w, bias, stride, padding, dilation, groups)
+
+
+def conv2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
+           dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """:func:`conv` with two spatial dimensions (``x`` of shape ``(N, C, H, W)``)."""
+    _spatial(_tensor(x), 2, "conv2d")
+    return conv(x, w, bias, stride, padding, dilation, groups)
+
+
+def conv3d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
+           dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """:func:`conv` with three spatial dimensions (``x`` of shape ``(N, C, D, H, W)``)."""
+    _spatial(_tensor(x), 3, "conv3d")
+    return conv(x, w, bias, stride, padding, dilation, groups)
+
+
+def _spread(x: Tensor, axis: int, s: int) -> Tensor:
+    """``s - 1`` zeros between the elements of ``axis``: size ``i`` becomes ``(i-1)*s + 1`` (a view)."""
+    if s == 1 or x.shape[axis] == 0:
+        return x
+    i = x.shape[axis]
+    pre, post = x.shape[:axis], x.shape[axis + 1:]
+    y = x.unsqueeze(axis + 1).pad([(0, 0)] * (axis + 1) + [(0, s - 1)] + [(0, 0)] * len(post))
+    y = y.reshape(pre + (i * s,) + post)
+    return y.shrink([(0, t) for t in pre] + [(0, (i - 1) * s + 1)] + [(0, t) for t in post])
+
+
+def conv_transpose(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                   padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
+                   groups: int = 1) -> Tensor:
+    """N-d transposed convolution (torch's ``conv_transpose``): ``x`` ``(N, C_in, *spatial)`` with
+    ``w`` ``(C_in, C_out/groups, *kernel)`` gives ``(N, C_out, *out)``, 1 to 3 spatial dims, where
+    ``out[j] = (spatial[j]-1)*stride[j] - 2*padding[j] + dilation[j]*(kernel[j]-1) + output_padding[j] + 1``.
+
+    It is the gradient of :func:`conv` with respect to its input, computed forward: the input is
+    spread by ``stride`` (zeros in between), padded by ``dilation*(kernel-1) - padding`` (plus
+    ``output_padding`` after), and convolved with the spatially flipped kernel whose channel axes
+    are swapped within each group. ``output_padding`` must be smaller than ``stride`` or
+    ``dilation``. ValueError naming the shapes for a channel mismatch, ``groups`` not dividing
+    the channels, or an output size below 1.
+
+    >>> conv_transpose(cv.ones(1, 2, 3, 3), cv.ones(2, 4, 2, 2), stride=2).shape
+    (1, 4, 6, 6)
+    """
+    x, w = _tensor(x), _tensor(w)
+    nd = _check_weight(x, w, groups, "conv_transpose", transposed=True)
+    kernel = w.shape[2:]
+    st = _ints(stride, nd, "conv_transpose: stride")
+    dil = _ints(dilation, nd, "conv_transpose: dilation")
+    pad = _ints(padding, nd, "conv_transpose: padding", lo=0)
+    opad = _ints(output_padding, nd, "conv_transpose: output_padding", lo=0)
+    for o, s, d in zip(opad, st, dil):
+        if o >= max(s, d):
+            raise ValueError(f"conv_transpose: output_padding {opad} must be smaller than stride {st} "
+                             f"or dilation {dil}")
+    sizes = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                  for i, s, p, d, k, o in zip(x.shape[2:], st, pad, dil, kernel, opad))
+    if any(o < 1 for o in sizes):
+        raise ValueError(f"conv_transpose: input of shape {x.shape} with weight of shape {w.shape} (stride {st}, "
+                         f"padding {pad}, dilation {dil}) gives the invalid output size {sizes}")
+    g, c_in = groups, x.shape[1]
+    og = w.shape[1]
+    for j in range(nd):
+        x = _spread(x, 2 + j, st[j])
+    edges = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for d, k, p, o in zip(dil, kernel, pad, opad))
+    x = x.pad(((0, 0), (0, 0)) + edges)
+    wf = w.reshape((g, c_in // g, og) + kernel).transpose(1, 2).reshape((g * og, c_in // g) + kernel)
+    wf = wf.flip(tuple(range(2, 2 + nd)))
+    return conv(x, wf, bias, 1, 0, dil, g)
+
+
+def conv_transpose1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                     padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """:func:`conv_transpose` with one spatial dimension (torch's argument order)."""
+    _spatial(_tensor(x), 1, "conv_transpose1d")
+    return conv_transpose(x, w, bias, stride, padding, output_padding, dilation, groups)
+
+
+def conv_transpose2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                     padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """:func:`conv_transpose` with two spatial dimensions (torch's argument order)."""
+    _spatial(_tensor(x), 2, "conv_transpose2d")
+    return conv_transpose(x, w, bias, stride, padding, output_padding, dilation, groups)
+
+
+def conv_transpose3d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                     padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """:func:`conv_transpose` with three spatial dimensions (torch's argument order)."""
+    _spatial(_tensor(x), 3, "conv_transpose3d")
+    return conv_transpose(x, w, bias, stride, padding, output_padding, dilation, groups)
+
+
+# --- pooling -------------------------------------------------------------------------------------------
+
+
+def _pool_dims(x: Tensor, kernel_size: IntOrTuple, nd: int | None, what: str) -> int:
+    if nd is None:
+        nd = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else x.ndim - 2
+    if not 1 <= nd <= 3 or x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{what}: expected an input of {nd + 1} or {nd + 2} dimensions ((N,) C, *spatial) "
+                         f"for {nd} spatial dims, got shape {x.shape}")
+    return nd
+
+
+def _pool_view(x: Tensor, nd: int, kernel_size: IntOrTuple, stride: IntOrTuple | None, padding: IntOrTuple,
+               dilation: IntOrTuple, ceil_mode: bool, fill: Any, what: str) -> tuple[Tensor, list[np.ndarray]]:
+    """The windows ``(*batch, *out, *kernel)`` of ``x`` padded with ``fill``, and per spatial axis
+    the number of window elements inside ``x`` plus explicit padding (torch's average divisor)
+    and inside ``x`` only, as ``(counts_with_pad, counts_real)`` arrays of length ``out``."""
+    k = _ints(kernel_size, nd, f"{what}: kernel_size")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
+        _ints(stride, nd, f"{what}: stride")
+    p = _ints(padding, nd, f"{what}: padding", lo=0)
+    d = _ints(dilation, nd, f"{what}: dilation")
+    sizes = x.shape[-nd:]
+    pads, outs, counts = [], [], []
+    for i, kk, ss, pp, dd in zip(sizes, k, s, p, d):
+        span = dd * (kk - 1) + 1
+        if 2 * pp > span:
+            raise ValueError(f"{what}: padding {p} must be at most half the (dilated) kernel {k}")
+        room = i + 2 * pp - span
+        o = (-(-room // ss) if ceil_mode else room // ss) + 1
+        if ceil_mode and o > 1 and (o - 1) * ss >= i + pp:  # the last window must start inside x or the left pad
+            o -= 1
+        if room < 0 or o < 1:
+            raise ValueError(f"{what}: kernel {k} (dilation {d}) does not fit the input of shape {x.shape} "
+                             f"with padding {p}: output size would be {o}")
+        pads.append((pp, max(pp, (o - 1) * ss + span - i - pp)))
+        outs.append(o)
+        start = np.arange(o) * ss - pp
+        end = np.minimum(start + span, i + pp)
+        counts.append((end - start, np.minimum(end, i) - np.maximum(start, 0)))
+    xp = x.pad([(0, 0)] * (x.ndim - nd) + pads, fill)
+    win = sliding_windows(xp, k, s, d)
+    lead = win.ndim - 2 * nd
+    win = win.shrink([(0, t) for t in win.shape[:lead]] + [(0, o) for o in outs] + [(0, t) for t in k])
+    return win, counts
+
+
+def max_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+             dilation: IntOrTuple = 1, ceil_mode: bool = False) -> Tensor:
+    """Max pooling over the last 1 to 3 axes of ``((N,) C, *spatial)`` (torch semantics).
+
+    The number of spatial dims is ``len(kernel_size)`` (``x.ndim - 2`` for an int). ``stride``
+    defaults to ``kernel_size``; ``padding`` (at most half the kernel) pads with ``-inf`` (the
+    dtype's lowest value for ints); ``ceil_mode`` rounds the output size up, keeping only windows
+    that start inside the input or its left padding. Gradient: each window's cotangent goes to its
+    maximum, split equally between tied elements. ValueError for shapes that do not fit.
+
+    >>> max_pool(cv.arange(16.0).reshape(1, 1, 4, 4), 2).reshape(-1).tolist()
+    [5.0, 7.0, 13.0, 15.0]
+    """
+    x = _tensor(x)
+    nd = _pool_dims(x, kernel_size, None, "max_pool")
+    fill = dt.reduce_identity(x.dtype, "max")
+    win, _ = _pool_view(x, nd, kernel_size, stride, padding, dilation, ceil_mode, fill, "max_pool")
+    return win.max(tuple(range(-nd, 0)))
+
+
+def avg_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+             ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Average pooling over the last 1 to 3 axes of ``((N,) C, *spatial)`` (torch semantics), float only.
+
+    Zero padding; the divisor is the window's size clipped to the padded input
+    (``count_include_pad=True``) or the number of real elements in the window (False), or
+    ``divisor_override``. Arguments as :func:`max_pool`. TypeError for non-float input.
+
+    >>> avg_pool(cv.arange(4.0).reshape(1, 1, 4), 2).tolist()
+    [[[0.5, 2.5]]]
+    """
+    x = _tensor(x)
+    if not x.dtype.is_float:
+        raise TypeError(f"avg_pool needs a float tensor, got {x.dtype.name}")
+    nd = _pool_dims(x, kernel_size, None, "avg_pool")
+    win, counts = _pool_view(x, nd, kernel_size, stride, padding, 1, ceil_mode, 0.0, "avg_pool")
+    total = win.sum(tuple(range(-nd, 0)))
+    if divisor_override is not None:
+        return total / divisor_override
+    div = functools.reduce(np.multiply.outer, [c[0] if count_include_pad else c[1] for c in counts])
+    if (div == div.flat[0]).all():
+        return total / int(div.flat[0])
+    from ..tensor import Tensor
+
+    return total / Tensor(div.astype(x.dtype.np), device=x.device)
+
+
+def _adaptive_bins(i: int, o: int) -> tuple[np.ndarray, np.ndarray]:
+    start = (np.arange(o) * i) // o
+    end = -((-(np.arange(o) + 1) * i) // o)
+    return start, end
+
+
+def _adaptive_sizes(x: Tensor, output_size: Any, what: str) -> tuple[int, ...]:
+    nd = len(output_size) if isinstance(output_size, (tuple, list)) else x.ndim - 2
+    if not 1 <= nd <= 3 or x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{what}: expected an input of {nd + 1} or {nd + 2} dimensions ((N,) C, *spatial), "
+                         f"got shape {x.shape}")
+    items = [output_size] * nd if not isinstance(output_size, (tuple, list)) else list(output_size)
+    sizes = tuple(x.shape[x.ndim - nd + j] if o is None else o for j, o in enumerate(items))
+    for o in sizes:
+        if not isinstance(o, (int, np.integer)) or isinstance(o, bool) or o < 1:
+            raise ValueError(f"{what}: output_size must be positive ints (or None), got {output_size!r}")
+    if any(t == 0 for t in x.shape[-nd:]):
+        raise ValueError(f"{what}: input of shape {x.shape} has an empty spatial axis")
+    return tuple(int(o) for o in sizes)
+
+
+def adaptive_avg_pool(x: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Average pooling to a fixed ``output_size`` over the last 1 to 3 axes (torch's bins: output ``o``
+    of an axis of size ``i`` averages ``[floor(o*i/out), ceil((o+1)*i/out))``). ``None`` in
+    ``output_size`` keeps that axis. Each axis whose size the output divides is a mean over
+    equal windows (a view); otherwise it is a product with a small ``(i, out)`` averaging matrix.
+
+    >>> adaptive_avg_pool(cv.arange(5.0).reshape(1, 1, 5), 2).tolist()
+    [[[1.0, 3.0]]]
+    """
+    x = _tensor(x)
+    if not x.dtype.is_float:
+        raise TypeError(f"adaptive_avg_pool needs a float tensor, got {x.dtype.name}")
+    sizes = _adaptive_sizes(x, output_size, "adaptive_avg_pool")
+    nd = len(sizes)
+    for j, o in enumerate(sizes):
+        axis = x.ndim - nd + j
+        i = x.shape[axis]
+        if i == o:
+            continue
+        xs = x.moveaxis(axis, -1)
+        if i % o == 0:
+            xs = sliding_windows(xs, (i // o,), (i // o,), (1,)).mean(-1)
+        else:
+            start, end = _adaptive_bins(i, o)
+            cols = np.arange(i)[:, None]
+            avg = ((cols >= start) & (cols < end)) / (end - start)                   # (i, o)
+            from ..tensor import Tensor
+
+            xs = xs @ Tensor(avg.astype(x.dtype.np), device=x.device)
+        x = xs.moveaxis(-1, axis)
+    return x
+
+
+def adaptive_max_pool(x: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Max pooling to a fixed ``output_size`` (bins as :func:`adaptive_avg_pool`), one axis at a time
+    (the max of a box is the max of its rows' maxima); values only, no indices.
+
+    >>> adaptive_max_pool(cv.arange(5.0).reshape(1, 1, 5), 2).tolist()
+    [[[2.0, 4.0]]]
+    """
+    from .elementwise import where
+    from ..tensor import Tensor
+
+    x = _tensor(x)
+    sizes = _adaptive_sizes(x, output_size, "adaptive_max_pool")
+    nd = len(sizes)
+    low = x._const(dt.reduce_identity(x.dtype, "max"), x.dtype, ())
+    for j, o in enumerate(sizes):
+        axis = x.ndim - nd + j
+        i = x.shape[axis]
+        if i == o:
+            continue
+        start, end = _adaptive_bins(i, o)
+        cols = np.arange(i)[None, :]
+        inside = Tensor((cols >= start[:, None]) & (cols < end[:, None]), device=x.device)   # (o, i)
+        x = where(inside, x.moveaxis(axis, -1).unsqueeze(-2), low).max(-1).moveaxis(-1, axis)
+    return x
+
+
+def _fixed(fn: Any, nd: int, name: str) -> Any:
+    """``fn`` for ``nd`` spatial dims: an int kernel/output size is repeated, the input rank checked."""
+
+    def pool(x: Tensor, size: IntOrTuple, *args: Any, **kwargs: Any) -> Tensor:
+        x = _tensor(x)
+        if x.ndim not in (nd + 1, nd + 2):
+            raise ValueError(f"{name}: expected an input of {nd + 1} or {nd + 2} dimensions ((N,) C, *spatial), "
+                             f"got shape {x.shape}")
+        if not isinstance(size, (tuple, list)):
+            size = (size,) * nd
+        elif len(size) != nd:
+            raise ValueError(f"{name}: expected {nd} sizes, got {size!r}")
+        return fn(x, tuple(size), *args, **kwargs)
+
+    pool.__name__ = pool.__qualname__ = name
+    pool.__doc__ = f":func:`{fn.__name__}` over {nd} spatial dimension{'s' if nd > 1 else ''}."
+    return pool
+
+
+max_pool1d, max_pool2d, max_pool3d = (_fixed(max_pool, n, f"max_pool{n}d") for n in (1, 2, 3))
+avg_pool1d, avg_pool2d, avg_pool3d = (_fixed(avg_pool, n, f"avg_pool{n}d") for n in (1, 2, 3))
+adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (
+    _fixed(adaptive_avg_pool, n, f"adaptive_avg_pool{n}d") for n in (1, 2, 3))
+adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (
+    _fixed(adaptive_max_pool, n, f"adaptive_max_pool{n}d") for n in (1, 2, 3))
