@@ -409,3 +409,21 @@ def test_vmap_setitem_constant():
     want = xs.copy()
     want[np.arange(4), ii] = 0.0
     np.testing.assert_array_equal(cv.vmap(write)(cv.Tensor(xs), cv.Tensor(ii)).numpy(), want)
+
+
+def test_take_is_one_indirect_load_kernel_reading_the_table_in_place():
+    table = cv.Tensor(np.arange(15, dtype=np.float32).reshape(5, 3))
+    ids = cv.Tensor(np.array([[4, 1], [0, -1]]))
+    out = cv.take(table, ids, axis=0)
+    (k,) = out.schedule()
+    assert table.node in k.inputs and "p1[" in k.source and k.kernel.loops[0].size == 4
+    np.testing.assert_array_equal(out.numpy(), np.arange(15, dtype=np.float32).reshape(5, 3)[[[4, 1], [0, 4]]])
+
+
+def test_gather_under_jit_reads_zero_out_of_range_and_differentiates():
+    f = cv.jit(lambda x, i: cv.take_along_axis(x, i, axis=1))
+    x = cv.Tensor(np.arange(6.0).reshape(2, 3))
+    assert f(x, cv.Tensor(np.array([[2], [0]]))).tolist() == [[2.0], [3.0]]
+    assert f(x, cv.Tensor(np.array([[7], [-9]]))).tolist() == [[0.0], [0.0]]  # traced: no check, no stray read
+    g = cv.grad(lambda t: (cv.take(t, cv.Tensor(np.array([0, 0, 2])), axis=0) ** 2).sum())(cv.Tensor([1.0, 2.0, 3.0]))
+    assert g.tolist() == [4.0, 0.0, 6.0]  # the repeated index accumulates

@@ -51,6 +51,8 @@ class U:
             return (self.arg[1],) if self.arg[2] is None else (self.arg[1], self.arg[2])
         if self.op == "index":
             return (self.arg,)
+        if self.op == "gather":  # arg: (param, base index, stride of the gathered axis, its size, gate)
+            return (self.arg[1],) if self.arg[4] is None else (self.arg[1], self.arg[4])
         return ()
 
     def __repr__(self) -> str:
@@ -127,6 +129,8 @@ class Kernel:
                 arg = (arg[0], arg[1].substitute(mapping), None if arg[2] is None else arg[2].substitute(mapping))
             elif u.op == "index":
                 arg = arg.substitute(mapping)
+            elif u.op == "gather":
+                arg = gather_substitute(arg, mapping)
             elif u.op == "reduce" and reduce_loops and id(u) in reduce_loops:
                 arg = (arg[0], reduce_loops[id(u)])
             memo[id(u)] = out.u(u.op, u.dtype, src, arg)
@@ -163,3 +167,8 @@ def _arg_key(arg: Any) -> Any:
     if isinstance(arg, float):
         return ("f", arg, math.copysign(1.0, arg), math.isnan(arg))
     return arg
+
+
+def gather_substitute(arg: tuple, mapping: dict[Var, Sym]) -> tuple:
+    param, base, stride, size, gate = arg
+    return (param, base.substitute(mapping), stride, size, None if gate is None else gate.substitute(mapping))

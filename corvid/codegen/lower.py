@@ -77,6 +77,8 @@ class _Lowerer:
             if not n.src:
                 raise ValueError(f"{n}: a placeholder has no value to compute")
             return self.emit(n.src[0], idx, gate)
+        if op is Op.GATHER:
+            return self._gather(n, idx, gate)
         if op is Op.REDUCE:
             red_op, axes = n.arg
             src_shape = n.src[0].shape
@@ -89,6 +91,25 @@ class _Lowerer:
             self.reduce_origin[id(u)] = n
             return u
         return self._movement(n, idx, gate)
+
+    def _gather(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
+        """An indirect load: the index value is computed here, the other coordinates address the
+        stored operand (directly, or through a reshape that keeps the element order)."""
+        x, ix = n.src
+        axis = n.arg
+        param = self.param_of(x)
+        if param is None and x.op is Op.RESHAPE:
+            param = self.param_of(x.src[0])
+        if param is None:
+            raise NotImplementedError(f"GATHER reads from {x}, which the scheduler did not store")
+        v = self.emit(ix, idx, gate)
+        strides = strides_of(x.shape)
+        base: Sym = Num(0)
+        for d, (i, st) in enumerate(zip(idx, strides)):
+            if d != axis and st and x.shape[d] != 1:
+                base = base + i * st
+        return self.k.u("gather", n.dtype, (v,), (param, base, strides[axis], x.shape[axis],
+                                                  None if gate == Num(1) else gate))
 
     def _movement(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
         (src,), op, arg, shape = n.src, n.op, n.arg, n.src[0].shape

@@ -121,6 +121,11 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
         if n.op is Op.CUSTOM and n.buffer is None:
             stored[id(n)] = n
             stored.update({id(s): s for s in n.src if s.buffer is None})
+        elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through a reshape)
+            x = n.src[0]
+            base = x.src[0] if x.op is Op.RESHAPE else x
+            if base.buffer is None:
+                stored[id(base)] = base
     while True:
         added = False
         seen_in: dict[int, int] = {}

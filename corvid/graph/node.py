@@ -51,6 +51,10 @@ class Op(Enum):
     VAR = auto(); DETACH = auto()  # noqa: E702
     # a host function (engine/host.py): arg (HostOp, output shapes); value: the outputs packed flat
     CUSTOM = auto()
+    # indirect read: GATHER(x, idx), arg axis: out[..., j, ...] = x[..., idx[..., j, ...], ...] along
+    # axis (take_along_axis); the result has idx's shape; x has the same rank, each other dimension
+    # equal to idx's or 1 (broadcast). An index outside [0, x.shape[axis]) reads 0.
+    GATHER = auto()
 
     # members are singletons compared by identity: hash them by identity too (C speed; Enum's own
     # __hash__ is a Python function, and every node() lookup hashes an Op)

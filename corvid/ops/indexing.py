@@ -113,14 +113,20 @@ def _wrap(idx: Tensor, n: int) -> Tensor:
     return _where3(idx < 0, idx + n, idx)
 
 
+def gather_prim(x: Tensor, idx: Tensor, axis: int) -> Tensor:
+    """The GATHER primitive (an indirect load): ``out[..., j, ...] = x[..., idx[..., j, ...], ...]``
+    along ``axis``; ``idx`` has ``x``'s rank and each other dimension of ``x`` equals ``idx``'s
+    or is 1. Indices outside ``[0, n)`` read 0 (nothing is read out of bounds)."""
+    return x._new(node(Op.GATHER, (x.node, idx.astype(dt.int64).node), axis, x.dtype, idx.shape))
+
+
 def _take(x: Tensor, idx: Tensor, axis: int) -> Tensor:
     """``x.shape[:axis] + idx.shape + x.shape[axis+1:]``: elements of ``x`` at ``idx`` (int64, in
-    ``[0, n)``; anything else reads 0) along ``axis``, as one one-hot contraction."""
-    n, pre, post, b = x.shape[axis], x.shape[:axis], x.shape[axis + 1:], idx.shape
-    hit = idx.reshape(b + (1,)).eq(_iota(n, x.device).reshape((1,) * len(b) + (n,)))
-    hit = hit.reshape((1,) * len(pre) + b + (n,) + (1,) * len(post))
-    xe = x.reshape(pre + (1,) * len(b) + (n,) + post)
-    return _where3(hit, xe, x._const(0, x.dtype, ()))._reduce("sum", len(pre) + len(b), False)
+    ``[0, n)``; anything else reads 0) along ``axis``: one indirect load per element."""
+    pre, post, b = x.shape[:axis], x.shape[axis + 1:], idx.shape
+    xv = x.reshape(pre + (1,) * len(b) + (x.shape[axis],) + post)  # the gathered dims broadcast
+    iv = idx.reshape((1,) * len(pre) + b + (1,) + (1,) * len(post)).broadcast_to(pre + b + (1,) + post)
+    return gather_prim(xv, iv, len(pre) + len(b)).reshape(pre + b + post)
 
 
 def _extreme(d: dt.DType, high: bool) -> Any:
@@ -238,12 +244,8 @@ def take_along_axis(x: Tensor, indices: Any, axis: int = -1) -> Tensor:
         raise ValueError(f"take_along_axis: indices must have {x.ndim} dimensions like x, got shape {idx.shape}")
     shape = broadcast_shapes(x.shape[:a] + x.shape[a + 1:], idx.shape[:a] + idx.shape[a + 1:])
     idx = _checked(idx, x.shape[a], a)
-    idx = _move_last(idx, a).broadcast_to(shape + (idx.shape[a],))
-    xl = _move_last(x, a).broadcast_to(shape + (x.shape[a],))
-    nj, n, m = len(shape), x.shape[a], idx.shape[-1]
-    hit = idx.reshape(idx.shape + (1,)).eq(_iota(n, x.device))  # J + (m, n)
-    out = _where3(hit, xl.reshape(shape + (1, n)), x._const(0, x.dtype, ()))._reduce("sum", nj + 1, False)
-    return _move_back(out.reshape(shape + (m,)), a)
+    full = shape[:a] + (idx.shape[a],) + shape[a:]
+    return gather_prim(x, idx.broadcast_to(full), a)
 
 
 def gather(x: Tensor, axis: int, index: Any) -> Tensor:

@@ -270,6 +270,17 @@ class CRenderer:
             if u.op == "load":
                 return f"*(const {self._vtype(u.dtype)}*)(p{u.arg[0]} + {self._lane0(u.arg[1])})"
             return self._vector_alu(u)
+        if u.op == "gather":
+            param, base, stride, size, gate = u.arg
+            v = self._ref(u.src[0])
+            ok = f"(({v}) >= 0) & (({v}) < {size})" + ("" if gate is None else f" & ({gate.render(self._var)})")
+            off = f"({base.render(self._var)}) + (long long)({v}) * ({ok}) * {stride}"
+            src = f"p{param}[{off}]"
+            st = self.k.params[param].dtype.name
+            val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
+            if self.k.params[param].size == 0:
+                return render_const(0, u.dtype)
+            return self._select(ok, val, render_const(0, u.dtype), u.dtype)
         if u.op == "load":
             param, idx, gate = u.arg
             src = f"p{param}[{idx.render(self._var)}]"

@@ -265,6 +265,13 @@ class _Batcher:
         if op in ELEMENTWISE:
             new = tuple(s if b is not None else _broadcast(s, size) for s, b in srcs)
             return node(op, new, n.arg, n.dtype, shape), 0
+        if op is Op.GATHER:
+            (x, bx), (ix, bi) = srcs
+            if bx is None:
+                x = node(Op.RESHAPE, (x,), (1,) + x.shape, x.dtype, (1,) + x.shape)  # broadcast dimension
+            if bi is None:
+                ix = _broadcast(ix, size)
+            return node(Op.GATHER, (x, ix), n.arg + 1, n.dtype, shape), 0
         if op is Op.CUSTOM:
             from ..engine.host import batch_host
 

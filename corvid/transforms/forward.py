@@ -219,6 +219,8 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.CONTIGUOUS: lambda y, xs, ts: ts[0].contiguous(),
     Op.VAR: lambda y, xs, ts: ts[0],
     Op.CUSTOM: lambda y, xs, ts: _no_host_jvp(y),
+    Op.GATHER: lambda y, xs, ts: None if ts[0] is None else y._new(
+        node(Op.GATHER, (ts[0].node, xs[1].node), y.node.arg, y.dtype, y.shape)),
 }
 for _op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.BITCAST, Op.IDIV):
     _RULES[_op] = _zero

@@ -132,6 +132,19 @@ def _movement_rule(n: Node, g: Tensor) -> Tensor:
 MOVEMENT_OPS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.PAD, Op.SHRINK, Op.FLIP})
 
 
+def _gather_rule(x: Tensor, idx: Tensor, g: Tensor, axis: int) -> Tensor:
+    """Scatter-add of ``g`` into ``x``'s shape at ``idx`` along ``axis`` (a one-hot contraction);
+    summed over the dimensions ``x`` broadcast."""
+    from ..creation import arange
+
+    n = x.shape[axis]
+    pos = arange(n, dtype=idx.dtype, device=g.device).reshape((1,) * (axis + 1) + (n,) + (1,) * (idx.ndim - axis - 1))
+    hit = idx.reshape(idx.shape[:axis + 1] + (1,) + idx.shape[axis + 1:]).eq(pos)
+    gx = where(hit, g.reshape(g.shape[:axis + 1] + (1,) + g.shape[axis + 1:]), 0.0).sum(axis)
+    wide = tuple(d for d in range(x.ndim) if x.shape[d] == 1 and gx.shape[d] != 1)
+    return (gx.sum(wide, keepdims=True) if wide else gx).astype(x.dtype)
+
+
 def vjp_rule(n: Node, g: Tensor, need: list[bool]) -> list[Tensor | None]:
     """Cotangents of ``n``'s sources given the cotangent ``g`` of ``n`` (None: no contribution).
 
@@ -155,6 +168,9 @@ def vjp_rule(n: Node, g: Tensor, need: list[bool]) -> list[Tensor | None]:
         out[0] = _reduce_rule(t(n.src[0]), t(n), g, *n.arg)
     elif n.op in MOVEMENT_OPS:
         out[0] = _movement_rule(n, g)
+    elif n.op is Op.GATHER:
+        if need[0]:
+            out[0] = _gather_rule(t(n.src[0]), t(n.src[1]), g, n.arg)
     elif n.op is Op.CUSTOM:
         raise NotImplementedError(f"the host op {n.arg.op.name} has no derivative rule: its module must wrap it "
                                   "in custom_vjp (see corvid/engine/host.py)")
