@@ -1,5 +1,7 @@
 """conv, conv_transpose and pooling against float64 numpy loop references (and torch, when it is
-installed, as an extra oracle), plus gradients, vmap, errors and the shape of the conv kernel."""
+installed, as an extra oracle), plus gradients (the conv's hand-written backward against finite
+differences and against the automatic gradient of its implementation; jvp, grad of grad, vmap),
+errors and the shape of the conv kernels."""
 
 import itertools
 import warnings
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 import corvid as cv
+from corvid.ops import conv as conv_module
 from corvid.ops.conv import sliding_windows
 
 try:
@@ -190,18 +193,106 @@ def test_mnist_conv_kernel_is_one_vectorized_reduce_without_divmod():
     assert "/" not in first and "%" not in first
 
 
-def test_conv_grad_matches_finite_differences():
-    x, w, b = rng.standard_normal((2, 4, 5, 4)), rng.standard_normal((4, 2, 2, 3)), rng.standard_normal(4)
-    g = rng.standard_normal(conv_ref(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2).shape)
-    kw = dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
+def _directional_check(f_cv, f_ref, args, argnums, directions=2, eps=1e-3, tol=1e-7):
+    """``<grad f, v>`` from corvid against the central difference of the float64 reference ``f_ref``
+    along random ``v``, for each argument in ``argnums``. The functions tested here are linear in
+    each argument, so the difference is exact up to rounding whatever ``eps``."""
+    grads = cv.grad(f_cv, argnums=argnums)(*[cv.Tensor(a) for a in args])
+    for i, got in zip(argnums, grads):
+        assert got.shape == args[i].shape
+        for _ in range(directions):
+            v = rng.standard_normal(args[i].shape)
+            hi = [a + eps * v if j == i else a for j, a in enumerate(args)]
+            lo = [a - eps * v if j == i else a for j, a in enumerate(args)]
+            want = (f_ref(*hi) - f_ref(*lo)) / (2 * eps)
+            assert abs(float((got.numpy() * v).sum()) - want) <= tol * max(1.0, abs(want)), (i, want)
 
-    def f(x, w, b):
-        return (cv.conv(x, w, b, **kw) * cv.Tensor(g)).sum()
 
-    grads = cv.grad(f, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(b))
-    ref = lambda x, w, b: float((conv_ref(x, w, b, **kw) * g).sum())  # noqa: E731
-    for i, got in enumerate(grads):
-        np.testing.assert_allclose(got.numpy(), numeric_grad(ref, [x, w, b], i), rtol=1e-6, atol=1e-6)
+@pytest.mark.parametrize("xs,ws,kw", CONV_CASES, ids=[f"{len(c[0]) - 2}d-{i}" for i, c in enumerate(CONV_CASES)])
+def test_conv_grads_match_finite_differences(xs, ws, kw):
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
+    g = rng.standard_normal(conv_ref(x, w, b, **kw).shape)
+    _directional_check(lambda x, w, b: (cv.conv(x, w, b, **kw) * cv.Tensor(g)).sum(),
+                       lambda x, w, b: float((conv_ref(x, w, b, **kw) * g).sum()), [x, w, b], (0, 1, 2))
+
+
+def _automatic_gradients(monkeypatch):
+    """Make conv run its undecorated implementation, so grad differentiates the window view."""
+    monkeypatch.setattr(conv_module, "_conv", conv_module._conv.fun)
+
+
+@pytest.mark.parametrize("xs,ws,kw", CONV_CASES, ids=[f"{len(c[0]) - 2}d-{i}" for i, c in enumerate(CONV_CASES)])
+def test_conv_fast_grads_equal_the_automatic_ones(xs, ws, kw, monkeypatch):
+    x, w, b = (cv.Tensor(rng.standard_normal(s)) for s in (xs, ws, (ws[0],)))
+    g = cv.Tensor(rng.standard_normal(conv_ref(x.numpy(), w.numpy(), **kw).shape))
+    f = lambda x, w, b: (cv.conv(x, w, b, **kw) * g).sum()  # noqa: E731
+    fast = [t.numpy() for t in cv.grad(f, argnums=(0, 1, 2))(x, w, b)]
+    _automatic_gradients(monkeypatch)
+    auto = [t.numpy() for t in cv.grad(f, argnums=(0, 1, 2))(x, w, b)]
+    for a, b_ in zip(fast, auto):
+        np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-10)
+
+
+def test_conv_jvp_is_the_sum_of_the_partial_convs():
+    kw = dict(stride=(2, 1), padding="valid", dilation=(1, 2), groups=2)
+    x, w, tx, tw = (cv.Tensor(rng.standard_normal(s)) for s in [(2, 4, 7, 8), (6, 2, 3, 2)] * 2)
+    y, t = cv.jvp(lambda x, w: cv.conv2d(x, w, **kw), (x, w), (tx, tw))
+    np.testing.assert_allclose(y.numpy(), cv.conv2d(x, w, **kw).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(t.numpy(), (cv.conv2d(tx, w, **kw) + cv.conv2d(x, tw, **kw)).numpy(),
+                               rtol=1e-10, atol=1e-10)
+    # forward over reverse (a Hessian-vector product): the backward convs take jvp too
+    loss = lambda w: (cv.conv2d(x, w, **kw) ** 2).sum()  # noqa: E731
+    _, hvp = cv.jvp(cv.grad(loss), (w,), (tw,))
+    eps = 1e-4
+    fd = (cv.grad(loss)(w + eps * tw).numpy() - cv.grad(loss)(w - eps * tw).numpy()) / (2 * eps)
+    np.testing.assert_allclose(hvp.numpy(), fd, rtol=1e-7, atol=1e-7)
+
+
+def test_conv_grad_of_grad_matches_finite_differences():
+    kw = dict(stride=2, padding=1, groups=2)
+    x, w, c = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((4, 2, 3, 3)), rng.standard_normal((2, 4, 7, 6))
+
+    def h(x, w):  # a directional derivative of a loss that is quartic in (x, w): its gradient is not linear
+        dx = cv.grad(lambda x, w: (cv.conv2d(x, w, **kw) ** 2).sum())(x, w)
+        return (dx * cv.Tensor(c)).sum()
+
+    gx, gw = cv.grad(h, argnums=(0, 1))(cv.Tensor(x), cv.Tensor(w))
+    eps = 1e-5
+    for i, got in enumerate([gx, gw]):
+        v = rng.standard_normal(got.shape)
+        hi = [a + eps * v if j == i else a for j, a in enumerate([x, w])]
+        lo = [a - eps * v if j == i else a for j, a in enumerate([x, w])]
+        want = (h(*map(cv.Tensor, hi)).item() - h(*map(cv.Tensor, lo)).item()) / (2 * eps)
+        assert abs(float((got.numpy() * v).sum()) - want) <= 1e-6 * max(1.0, abs(want))
+
+
+def test_conv_vmap_of_grad_and_grad_of_vmap_match_loops():
+    kw = dict(padding=1, stride=(1, 2))
+    xs, w = rng.standard_normal((3, 2, 4, 5, 6)), rng.standard_normal((3, 4, 3, 3))
+    gs = rng.standard_normal((3,) + conv_ref(xs[0], w, **kw).shape)
+    loss = lambda x, w, g: (cv.conv2d(x, w, **kw) * g).sum()  # noqa: E731
+    per = cv.vmap(cv.grad(loss, argnums=(0, 1)), in_axes=(0, None, 0))(cv.Tensor(xs), cv.Tensor(w), cv.Tensor(gs))
+    total = cv.grad(lambda w: cv.vmap(loss, in_axes=(0, None, 0))(cv.Tensor(xs), w, cv.Tensor(gs)).sum())(
+        cv.Tensor(w))
+    loop = [cv.grad(loss, argnums=(0, 1))(cv.Tensor(xs[i]), cv.Tensor(w), cv.Tensor(gs[i])) for i in range(3)]
+    for i in range(3):
+        np.testing.assert_allclose(per[0].numpy()[i], loop[i][0].numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(per[1].numpy()[i], loop[i][1].numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(total.numpy(), sum(g[1].numpy() for g in loop), rtol=1e-10, atol=1e-10)
+
+
+def test_mnist_conv_grad_kernels_are_few_vectorized_and_without_divmod():
+    buf = lambda *shape: cv.Tensor(np.zeros(shape, np.float32))  # noqa: E731
+    x, w, g = buf(128, 32, 26, 26), buf(64, 32, 3, 3), buf(128, 64, 24, 24)
+    dx, dw = cv.grad(lambda x, w: (cv.conv2d(x, w) * g).sum(), argnums=(0, 1))(x, w)
+    kernels = dx.schedule() + dw.schedule()
+    # dx: a weight copy, the transposed conv, its permute; dw: g channels-last, partial sums, their sum, a permute
+    assert len(kernels) <= 7, [k.name for k in kernels]
+    reduces = [k for k in kernels if k.name.startswith("r_")]
+    for k in reduces:
+        body = _kernel_body(k.source)
+        assert "/" not in body and "%" not in body, k.name
+    assert all("cv_float32x" in _kernel_body(k.source) for k in reduces if len(k.kernel.loops) > 1)
 
 
 def test_conv_vmap_matches_loop():
@@ -272,6 +363,22 @@ def test_conv_transpose_is_the_vjp_of_conv(stride, padding, dilation, groups):
                   for i, k, o in zip(x.shape[2:], w.shape[2:], y.shape[2:]))
     ct = cv.conv_transpose2d(cv.Tensor(g), cv.Tensor(w), None, stride, padding, extra, groups, dilation)
     np.testing.assert_allclose(ct.numpy(), dx.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("xs,ws,kw", TRANSPOSE_CASES,
+                         ids=[f"{len(c[0]) - 2}d-{i}" for i, c in enumerate(TRANSPOSE_CASES)])
+def test_conv_transpose_grads_match_finite_differences_and_automatic(xs, ws, kw, monkeypatch):
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    b = rng.standard_normal(ws[1] * kw.get("groups", 1))
+    g = rng.standard_normal(conv_transpose_ref(x, w, b, **kw).shape)
+    f = lambda x, w, b: (cv.conv_transpose(x, w, b, **kw) * cv.Tensor(g)).sum()  # noqa: E731
+    _directional_check(f, lambda x, w, b: float((conv_transpose_ref(x, w, b, **kw) * g).sum()), [x, w, b],
+                       (0, 1, 2))
+    fast = [t.numpy() for t in cv.grad(f, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(b))]
+    _automatic_gradients(monkeypatch)
+    auto = [t.numpy() for t in cv.grad(f, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(b))]
+    for a, b_ in zip(fast, auto):
+        np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-10)
 
 
 def test_conv_transpose_grad_and_vmap():
@@ -372,6 +479,10 @@ def test_pool_grads_match_finite_differences():
     for f_cv, f_ref in [
         (lambda t: cv.avg_pool2d(t, 3, 2, 1, True, False), lambda a: pool_ref(a, "avg", (3, 3), 2, 1, 1, True, False)),
         (lambda t: cv.max_pool2d(t, 2, 1, 1, 2), lambda a: pool_ref(a, "max", (2, 2), 1, 1, 2)),
+        # windows that tile the input take the reshape path
+        (lambda t: cv.max_pool2d(t, 2, None, 1, 1, True), lambda a: pool_ref(a, "max", (2, 2), None, 1, 1, True)),
+        (lambda t: cv.avg_pool2d(t, (2, 3), None, (1, 0), True, False),
+         lambda a: pool_ref(a, "avg", (2, 3), None, (1, 0), 1, True, False)),
         (lambda t: cv.adaptive_avg_pool2d(t, (3, 3)), lambda a: adaptive_ref(a, (3, 3), "avg")),
         (lambda t: cv.adaptive_max_pool2d(t, (2, 3)), lambda a: adaptive_ref(a, (2, 3), "max")),
     ]:
@@ -379,6 +490,14 @@ def test_pool_grads_match_finite_differences():
         got = cv.grad(lambda t: (f_cv(t) * cv.Tensor(g)).sum())(cv.Tensor(x)).numpy()
         num = numeric_grad(lambda a: float((f_ref(a) * g).sum()), [x], 0)
         np.testing.assert_allclose(got, num, rtol=1e-6, atol=1e-6)
+
+
+def test_tiling_max_pool_grad_has_no_divmod():
+    x = cv.Tensor(np.zeros((128, 32, 24, 24), np.float32))
+    kernels = cv.grad(lambda t: cv.max_pool2d(t, 2).sum())(x).schedule()
+    assert len(kernels) <= 3, [k.name for k in kernels]  # the max, the tie count, the gradient
+    for k in kernels:
+        assert "%" not in _kernel_body(k.source), k.name  # the index splits of an overlap-add
 
 
 def test_pool_vmap_matches_loop():

@@ -24,7 +24,19 @@ an input padded with ``-inf``; average pooling a ``sum`` divided by a per-positi
 transposed convolution is the convolution's gradient with respect to its input written forward:
 spread the input with ``stride - 1`` zeros between elements (a pad and a reshape), pad by
 ``dilation*(kernel-1) - padding``, and convolve with the flipped kernel, its channel axes swapped.
-Autodiff, jvp and vmap come from the primitives, so nothing here has rules of its own.
+
+Gradients of the convolution come from a ``custom_vjp`` rule (``_conv_bwd``), because the automatic
+gradient of the window view is an overlap-add with ``//`` and ``%`` in its indices that first
+stores ``g·wᵀ`` at ``(N, *out, C_in*kernel)`` size (8x the forward for MNIST's second conv). The
+rule writes each cotangent as a forward-style reduce: ``dx`` is the transposed convolution of the
+cotangent (padded so it restores ``x``'s shape), ``dw`` a matmul of the window view of ``x`` with
+the cotangent stored channels-last, reduced over ``(N, *out)`` in batch chunks that run in
+parallel, and ``dbias`` a sum. Those are Tensor ops (``dx`` calls :func:`conv` again), so grad of
+grad works, and ``vmap`` batches the rule (``transforms/custom.py``). ``jvp`` needs no rule of
+its own: under forward mode the custom_vjp call returns the implementation's graph, and its
+primitives' tangents give ``conv(tx, w) + conv(x, tw)``. ``conv_transpose`` is built on
+:func:`conv`, so it inherits the rule; pooling keeps the automatic gradient, which is cheap when
+the windows tile the input (``stride == kernel``, no dilation: the view is a reshape).
 
 Gradients of max pooling: the ``max`` reduce sends the cotangent to the element that holds the
 maximum; when several elements of one window tie, it is split equally between them (torch gives
@@ -34,11 +46,13 @@ it all to the first). Windows that overlap add their contributions.
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from .. import dtype as dt
+from ..transforms.custom import custom_vjp
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -176,7 +190,8 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     dividing the channels, or a window larger than the padded input.
 
     Computed as one fused kernel: the window view of the padded input times the weights, summed
-    over ``(C_in/groups, *kernel)``.
+    over ``(C_in/groups, *kernel)``. The gradient is hand-written (see the module docstring);
+    ``jvp``, ``vmap`` and higher-order gradients compose with it.
 
     >>> conv(cv.ones(1, 1, 4, 4), cv.ones(2, 1, 3, 3)).shape
     (1, 2, 2, 2)
@@ -187,8 +202,26 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     st = _ints(stride, nd, "conv: stride")
     dil = _ints(dilation, nd, "conv: dilation")
     pads = _pads(padding, nd, kernel, st, dil, "conv")
-    _out_sizes(x, kernel, st, dil, pads, "conv", w)
-    n, c_in, c_out, g = x.shape[0], x.shape[1], w.shape[0], groups
+    out_sz = _out_sizes(x, kernel, st, dil, pads, "conv", w)
+    if bias is not None:
+        bias = _tensor(bias)
+        if bias.shape != (w.shape[0],):
+            raise ValueError(f"conv: bias of shape {bias.shape} does not match the {w.shape[0]} output channels")
+    if 0 in (x.shape[1], *kernel):
+        from ..tensor import result_type
+
+        return _add_bias(x._const(0, result_type(x, w), (x.shape[0], w.shape[0]) + out_sz), bias, "conv")
+    return _conv(x, w, bias, (st, pads, dil, groups))
+
+
+def _conv_forward(x: Tensor, w: Tensor, bias: Tensor | None, spec: tuple) -> Tensor:
+    """The convolution of :func:`conv` on checked arguments; ``spec = (stride, pads, dilation,
+    groups)`` with ``pads`` as ``(before, after)`` per axis. Undecorated: its automatic gradient
+    is the slow overlap-add of the window view (see :func:`_conv_bwd`)."""
+    st, pads, dil, g = spec
+    nd = x.ndim - 2
+    kernel = w.shape[2:]
+    n, c_in, c_out = x.shape[0], x.shape[1], w.shape[0]
     cg, og = c_in // g, c_out // g
     xp = x.pad(((0, 0), (0, 0)) + pads) if any(p != (0, 0) for p in pads) else x
     win = sliding_windows(xp, kernel, st, dil)                               # (N, C_in, *out, *kernel)
@@ -196,10 +229,6 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     red = tuple(range(-1 - nd, 0))                                           # (C_in/groups, *kernel)
     sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
     win = win.reshape((n, g, cg) + out_sz + kernel)
-    if 0 in (cg, *kernel):
-        from ..tensor import result_type
-
-        return _add_bias(x._const(0, result_type(x, w), (n, c_out) + out_sz), bias, "conv")
     if og == 1:
         # one output channel per group (depthwise): output columns innermost, read contiguously
         win = win.permute((0, 1) + sp + (2,) + ks).unsqueeze(2)              # (N, G, 1, *out, Cg, *kernel)
@@ -214,11 +243,69 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     wt = wt.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd)))              # (G, Og, Cg, *kernel), a view
     out = (win * wt.reshape((1,) + (1,) * nd + wt.shape)).sum(red).reshape((n,) + out_sz + (c_out,))
     if bias is not None:
-        b = _tensor(bias)
-        if b.shape != (c_out,):
-            raise ValueError(f"conv: bias of shape {b.shape} does not match the {c_out} output channels")
-        out = out + b
+        out = out + bias
     return out.contiguous().permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
+
+
+def _conv_fwd(x: Tensor, w: Tensor, bias: Tensor | None, spec: tuple) -> tuple[Tensor, Any]:
+    return _conv_forward(x, w, bias, spec), (x, w, bias is not None, spec)
+
+
+def _conv_bwd(res: Any, g: Tensor) -> tuple[Tensor | None, ...]:
+    """Cotangents of ``(x, w, bias, spec)``, each a forward-style convolution (see the module
+    docstring): the automatic gradient of the window view is an overlap-add with ``//`` and ``%``
+    in its indices, 5 to 10 times slower than the forward."""
+    x, w, has_bias, spec = res
+    st, pads, dil, g_ = spec
+    nd = x.ndim - 2
+    dx = _conv_transpose_core(g, w, None, st, dil, g_, tuple(d * (k - 1) - p for d, k, (p, _) in
+                                                       zip(dil, w.shape[2:], pads)), x.shape[2:])
+    dw = _conv_weight_grad(x, g, w.shape, spec)
+    db = g.sum((0,) + tuple(range(2, 2 + nd))) if has_bias else None
+    return dx, dw, db, None
+
+
+def _conv_weight_grad(x: Tensor, g: Tensor, w_shape: tuple[int, ...], spec: tuple) -> Tensor:
+    """``dw[co, ci, *k] = sum over (n, *o) of g[n, co, *o] * window(x)[n, ci, *o, *k]``: a matmul
+    whose reduce axis is ``(N, *out)``. ``g`` is copied channels-last and the result is laid out
+    ``(G, *kernel, C_in/groups, C_out/groups)`` (stored, then permuted back), so the innermost output
+    loop walks output channels contiguously and the one above it, input channels, gives the matmul
+    heuristic its rows to register-tile."""
+    st, pads, dil, groups = spec
+    nd = x.ndim - 2
+    kernel = w_shape[2:]
+    n, c_in, c_out = x.shape[0], x.shape[1], w_shape[0]
+    cg, og = c_in // groups, c_out // groups
+    xp = x.pad(((0, 0), (0, 0)) + pads) if any(p != (0, 0) for p in pads) else x
+    win = sliding_windows(xp, kernel, st, dil)                               # (N, C_in, *out, *kernel)
+    out_sz = win.shape[2:2 + nd]
+    sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
+    win = win.reshape((n, groups, cg) + out_sz + kernel).permute((1,) + ks + (2, 0) + sp)
+    win = win.unsqueeze(2 + nd)                                              # (G, *kernel, Cg, 1, N, *out)
+    gl = g.reshape((n, groups, og) + out_sz).permute((1, 0) + tuple(range(3, 3 + nd)) + (2,)).contiguous()
+    gl = gl.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd)))              # (G, Og, N, *out), a view
+    gl = gl.reshape((groups,) + (1,) * (nd + 1) + gl.shape[1:])
+    prod = win * gl                                                          # (G, *kernel, Cg, Og, N, *out)
+    split = _batch_split(n, math.prod(out_sz))
+    if split > 1:
+        # a long reduce into a small output: partial sums over `split` batch chunks run in parallel
+        prod = prod.reshape(prod.shape[:3 + nd] + (split, n // split) + out_sz)
+        prod = prod.permute((3 + nd,) + tuple(range(3 + nd)) + tuple(range(4 + nd, 5 + 2 * nd)))
+        part = prod.sum(tuple(range(-1 - nd, 0))).contiguous()
+        dw = part.sum(0).contiguous()
+    else:
+        dw = prod.sum(tuple(range(-1 - nd, 0))).contiguous()                # (G, *kernel, Cg, Og)
+    return dw.permute((0, 2 + nd, 1 + nd) + tuple(range(1, 1 + nd))).reshape(w_shape)
+
+
+def _batch_split(n: int, per_example: int) -> int:
+    """How many batch chunks a weight gradient's reduce over ``(N, *out)`` is split into: the
+    largest divisor of ``n`` up to 16 that leaves each chunk at least 4096 products."""
+    return max((d for d in range(1, 17) if n % d == 0 and (n // d) * per_example >= 4096), default=1)
+
+
+_conv = custom_vjp(_conv_forward)
+_conv.defvjp(_conv_fwd, _conv_bwd)
 
 
 def _out_sizes(x: Tensor, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
@@ -299,15 +386,29 @@ def conv_transpose(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Int
     if any(o < 1 for o in sizes):
         raise ValueError(f"conv_transpose: input of shape {x.shape} with weight of shape {w.shape} (stride {st}, "
                          f"padding {pad}, dilation {dil}) gives the invalid output size {sizes}")
-    g, c_in = groups, x.shape[1]
-    og = w.shape[1]
+    before = tuple(d * (k - 1) - p for d, k, p in zip(dil, kernel, pad))
+    return _conv_transpose_core(x, w, bias, st, dil, groups, before, sizes)
+
+
+def _conv_transpose_core(x: Tensor, w: Tensor, bias: Tensor | None, stride: tuple[int, ...], dilation: tuple[int, ...], groups: int,
+                         before: tuple[int, ...], sizes: tuple[int, ...]) -> Tensor:
+    """``x`` spread by ``stride``, padded by ``before`` (negative crops) and on the right to give an
+    output of spatial size ``sizes``, convolved with ``w`` (``(C_in, C_out/groups, *kernel)``)
+    flipped, its channel axes swapped within each group."""
+    nd = x.ndim - 2
+    kernel = w.shape[2:]
     for j in range(nd):
-        x = _spread(x, 2 + j, st[j])
-    edges = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for d, k, p, o in zip(dil, kernel, pad, opad))
-    x = x.pad(((0, 0), (0, 0)) + edges)
+        x = _spread(x, 2 + j, stride[j])
+    after = tuple(o + d * (k - 1) - i - b for o, d, k, i, b in zip(sizes, dilation, kernel, x.shape[2:], before))
+    x = x.pad(((0, 0), (0, 0)) + tuple(zip(before, after)))
+    g, c_in, og = groups, x.shape[1], w.shape[1]
+    if og == 1 and any(b > 0 or a > 0 for b, a in zip(before, after)):
+        # the one-output-channel path vectorizes along output positions, which the matmul heuristic
+        # does only for ungated loads: store the padded input (3x faster for MNIST's first dx)
+        x = x.contiguous()
     wf = w.reshape((g, c_in // g, og) + kernel).transpose(1, 2).reshape((g * og, c_in // g) + kernel)
     wf = wf.flip(tuple(range(2, 2 + nd)))
-    return conv(x, wf, bias, 1, 0, dil, g)
+    return conv(x, wf, bias, 1, 0, dilation, g)
 
 
 def conv_transpose1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
@@ -375,8 +476,15 @@ def _pool_view(x: Tensor, nd: int, kernel_size: IntOrTuple, stride: IntOrTuple |
         end = np.minimum(start + span, i + pp)
         counts.append((end - start, np.minimum(end, i) - np.maximum(start, 0)))
     xp = x.pad([(0, 0)] * (x.ndim - nd) + pads, fill)
+    lead = x.ndim - nd
+    if s == k and all(dd == 1 for dd in d):
+        # windows that tile the input: a reshape, whose gradient is a reshape too (the window
+        # view's gradient is an overlap-add with // and % in its indices, 50x slower than the pool)
+        xp = xp.shrink([(0, t) for t in xp.shape[:lead]] + [(0, o * kk) for o, kk in zip(outs, k)])
+        split = xp.reshape(xp.shape[:lead] + tuple(t for o, kk in zip(outs, k) for t in (o, kk)))
+        order = list(range(lead)) + [lead + 2 * j for j in range(nd)] + [lead + 2 * j + 1 for j in range(nd)]
+        return split.permute(order), counts
     win = sliding_windows(xp, k, s, d)
-    lead = win.ndim - 2 * nd
     win = win.shrink([(0, t) for t in win.shape[:lead]] + [(0, o) for o in outs] + [(0, t) for t in k])
     return win, counts
 
