@@ -177,14 +177,6 @@ def _state_reader(ref: tuple[Any, str], fallback: Buffer | None) -> Callable[[li
     return read
 
 
-def _deref(ref: tuple[Any, str], dyn: list[Any]) -> tuple[Any, str]:
-    who, attr = ref
-    t = dyn[who] if isinstance(who, int) else who()
-    if t is None:
-        raise JitError("jit: a tensor the function updates in place no longer exists")
-    return t, attr
-
-
 def _rewrap(old: Node, value: Node) -> Node:
     """The new node of a tensor whose value was replaced: a leaf keeps its mark."""
     if old.op is Op.VAR and old.src and old.arg.kind == "leaf":  # a new value: a new mark (as assign)
