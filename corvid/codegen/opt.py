@@ -160,12 +160,15 @@ def apply_heuristics(k: Kernel) -> Kernel:
         return k
     k = vectorize(k, len(k.loops) - 1, width)
     cols = next((c for c in COL_TILES if k.loops[-1].size % c == 0), 1)
+    whole = cols == k.loops[-1].size  # the tile takes every column: the vector loop disappears
     if cols > 1:
         k = upcast(k, len(k.loops) - 1, cols)
-    rows = next((r for r in ROW_TILES if len(k.loops) >= 2 and k.loops[-2].size % r == 0), 1)
+    row_axis = len(k.loops) - (1 if whole else 2)  # rows come from the loop right above the columns
+    rows = next((r for r in ROW_TILES if row_axis >= 0 and k.loops[row_axis].size % r == 0), 1)
     if rows > 1:
-        k = upcast(k, len(k.loops) - 2, rows)
-        # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
-        order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
-        k = reorder(k, order)
+        k = upcast(k, row_axis, rows)
+        if not whole:
+            # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
+            order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
+            k = reorder(k, order)
     return k
