@@ -8,8 +8,9 @@ the functions are thin wrappers over Tensor methods and :mod:`corvid.ops.special
 
 Deviations from the standard, by design:
 
-* no complex dtypes: ``real`` and ``conj`` are the identity and ``imag`` is zero for real input;
-  ``default_dtypes()`` has no ``"complex floating"`` entry;
+* complex64 and complex128 cover arithmetic, the elementwise math functions, ``sum``/``prod``/
+  ``mean`` and ``matmul`` (see :mod:`corvid.ops.elementwise`); for real input ``real`` and ``conj``
+  are the identity and ``imag`` is zero;
 * the default floating dtype is float32 (the standard allows it); float16 and bfloat16 exist too;
 * arrays are values: in-place operators rebind the tensor to a new graph, so a "copy" of a
   corvid-owned tensor is a new handle; only memory shared through DLPack is copied eagerly.
@@ -211,7 +212,7 @@ _KINDS = {
     "unsigned integer": lambda d: d.kind == "u",
     "integral": lambda d: d.is_int,
     "real floating": lambda d: d.is_float,
-    "complex floating": lambda d: False,
+    "complex floating": lambda d: d.is_complex,
     "numeric": lambda d: not d.is_bool,
 }
 
@@ -342,19 +343,19 @@ def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:  # noqa: A00
 
 
 def real(x: Tensor, /) -> Tensor:
-    """The real part: ``x`` itself (corvid has no complex dtypes)."""
-    return _t(x)
+    """The real part (float32 for complex64, float64 for complex128); ``x`` itself for real input."""
+    return _t(x).real
 
 
 def conj(x: Tensor, /) -> Tensor:
-    """The complex conjugate: ``x`` itself (corvid has no complex dtypes)."""
-    return _t(x)
+    """The complex conjugate; ``x`` itself for real input."""
+    return _t(x).conj()
 
 
 def imag(x: Tensor, /) -> Tensor:
-    """The imaginary part: zeros of ``x``'s shape and dtype (corvid has no complex dtypes)."""
-    x = _t(x)
-    return x._const(0, x.dtype)
+    """The imaginary part (float32 for complex64, float64 for complex128); zeros of ``x``'s shape and
+    dtype for real input."""
+    return _t(x).imag
 
 
 def _special_binary(fn, doc: str):
@@ -523,13 +524,13 @@ def tensordot(x1: Tensor, x2: Tensor, /, *, axes: int | tuple[Sequence[int], Seq
 
 
 def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
-    """Dot product over ``axis`` of the broadcast operands (real dtypes: no conjugation needed)."""
+    """Dot product over ``axis`` of the broadcast operands; complex ``x1`` is conjugated (``sum(conj(x1)*x2)``)."""
     a, b = _t(x1), _t(x2)
     shape = broadcast_shapes(a.shape, b.shape)
     ax = normalize_axis(axis, len(shape))
     if a.ndim and b.ndim and a.shape[ax - len(shape)] != b.shape[ax - len(shape)]:
         raise ValueError(f"vecdot: axis {axis} has sizes {a.shape} and {b.shape} that differ")
-    return (a * b).sum(ax)
+    return (a.conj() * b).sum(ax)
 
 
 # --- inspection ----------------------------------------------------------------------------------------
@@ -547,13 +548,14 @@ class _Info:
 
     def default_dtypes(self, *, device: str | None = None) -> dict[str, DType]:
         canonical_device(device)
-        return {"real floating": dt.default_float, "integral": dt.default_int, "indexing": dt.int64}
+        return {"real floating": dt.default_float, "complex floating": dt.default_complex,
+                "integral": dt.default_int, "indexing": dt.int64}
 
     def dtypes(self, *, device: str | None = None, kind: str | tuple | None = None) -> dict[str, DType]:
         """The standard's dtypes corvid has (float16 and bfloat16 are extra and not listed), by kind."""
         canonical_device(device)
         names = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
-                 "float64")
+                 "float64", "complex64", "complex128")
         found = {n: dt.to_dtype(n) for n in names}
         return found if kind is None else {n: d for n, d in found.items() if isdtype(d, kind)}
 

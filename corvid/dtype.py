@@ -2,8 +2,11 @@
 
 Every supported element type is a single :class:`DType` instance (compare with
 ``is``). Promotion follows the Python Array API standard, extended to mixed
-kinds by a lattice ``bool < integers < floats`` (see :func:`result_type`).
+kinds by a lattice ``bool < integers < floats < complex`` (see :func:`result_type`).
 Python scalars are *weak*: they only contribute their kind, never their width.
+
+``ALL_DTYPES`` lists the real dtypes; ``COMPLEX_DTYPES`` the two complex ones
+(``complex64``: two float32, ``complex128``: two float64, numpy's layout).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ __all__ = [
     "DType", "DTypeLike", "ALL_DTYPES",
     "bool_", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64",
-    "default_float", "default_int",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "COMPLEX_DTYPES",
+    "default_float", "default_int", "default_complex",
     "to_dtype", "from_numpy", "python_scalar_dtype", "result_type",
     "promote_types", "can_cast", "finfo", "iinfo", "FInfo", "IInfo",
     "reduce_identity", "sum_dtype", "min_value", "max_value",
@@ -31,7 +34,7 @@ class DType:
     """An element type. Equality is identity; use the module singletons.
 
     ``kind`` is ``'b'`` (bool), ``'i'`` (signed int), ``'u'`` (unsigned int)
-    or ``'f'`` (floating point); ``itemsize`` is in bytes.
+    ``'f'`` (real floating point) or ``'c'`` (complex floating point); ``itemsize`` is in bytes.
     """
 
     name: str
@@ -47,6 +50,16 @@ class DType:
     def is_float(self) -> bool:
         """True for floating-point dtypes (including bfloat16)."""
         return self.kind == "f"
+
+    @property
+    def is_complex(self) -> bool:
+        """True for complex64 and complex128 (``is_float`` is False for them)."""
+        return self.kind == "c"
+
+    @property
+    def real_dtype(self) -> DType:
+        """The dtype of the real and imaginary parts (float32 for complex64); self for real dtypes."""
+        return _REAL_PART.get(self, self)
 
     @property
     def is_int(self) -> bool:
@@ -84,24 +97,30 @@ float16 = DType("float16", 2, "f")
 bfloat16 = DType("bfloat16", 2, "f")
 float32 = DType("float32", 4, "f")
 float64 = DType("float64", 8, "f")
+complex64 = DType("complex64", 8, "c")
+complex128 = DType("complex128", 16, "c")
 
 ALL_DTYPES: tuple[DType, ...] = (
     bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
     float16, bfloat16, float32, float64,
 )
+COMPLEX_DTYPES: tuple[DType, ...] = (complex64, complex128)
 default_float = float32
 default_int = int64
+default_complex = complex64
+_REAL_PART = {complex64: float32, complex128: float64}
+_COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64, float64: complex128}
 
 DTypeLike = DType | str | np.dtype | type
 
 _NUMPY: dict[DType, np.dtype] = {
-    d: np.dtype(ml_dtypes.bfloat16 if d is bfloat16 else d.name) for d in ALL_DTYPES
+    d: np.dtype(ml_dtypes.bfloat16 if d is bfloat16 else d.name) for d in ALL_DTYPES + COMPLEX_DTYPES
 }
-_BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+_BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
 _BY_KIND_SIZE: dict[tuple[str, int], DType] = {
-    (d.kind, d.itemsize): d for d in ALL_DTYPES if d is not bfloat16
+    (d.kind, d.itemsize): d for d in ALL_DTYPES + COMPLEX_DTYPES if d is not bfloat16
 }
-_SUPPORTED = ", ".join(d.name for d in ALL_DTYPES)
+_SUPPORTED = ", ".join(d.name for d in ALL_DTYPES + COMPLEX_DTYPES)
 
 
 def _unsupported(x: object) -> TypeError:
@@ -113,7 +132,7 @@ def from_numpy(np_dtype: np.dtype | type) -> DType:
 
     Accepts a ``np.dtype`` or a numpy scalar type (e.g. ``np.float32``,
     ``np.dtype('int8')``, ``ml_dtypes.bfloat16``) denoting a supported dtype
-    in native byte order. Raises TypeError for anything else (complex,
+    in native byte order. Raises TypeError for anything else (clongdouble,
     object, strings, datetimes, byte-swapped, other ml_dtypes formats, ...).
     """
     if not (isinstance(np_dtype, np.dtype)
@@ -135,7 +154,8 @@ def to_dtype(x: DTypeLike) -> DType:
     ``'bfloat16'``, ``'float64'``); a numpy dtype or numpy scalar type (see
     :func:`from_numpy`); the Python types ``bool``, ``int``, ``float``
     (mapped to bool_, default_int, default_float). Anything else raises
-    TypeError naming the input and listing the supported dtypes.
+    TypeError naming the input and listing the supported dtypes. ``complex``
+    maps to default_complex (complex64).
     """
     if isinstance(x, DType):
         return x
@@ -150,23 +170,27 @@ def to_dtype(x: DTypeLike) -> DType:
         return default_int
     if x is float:
         return default_float
+    if x is complex:
+        return default_complex
     return from_numpy(x)
 
 
 def _is_weak_scalar(x: object) -> bool:
     # numpy scalars such as np.float64 subclass Python float but are not weak.
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
-def python_scalar_dtype(x: bool | int | float) -> DType:
-    """Return the default DType for a Python scalar: bool_, default_int or default_float."""
+def python_scalar_dtype(x: bool | int | float | complex) -> DType:
+    """The default DType for a Python scalar: bool_, default_int, default_float or default_complex."""
     if isinstance(x, bool):
         return bool_
     if isinstance(x, int):
         return default_int
     if isinstance(x, float):
         return default_float
-    raise TypeError(f"expected a Python bool, int or float, got {x!r}")
+    if isinstance(x, complex):
+        return default_complex
+    raise TypeError(f"expected a Python bool, int, float or complex, got {x!r}")
 
 
 # Promotion lattice: each node lists the nodes directly above it. "float*" is a
@@ -187,8 +211,10 @@ _ABOVE: dict[str, tuple[str, ...]] = {
     "float*": ("float16", "bfloat16"),
     "float16": ("float32",),
     "bfloat16": ("float32",),
-    "float32": ("float64",),
-    "float64": (),
+    "float32": ("float64", "complex64"),
+    "float64": ("complex128",),
+    "complex64": ("complex128",),
+    "complex128": (),
 }
 
 
@@ -216,10 +242,15 @@ def result_type(*args: DTypeLike | bool | int | float) -> DType:
     lattice: Array API rules within a kind, ``bool < integers < floats``
     across kinds (int32 + float16 -> float16), integers without a common
     integer type give float64 (uint64 + int64), bfloat16 + float16 -> float32.
+    Real floats sit below complex: float32 + complex64 -> complex64,
+    float64 + complex64 -> complex128.
     Weak scalars then contribute only their kind: an int turns bool into
-    default_int, a float turns bool/int into default_float, otherwise the
-    strong result is kept. With only weak scalars the result is
-    :func:`python_scalar_dtype` of the highest kind (bool < int < float).
+    default_int, a float turns bool/int into default_float, a complex turns a
+    real float into the complex dtype of its width (float32 -> complex64,
+    float64 -> complex128, float16/bfloat16 -> complex64) and bool/int into
+    default_complex; otherwise the strong result is kept. With only weak
+    scalars the result is :func:`python_scalar_dtype` of the highest kind
+    (bool < int < float < complex).
     The result does not depend on argument order. No arguments: TypeError.
     """
     if not args:
@@ -229,7 +260,9 @@ def result_type(*args: DTypeLike | bool | int | float) -> DType:
     if not strong:
         return _join(frozenset(weak))
     result = _join(strong)
-    if any(w.is_float for w in weak) and not result.is_float:
+    if any(w.is_complex for w in weak) and not result.is_complex:
+        return _COMPLEX_OF.get(result, default_complex)
+    if any(w.is_float for w in weak) and not (result.is_float or result.is_complex):
         return default_float
     if any(w.is_int for w in weak) and result.is_bool:
         return default_int
@@ -241,7 +274,7 @@ def promote_types(a: DTypeLike, b: DTypeLike) -> DType:
     return _join(frozenset((to_dtype(a), to_dtype(b))))
 
 
-_KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3}
+_KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3, "c": 4}
 
 
 def can_cast(from_: DTypeLike, to: DTypeLike, casting: str = "safe") -> bool:
@@ -250,7 +283,7 @@ def can_cast(from_: DTypeLike, to: DTypeLike, casting: str = "safe") -> bool:
     * ``'no'``: only the identical dtype.
     * ``'safe'``: ``promote_types(from_, to) is to`` (Array API meaning).
     * ``'same_kind'``: safe, or a cast that does not go down the kind order
-      bool < unsigned < signed < float (e.g. float64 -> float16, int64 -> int8),
+      bool < unsigned < signed < float < complex (e.g. float64 -> float16, int64 -> int8),
       matching numpy.
     * ``'unsafe'``: always.
 
@@ -291,8 +324,11 @@ class IInfo:
 
 
 def finfo(dtype: DTypeLike) -> FInfo:
-    """Limits of a floating-point dtype; TypeError for non-float dtypes."""
-    d = to_dtype(dtype)
+    """Limits of a floating-point dtype; TypeError for non-float dtypes.
+
+    For a complex dtype, the limits of its real part (as numpy and the Array API: ``finfo(complex64)``
+    describes float32, and its ``dtype`` is float32)."""
+    d = to_dtype(dtype).real_dtype
     if not d.is_float:
         raise TypeError(f"finfo() requires a floating-point dtype, got {d!r}")
     info = ml_dtypes.finfo(d.np)
@@ -315,9 +351,18 @@ def iinfo(dtype: DTypeLike) -> IInfo:
     return IInfo(bits=int(info.bits), max=int(info.max), min=int(info.min), dtype=d)
 
 
-def min_value(dtype: DTypeLike) -> bool | int | float:
-    """Smallest value of ``dtype``: -inf for floats, iinfo.min for ints, False for bool."""
+def _ordered(dtype: DTypeLike) -> DType:
     d = to_dtype(dtype)
+    if d.is_complex:
+        raise TypeError(f"{d.name} values are not ordered: max, min and their identities are undefined")
+    return d
+
+
+def min_value(dtype: DTypeLike) -> bool | int | float:
+    """Smallest value of ``dtype``: -inf for floats, iinfo.min for ints, False for bool.
+
+    TypeError for complex dtypes, which are not ordered."""
+    d = _ordered(dtype)
     if d.is_float:
         return float("-inf")
     if d.is_bool:
@@ -326,8 +371,10 @@ def min_value(dtype: DTypeLike) -> bool | int | float:
 
 
 def max_value(dtype: DTypeLike) -> bool | int | float:
-    """Largest value of ``dtype``: +inf for floats, iinfo.max for ints, True for bool."""
-    d = to_dtype(dtype)
+    """Largest value of ``dtype``: +inf for floats, iinfo.max for ints, True for bool.
+
+    TypeError for complex dtypes, which are not ordered."""
+    d = _ordered(dtype)
     if d.is_float:
         return float("inf")
     if d.is_bool:
@@ -339,11 +386,12 @@ def reduce_identity(dtype: DTypeLike, op: str) -> bool | int | float:
     """Identity element of reduction ``op`` over ``dtype`` as a Python value.
 
     ``'sum'`` -> 0 and ``'prod'`` -> 1 (False/True for bool, 0.0/1.0 for
-    floats); ``'max'`` -> :func:`min_value`; ``'min'`` -> :func:`max_value`.
+    floats, 0j/(1+0j) for complex); ``'max'`` -> :func:`min_value`;
+    ``'min'`` -> :func:`max_value` (TypeError for complex).
     Raises ValueError for any other ``op``.
     """
     d = to_dtype(dtype)
-    scalar_type = bool if d.is_bool else float if d.is_float else int
+    scalar_type = bool if d.is_bool else float if d.is_float else complex if d.is_complex else int
     if op == "sum":
         return scalar_type(0)
     if op == "prod":
@@ -358,7 +406,7 @@ def reduce_identity(dtype: DTypeLike, op: str) -> bool | int | float:
 def sum_dtype(dtype: DTypeLike) -> DType:
     """Accumulation dtype numpy uses for sum/prod of ``dtype``.
 
-    bool and signed ints -> int64, unsigned ints -> uint64, floats unchanged.
+    bool and signed ints -> int64, unsigned ints -> uint64, floats and complex unchanged.
     """
     d = to_dtype(dtype)
     if d.is_unsigned:

@@ -25,7 +25,7 @@ from .ops.movement import MovementMixin
 from .ops.reduce import ReduceMixin
 from .runtime.device import Buffer, canonical_device
 
-Scalar = bool | int | float
+Scalar = bool | int | float | complex
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
@@ -33,8 +33,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
 
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` accepts a Python scalar, a
     nested list/tuple of them, a numpy array (copied) or another Tensor (shared, no copy). Without
-    ``dtype``, Python floats give ``float32``, ints ``int64``, bools ``bool``; numpy arrays keep
-    their dtype. ``requires_grad=True`` makes a leaf for :meth:`backward` (see
+    ``dtype``, Python floats give ``float32``, complex numbers ``complex64``, ints ``int64``, bools
+    ``bool``; numpy arrays keep their dtype (complex64 and complex128 included). ``requires_grad=True`` makes a leaf for :meth:`backward` (see
     :mod:`corvid.autograd`); ``grad`` holds its accumulated gradient (None until backward).
 
     >>> import corvid as cv
@@ -61,7 +61,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
             return data.node if dtype is None else data.astype(dtype).node
         self.device = canonical_device(device)
         target = None if dtype is None else dt.to_dtype(dtype)
-        if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+        if isinstance(data, (bool, int, float, complex)) and not isinstance(data, np.generic):
+            if isinstance(data, complex) and target is not None and not target.is_complex:
+                raise TypeError(f"cannot make a {target.name} tensor from the complex number {data!r}; "
+                                "take .real or .imag first")
             return _const_node(data, target or dt.python_scalar_dtype(data), ())
         arr = _to_numpy(data, target)
         buf = Buffer(self.device, dt.from_numpy(arr.dtype), arr.size)
@@ -186,7 +189,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return self._new(node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
 
     def astype(self, dtype: DTypeLike) -> Tensor:
-        """Value conversion to ``dtype`` (floats to ints truncate toward zero; to bool is ``!= 0``)."""
+        """Value conversion to ``dtype`` (floats to ints truncate toward zero; to bool is ``!= 0``).
+
+        Complex to a real dtype keeps the real part (numpy's result, without its ComplexWarning);
+        complex to bool is true where either part is non-zero; real to complex has imaginary part 0."""
         d = dt.to_dtype(dtype)
         if d is self.dtype:
             return self
@@ -267,6 +273,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
             return x.astype(dtype)
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             return self._const(x, dtype, shape)
+        if isinstance(x, complex) and not isinstance(x, np.generic):
+            return self._const(x, dtype, shape)
         return Tensor(x, device=self.device).astype(dtype)
 
     def _elementwise(self, op: Op, *others: Any, dtype: DType | None = None, out: DType | None = None,
@@ -291,7 +299,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                                               out or (dt.bool_ if op in COMPARISON else common), sn.shape))
         items = (self, *others)
         for x in items:
-            if not isinstance(x, (Tensor, bool, int, float, np.ndarray, np.generic, list, tuple)):
+            if not isinstance(x, (Tensor, bool, int, float, complex, np.ndarray, np.generic, list, tuple)):
                 raise TypeError(f"unsupported operand type for {name or op.name.lower()}: {type(x).__name__}")
         common = dtype or result_type(*items)
         shape = broadcast_shapes(*(x.shape if isinstance(x, Tensor) else np.shape(x) for x in items))
@@ -306,7 +314,7 @@ def result_type(*items: Any) -> DType:
     for x in items:
         if isinstance(x, Tensor):
             args.append(x.dtype)
-        elif isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        elif isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
             args.append(x)
         elif isinstance(x, (list, tuple)):  # the dtype Tensor(x) would get (float lists: float32)
             args.append(dt.from_numpy(_to_numpy(x, None).dtype))
@@ -354,6 +362,8 @@ def _const_node(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
         v: Scalar = bool(value)
     elif d.is_float:
         v = float(value)
+    elif d.is_complex:
+        v = complex(value)
     else:
         v = int(value)
         info = dt.iinfo(d)
@@ -366,13 +376,13 @@ def _const_node(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
 
 
 def _to_numpy(data: Any, target: DType | None) -> np.ndarray:
-    if isinstance(data, np.ndarray) and data.dtype.kind == "c" or isinstance(data, complex):
-        raise TypeError("complex data is not supported yet")
+    if target is not None and not target.is_complex and getattr(getattr(data, "dtype", None), "kind", "") == "c":
+        raise TypeError(f"cannot make a {target.name} tensor from complex data; take .real or .imag first")
     if isinstance(data, (list, tuple)) and target is None:
         flat = list(_flatten(data))
-        if any(isinstance(x, complex) for x in flat):
-            raise TypeError("complex data is not supported yet")
-        if flat and all(isinstance(x, bool) for x in flat):
+        if any(isinstance(x, (complex, np.complexfloating)) for x in flat):
+            target = dt.default_complex
+        elif flat and all(isinstance(x, bool) for x in flat):
             target = dt.bool_
         elif flat and all(isinstance(x, (bool, int)) for x in flat):
             target = dt.default_int
@@ -384,9 +394,7 @@ def _to_numpy(data: Any, target: DType | None) -> np.ndarray:
         raise ValueError(f"cannot make a tensor from {type(data).__name__}: {e}") from None
     if arr.dtype == object:
         raise TypeError("cannot make a tensor from ragged or non-numeric data")
-    if arr.dtype.kind == "c":
-        raise TypeError("complex data is not supported yet")
-    if target is None and arr.dtype.kind in "fiub" and arr.dtype.byteorder not in "=|":
+    if target is None and arr.dtype.kind in "fiubc" and arr.dtype.byteorder not in "=|":
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d arrays 1-d
 

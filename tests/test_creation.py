@@ -258,7 +258,7 @@ def test_tensor_from_scalars_and_lists():
     with pytest.raises((TypeError, ValueError)):
         cv.Tensor([[1, 2], [3]])
     with pytest.raises(TypeError):
-        cv.Tensor(np.array([1 + 2j]))
+        cv.Tensor(np.array([1 + 2j], dtype=np.clongdouble))
     with pytest.raises(TypeError):
         cv.Tensor(np.array(["a"]))
     t = cv.Tensor([1.0, 2.0])

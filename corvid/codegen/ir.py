@@ -166,6 +166,8 @@ def _trip_counts(k: Kernel) -> dict[int, int]:
 def _arg_key(arg: Any) -> Any:
     if isinstance(arg, float):
         return ("f", arg, math.copysign(1.0, arg), math.isnan(arg))
+    if isinstance(arg, complex):  # -0j and 0j (and nan parts) are different constants
+        return ("c", _arg_key(arg.real), _arg_key(arg.imag))
     return arg
 
 

@@ -31,11 +31,14 @@ class Op(Enum):
     ERFC = auto(); LGAMMA = auto()  # noqa: E702
     FLOOR = auto(); CEIL = auto(); ROUND = auto(); TRUNC = auto()  # noqa: E702
     CAST = auto(); BITCAST = auto()  # arg: target DType  # noqa: E702
+    # complex parts: REAL and IMAG give the real dtype of the parts, CONJ keeps the dtype
+    REAL = auto(); IMAG = auto(); CONJ = auto()  # noqa: E702
     # binary
     ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
     POW = auto(); MAX = auto(); MIN = auto(); ATAN2 = auto()  # noqa: E702
     CMPLT = auto(); CMPEQ = auto(); CMPNE = auto()  # noqa: E702
     AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+    COMPLEX = auto()  # COMPLEX(re, im): two equal real float dtypes -> the complex dtype of that width
     # ternary
     WHERE = auto()
     # reduce over axes, keeping them as size 1; arg: (reduce op, axes)
@@ -64,10 +67,11 @@ class Op(Enum):
 UNARY = frozenset(
     {Op.NEG, Op.RECIP, Op.SQRT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS,
      Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
-     Op.ERF, Op.ERFC, Op.LGAMMA, Op.ABS, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.CAST, Op.BITCAST})
+     Op.ERF, Op.ERFC, Op.LGAMMA, Op.ABS, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.CAST, Op.BITCAST,
+     Op.REAL, Op.IMAG, Op.CONJ})
 BINARY = frozenset(
     {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.MAX, Op.MIN, Op.ATAN2, Op.CMPLT,
-     Op.CMPEQ, Op.CMPNE, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR})
+     Op.CMPEQ, Op.CMPNE, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.COMPLEX})
 COMPARISON = frozenset({Op.CMPLT, Op.CMPEQ, Op.CMPNE})
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.PAD, Op.SHRINK, Op.FLIP})
@@ -142,15 +146,23 @@ def _arg_key(op: Op, arg: Any) -> Any:
     # -0.0 == 0.0 in Python, but they are different constants
     if op is Op.CONST and isinstance(arg, float):
         return ("f", arg, math.copysign(1.0, arg))
+    if op is Op.CONST and isinstance(arg, complex):
+        return _complex_key(arg)
     if op is Op.BUFFER or op is Op.VAR:
         return id(arg)
     return arg
 
 
+def _complex_key(z: complex) -> tuple:
+    # the signs of zero parts matter (1/(0-0j) differs from 1/(0+0j)), and 0j == -0j in Python
+    return ("c", z, math.copysign(1.0, z.real), math.copysign(1.0, z.imag))
+
+
 def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]) -> Node:
     """Return the unique live node for (op, src, arg, dtype, shape), creating it if needed."""
     if op is Op.CONST:
-        key = (op, src, ("f", arg, math.copysign(1.0, arg)) if isinstance(arg, float) else arg, dtype, shape)
+        key = (op, src, ("f", arg, math.copysign(1.0, arg)) if isinstance(arg, float) else
+               _complex_key(arg) if isinstance(arg, complex) else arg, dtype, shape)
     elif op is Op.BUFFER or op is Op.VAR:
         key = (op, src, id(arg), dtype, shape)
     else:

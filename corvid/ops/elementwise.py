@@ -2,6 +2,14 @@
 
 All broadcast like numpy and promote with the Array API rules (Python scalars are weak). Math
 functions on integer or bool tensors compute in the default float dtype (float32).
+
+Complex tensors (complex64, complex128) support arithmetic, ``==``/``!=``, ``abs`` (a real result),
+``sign`` (``z/|z|``, 0 at 0), the exp/log/power/trigonometric/hyperbolic functions (C99 ``<complex.h>``
+on the CPU), ``real``, ``imag``, ``conj``, ``angle`` and ``isnan``/``isinf``/``isfinite`` (either
+part). Ordering ops (``<``, ``maximum``, ``clip``, floor division, rounding to integers, ``erf``,
+``atan2``, bitwise ops) raise TypeError, as the Array API says. ``exp2``, ``log2``, ``log10``,
+``log1p`` and ``expm1`` of a complex value are composed from ``exp``/``log`` (no extra accuracy
+near 0 for ``log1p``/``expm1``).
 """
 
 from __future__ import annotations
@@ -17,11 +25,11 @@ if TYPE_CHECKING:
 
 
 def _as_float(x: Tensor) -> Tensor:
-    return x if x.dtype.is_float else x.astype(dt.default_float)
+    return x if x.dtype.is_float or x.dtype.is_complex else x.astype(dt.default_float)
 
 
 def _check_kind(name: str, x: Tensor, *allowed: str) -> None:
-    kind = "float" if x.dtype.is_float else "bool" if x.dtype.is_bool else "int"
+    kind = "float" if x.dtype.is_float else "bool" if x.dtype.is_bool else "complex" if x.dtype.is_complex else "int"
     if kind not in allowed:
         raise TypeError(f"{name} is not supported for {x.dtype.name} tensors (needs {' or '.join(allowed)})")
 
@@ -39,6 +47,34 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     srcs = (c.astype(dt.bool_).broadcast_to(shape).node,
             anchor._operand(a, common).broadcast_to(shape).node, anchor._operand(b, common).broadcast_to(shape).node)
     return anchor._new(node(Op.WHERE, srcs, None, common, shape))
+
+
+def _real_only(name: str, x: Tensor) -> Tensor:
+    """``x``, or TypeError if it is complex (the op needs ordered values)."""
+    if x.dtype.is_complex:
+        raise TypeError(f"{name} is not defined for complex tensors ({x.dtype.name})")
+    return x
+
+
+def make_complex(re: Any, im: Any) -> Tensor:
+    """``re + 1j*im`` as a complex tensor (the parts exactly, also when they are inf or nan).
+
+    ``re`` and ``im`` are real tensors or scalars; they broadcast and promote together, integers
+    and bools to float32. float64 parts give complex128, other floats complex64; complex parts
+    raise TypeError. Exported as ``cv.complex``.
+
+    >>> import corvid as cv
+    >>> cv.complex(cv.Tensor([1.0]), 2.0).numpy()
+    array([1.+2.j], dtype=complex64)
+    """
+    from ..tensor import Tensor, result_type
+
+    anchor = re if isinstance(re, Tensor) else im if isinstance(im, Tensor) else Tensor(re)
+    common = result_type(re, im)
+    if common.is_complex:
+        raise TypeError(f"complex(re, im) needs real parts, got {common.name}")
+    part = dt.float64 if common is dt.float64 else dt.float32
+    return anchor._operand(re, part)._elementwise(Op.COMPLEX, im, dtype=part, out=dt.complex128 if part is dt.float64 else dt.complex64)
 
 
 class ElementwiseMixin:
@@ -71,7 +107,8 @@ class ElementwiseMixin:
         from ..tensor import result_type
 
         common = result_type(self, other)
-        return self._elementwise(Op.DIV, other, dtype=common if common.is_float else dt.default_float)
+        return self._elementwise(Op.DIV, other, dtype=common if common.is_float or common.is_complex
+                                 else dt.default_float)
 
     def floor_divide(self: Tensor, other: Any) -> Tensor:
         """Floor division (numpy semantics; integer division by zero gives 0)."""
@@ -79,7 +116,7 @@ class ElementwiseMixin:
 
         if result_type(self, other).is_bool:
             return self._elementwise(Op.IDIV, other, dtype=dt.int8)
-        return self._elementwise(Op.IDIV, other, name="floor_divide")
+        return _real_only("floor_divide", self._elementwise(Op.IDIV, other, name="floor_divide"))
 
     def remainder(self: Tensor, other: Any) -> Tensor:
         """Remainder with the sign of the divisor (numpy/Python ``%``); bool operands give int8."""
@@ -87,7 +124,7 @@ class ElementwiseMixin:
 
         if result_type(self, other).is_bool:
             return self._elementwise(Op.MOD, other, dtype=dt.int8)
-        return self._elementwise(Op.MOD, other, name="remainder")
+        return _real_only("remainder", self._elementwise(Op.MOD, other, name="remainder"))
 
     def pow(self: Tensor, other: Any) -> Tensor:
         """``self ** other``. Integer powers use exact integer math; a negative integer exponent gives 0
@@ -136,6 +173,9 @@ class ElementwiseMixin:
         return self
 
     def abs(self: Tensor) -> Tensor:
+        """Absolute value; for complex input the modulus ``|z|`` (overflow-safe, as ``hypot``) in the real dtype."""
+        if self.dtype.is_complex:
+            return self._new(node(Op.ABS, (self.node,), None, self.dtype.real_dtype, self.shape))
         return self if self.dtype.is_bool or self.dtype.is_unsigned else self._unary(Op.ABS)
 
     __abs__ = abs
@@ -144,19 +184,22 @@ class ElementwiseMixin:
         return self * self
 
     def sign(self: Tensor) -> Tensor:
-        """-1, 0 or 1 by sign (nan stays nan, -0.0 gives 0.0 as in numpy)."""
+        """-1, 0 or 1 by sign (nan stays nan, -0.0 gives 0.0 as in numpy); ``z/|z|`` for complex (0 at 0)."""
         if self.dtype.is_bool:
             return self
+        if self.dtype.is_complex:
+            mag = self.abs()
+            return where(mag.eq(0), self._const(0), self / mag.astype(self.dtype))
         zero = self._const(0)
         rest = where(self.eq(zero), zero, self) if self.dtype.is_float else zero
         return where(self > zero, self._const(1), where(self < zero, self._const(-1), rest))
 
     # --- comparisons -------------------------------------------------------------------------------
     def __lt__(self: Tensor, other: Any) -> Tensor:
-        return self._elementwise(Op.CMPLT, other)
+        return _ordered(self._elementwise(Op.CMPLT, other))
 
     def __gt__(self: Tensor, other: Any) -> Tensor:
-        return self._operand_like(other)._elementwise(Op.CMPLT, self)
+        return _ordered(self._operand_like(other)._elementwise(Op.CMPLT, self))
 
     def __le__(self: Tensor, other: Any) -> Tensor:
         return (self < other) | self.eq(other)
@@ -175,10 +218,10 @@ class ElementwiseMixin:
 
     def maximum(self: Tensor, other: Any) -> Tensor:
         """Elementwise maximum; nan wins (numpy semantics)."""
-        return self._elementwise(Op.MAX, other)
+        return _real_only("maximum", self._elementwise(Op.MAX, other))
 
     def minimum(self: Tensor, other: Any) -> Tensor:
-        return self._elementwise(Op.MIN, other)
+        return _real_only("minimum", self._elementwise(Op.MIN, other))
 
     def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
         """Limit values to ``[min, max]`` (either may be None)."""
@@ -244,11 +287,20 @@ class ElementwiseMixin:
 
     # --- float math --------------------------------------------------------------------------------
     def exp(self): return self._float_unary(Op.EXP)  # noqa: E704
-    def exp2(self): return self._float_unary(Op.EXP2)  # noqa: E704
-    def expm1(self): return self._float_unary(Op.EXPM1)  # noqa: E704
     def log(self): return self._float_unary(Op.LOG)  # noqa: E704
-    def log2(self): return self._float_unary(Op.LOG2)  # noqa: E704
-    def log1p(self): return self._float_unary(Op.LOG1P)  # noqa: E704
+
+    def exp2(self: Tensor) -> Tensor:
+        return (self * math.log(2)).exp() if self.dtype.is_complex else self._float_unary(Op.EXP2)
+
+    def expm1(self: Tensor) -> Tensor:
+        return self.exp() - 1 if self.dtype.is_complex else self._float_unary(Op.EXPM1)
+
+    def log2(self: Tensor) -> Tensor:
+        return self.log() * (1 / math.log(2)) if self.dtype.is_complex else self._float_unary(Op.LOG2)
+
+    def log1p(self: Tensor) -> Tensor:
+        return (self + 1).log() if self.dtype.is_complex else self._float_unary(Op.LOG1P)
+
     def sqrt(self): return self._float_unary(Op.SQRT)  # noqa: E704
     def reciprocal(self): return self._float_unary(Op.RECIP)  # noqa: E704
     def sin(self): return self._float_unary(Op.SIN)  # noqa: E704
@@ -263,7 +315,7 @@ class ElementwiseMixin:
     def asinh(self): return self._float_unary(Op.ASINH)  # noqa: E704
     def acosh(self): return self._float_unary(Op.ACOSH)  # noqa: E704
     def atanh(self): return self._float_unary(Op.ATANH)  # noqa: E704
-    def erf(self): return self._float_unary(Op.ERF)  # noqa: E704
+    def erf(self): return _real_only("erf", self)._float_unary(Op.ERF)  # noqa: E704
 
     def log10(self: Tensor) -> Tensor:
         return self.log2() * (1 / math.log2(10))
@@ -276,17 +328,21 @@ class ElementwiseMixin:
         from ..tensor import result_type
 
         common = result_type(self, other)
+        if common.is_complex:
+            raise TypeError(f"atan2 is not defined for complex tensors ({common.name})")
         return self._elementwise(Op.ATAN2, other, dtype=common if common.is_float else dt.default_float)
 
     def _rounding(self: Tensor, op: Op) -> Tensor:
-        return self if not self.dtype.is_float else self._unary(op)
+        return self if not _real_only(op.name.lower(), self).dtype.is_float else self._unary(op)
 
     def floor(self): return self._rounding(Op.FLOOR)  # noqa: E704
     def ceil(self): return self._rounding(Op.CEIL)  # noqa: E704
     def trunc(self): return self._rounding(Op.TRUNC)  # noqa: E704
 
     def round(self: Tensor, decimals: int = 0) -> Tensor:
-        """Round half to even (numpy semantics), optionally to ``decimals`` places."""
+        """Round half to even (numpy semantics), optionally to ``decimals`` places; complex rounds both parts."""
+        if self.dtype.is_complex:
+            return make_complex(self.real.round(decimals), self.imag.round(decimals))
         if not self.dtype.is_float:
             return self
         if decimals == 0:
@@ -295,13 +351,46 @@ class ElementwiseMixin:
         return (self * scale)._unary(Op.ROUND) / scale
 
     def isnan(self: Tensor) -> Tensor:
+        """True where the value is nan (for complex: where either part is)."""
+        if self.dtype.is_complex:
+            return self.real.isnan() | self.imag.isnan()
         return self.ne(self) if self.dtype.is_float else self._const(False, dt.bool_)
 
     def isinf(self: Tensor) -> Tensor:
+        """True where the value is ±inf (for complex: where either part is)."""
+        if self.dtype.is_complex:
+            return self.real.isinf() | self.imag.isinf()
         return self.abs().eq(math.inf) if self.dtype.is_float else self._const(False, dt.bool_)
 
     def isfinite(self: Tensor) -> Tensor:
+        """True where the value is neither inf nor nan (for complex: where both parts are)."""
+        if self.dtype.is_complex:
+            return self.real.isfinite() & self.imag.isfinite()
         return self.abs() < math.inf if self.dtype.is_float else self._const(True, dt.bool_)
+
+    # --- complex parts -----------------------------------------------------------------------------
+    @property
+    def real(self: Tensor) -> Tensor:
+        """The real part (float32 for complex64, float64 for complex128); a real tensor itself."""
+        if not self.dtype.is_complex:
+            return self
+        return self._new(node(Op.REAL, (self.node,), None, self.dtype.real_dtype, self.shape))
+
+    @property
+    def imag(self: Tensor) -> Tensor:
+        """The imaginary part (float32 for complex64, float64 for complex128); zeros for a real tensor."""
+        if not self.dtype.is_complex:
+            return self._const(0)
+        return self._new(node(Op.IMAG, (self.node,), None, self.dtype.real_dtype, self.shape))
+
+    def conj(self: Tensor) -> Tensor:
+        """The complex conjugate; a real tensor itself."""
+        return self._unary(Op.CONJ) if self.dtype.is_complex else self
+
+    def angle(self: Tensor) -> Tensor:
+        """The argument ``atan2(imag, real)`` in (-pi, pi]; real input gives 0 or pi (float32 for ints)."""
+        x = _as_float(self)
+        return x.imag.atan2(x.real)
 
     # --- activations -------------------------------------------------------------------------------
     def relu(self: Tensor) -> Tensor:
@@ -328,6 +417,13 @@ class ElementwiseMixin:
         """``log(1 + exp(beta*x)) / beta`` computed without overflow."""
         x = _as_float(self) * beta
         return (x.maximum(0) + (-x.abs()).exp().log1p()) / beta
+
+
+def _ordered(cmp: Tensor) -> Tensor:
+    """``cmp`` (an order comparison), or TypeError if it compares complex values."""
+    if cmp.node.src and cmp.node.src[0].dtype.is_complex:
+        raise TypeError("complex values are not ordered: <, <=, > and >= are not defined for them")
+    return cmp
 
 
 def _to_bool(anchor: Tensor, other: Any) -> Tensor:

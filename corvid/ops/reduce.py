@@ -42,6 +42,13 @@ def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
 _TRANSPOSE_COPY_MIN = 1 << 14  # elements of b: smaller transposed operands are read in place
 
 
+def _real_float(x: Tensor) -> Tensor:
+    """``x`` as a real float tensor (ints and bools in the default float); TypeError for complex."""
+    if x.dtype.is_complex:
+        raise TypeError(f"this reduction is not defined for complex tensors ({x.dtype.name})")
+    return x if x.dtype.is_float else x.astype(dt.default_float)
+
+
 def _transposed_view(t: Tensor) -> bool:
     """Whether ``t`` is a permute that swaps its last two axes (``w.T``, ``w.mT``)."""
     n = t.node
@@ -55,6 +62,8 @@ class ReduceMixin:
     __slots__ = ()
 
     def _reduce(self: Tensor, op: str, axis: Axis, keepdims: bool, dtype: dt.DType | None = None) -> Tensor:
+        if op in ("max", "min") and self.dtype.is_complex:
+            raise TypeError(f"{op} is not defined for complex tensors ({self.dtype.name}): they are not ordered")
         axes = _axes(self, axis)
         x = self if dtype is None else self.astype(dtype)
         kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
@@ -93,7 +102,7 @@ class ReduceMixin:
 
     def mean(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """Arithmetic mean; integer inputs give the default float dtype; empty gives nan."""
-        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        x = self if self.dtype.is_float or self.dtype.is_complex else self.astype(dt.default_float)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         total = x.sum(axis, keepdims)
         return total * (1 / n) if n else total * math.nan
@@ -101,7 +110,7 @@ class ReduceMixin:
     def var(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
         """Variance with ``correction`` (alias ``ddof``) subtracted from the count."""
         c = correction if ddof is None else ddof
-        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        x = _real_float(self)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         dev = x - x.mean(axis, keepdims=True)
         return (dev * dev).sum(axis, keepdims) * (1 / (n - c) if n - c > 0 else math.nan)
@@ -142,7 +151,7 @@ class ReduceMixin:
 
     def logsumexp(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` computed stably (shifted by the max)."""
-        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        x = _real_float(self)
         m = x.max(axis, keepdims=True)
         m = where(m.isinf(), 0.0, m)
         out = (x - m).exp().sum(axis, keepdims=True).log() + m
@@ -150,12 +159,12 @@ class ReduceMixin:
 
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
-        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        x = _real_float(self)
         e = (x - x.max(axis, keepdims=True)).exp()
         return e / e.sum(axis, keepdims=True)
 
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
-        x = self if self.dtype.is_float else self.astype(dt.default_float)
+        x = _real_float(self)
         shifted = x - x.max(axis, keepdims=True)
         return shifted - shifted.exp().sum(axis, keepdims=True).log()
 

@@ -23,7 +23,8 @@ from ..graph.symbolic import Num, Var
 
 _STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-            "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+            "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+            "complex64": "float _Complex", "complex128": "double _Complex"}
 
 _MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.LOG1P: "log1p",
          Op.EXPM1: "expm1", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos",
@@ -31,6 +32,11 @@ _MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2
          Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.ERFC: "erfc", Op.LGAMMA: "lgamma", Op.FLOOR: "floor", Op.CEIL: "ceil",
          Op.ROUND: "rint", Op.TRUNC: "trunc", Op.ABS: "fabs", Op.ATAN2: "atan2", Op.POW: "pow"}
 _BINARY_MATH = {"atan2", "pow"}
+# complex ops that are C99 <complex.h> functions (glibc has them all; libmvec has no complex forms)
+_COMPLEX_MATH = {Op.SQRT: "csqrt", Op.EXP: "cexp", Op.LOG: "clog", Op.SIN: "csin", Op.COS: "ccos", Op.TAN: "ctan",
+                 Op.ASIN: "casin", Op.ACOS: "cacos", Op.ATAN: "catan", Op.SINH: "csinh", Op.COSH: "ccosh",
+                 Op.TANH: "ctanh", Op.ASINH: "casinh", Op.ACOSH: "cacosh", Op.ATANH: "catanh", Op.POW: "cpow",
+                 Op.ABS: "cabs"}
 _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.CMPEQ: "==", Op.CMPNE: "!=",
           Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
 
@@ -61,6 +67,29 @@ static inline {t} cv_fdiv_{t}({t} a, {t} b) {{
   if (d == 0) return copysign{sfx}(0, a / b);
   {t} f = floor{sfx}(d);
   return (d - f > 0.5) ? f + 1 : f;
+}}
+"""
+
+
+def _complex_helpers(t: str, r: str) -> str:
+    """numpy's complex multiply (the plain formula: no C99 Annex G recovery of infinities) and
+    divide (Smith's algorithm; a zero divisor gives numpy's inf/nan parts). Contraction into fused
+    multiply-adds is off in them: it changes signs of infinite and zero parts numpy's loops give."""
+    off = '__attribute__((optimize("fp-contract=off")))'
+    return f"""static inline {off} {t} cv_cmul_{r}({t} a, {t} b) {{
+  {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+  return __builtin_complex(ar * br - ai * bi, ar * bi + ai * br);
+}}
+static inline {off} {t} cv_cdiv_{r}({t} a, {t} b) {{
+  {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+  {r} abr = __builtin_fabs{"f" if r == "float" else ""}(br), abi = __builtin_fabs{"f" if r == "float" else ""}(bi);
+  if (abr >= abi) {{
+    if (abr == 0 && abi == 0) return __builtin_complex(ar / abr, ai / abr);
+    {r} rat = bi / br, scl = ({r})1 / (br + bi * rat);
+    return __builtin_complex((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+  }}
+  {r} rat = br / bi, scl = ({r})1 / (bi + br * rat);
+  return __builtin_complex((ar * rat + ai) * scl, (ai * rat - ar) * scl);
 }}
 """
 
@@ -104,6 +133,9 @@ def compute_type(dt: DType) -> str:
 
 def render_const(value, dt: DType) -> str:
     t = compute_type(dt)
+    if dt.is_complex:
+        z, part = complex(value), dt.real_dtype
+        return f"__builtin_complex({render_const(z.real, part)}, {render_const(z.imag, part)})"
     if dt.is_bool:
         return "1" if value else "0"
     if dt.is_float:
@@ -129,6 +161,7 @@ class CRenderer:
 
     def render(self, k: Kernel) -> str:
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
+        self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
         self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
         self.vec: set[int] = set()
         if self.lane is not None:
@@ -188,7 +221,9 @@ class CRenderer:
         # a single accumulator vectorizes along its loop; a group of them (register tiles) is
         # left to the compiler's straight-line vectorizer across the accumulators
         red = s.reduce[0] if len(s.reduce) == 1 and id(s.reduce[0]) not in self.vec else None
-        simd_red = red is not None and s.innermost and not red.dtype.is_bool
+        # a complex product multiplies the numpy way (cv_cmul), which omp's '*' combiner would not
+        simd_red = red is not None and s.innermost and not red.dtype.is_bool and \
+            not (red.dtype.is_complex and red.arg[0] == "prod")
         clause = ""
         if red is not None and (simd_red or s.parallel) and not red.dtype.is_bool:
             acc = self._name(red)
@@ -209,6 +244,8 @@ class CRenderer:
         if op == "sum":
             return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
         if op == "prod":
+            if u.dtype.is_complex:
+                return f"{acc} = {self._complex_helper(u.dtype, 'cmul')}({acc}, {v});"
             return f"{acc} *= {v};" if not u.dtype.is_bool else f"{acc} = {acc} & {v};"
         if self._nan_flag(u):
             cmp = ">" if op == "max" else "<"
@@ -310,6 +347,13 @@ class CRenderer:
         if dt.is_bool:
             return f"(_Bool)((({c}) != 0) & ({a}) | (({c}) == 0) & ({b}))"
         name = f"cv_sel_{t.replace(' ', '_')}"
+        if name not in self.helpers and dt.is_complex:  # select whole 64-bit words of the two parts
+            n = dt.itemsize // 8
+            self.helpers[name] = (
+                f"static inline {t} {name}(int c, {t} a, {t} b) {{ uint64_t x[{n}], y[{n}], m = (uint64_t)0 - "
+                f"(uint64_t)(c != 0); memcpy(x, &a, {dt.itemsize}); memcpy(y, &b, {dt.itemsize}); "
+                f"for (int i = 0; i < {n}; i++) x[i] = (x[i] & m) | (y[i] & ~m); "
+                f"{t} r; memcpy(&r, x, {dt.itemsize}); return r; }}\n")
         if name not in self.helpers:
             bits = {"float": "uint32_t", "double": "uint64_t"}.get(t, "u" + t if t.startswith("int") else t)
             if t in ("float", "double"):
@@ -348,6 +392,8 @@ class CRenderer:
         in_dt = src[-1] if op is Op.WHERE else src[0]
         if op is Op.WHERE:
             return self._select(a[0], a[1], a[2], dt)
+        if in_dt.kind == "c" or dt.kind == "c":
+            return self._complex_alu(op, a, in_dt, dt)
         if op in (Op.ADD, Op.SUB, Op.MUL, Op.NEG) and in_dt.is_int and not in_dt.is_unsigned and in_dt.itemsize >= 4:
             # signed overflow wraps (as numpy's does) through unsigned arithmetic; the kernels are
             # built without -fwrapv so that index arithmetic stays affine and vectorizes
@@ -379,8 +425,40 @@ class CRenderer:
         self.helpers.setdefault(f"ih_{t}", _int_helpers(t, in_dt.is_unsigned, in_dt.itemsize * 8))
         return f"cv_{fn}_{t}({a[0]}, {a[1]})"
 
+    def _complex_helper(self, dt: DType, fn: str) -> str:
+        r = compute_type(dt.real_dtype)
+        self.helpers.setdefault(f"ch_{r}", _complex_helpers(compute_type(dt), r))
+        return f"cv_{fn}_{r}"
+
+    def _complex_alu(self, op: Op, a: list[str], in_dt: DType, dt: DType) -> str:
+        """Complex arithmetic on C99 ``_Complex`` values (parts through GCC's ``__real__``/``__imag__``)."""
+        if op is Op.COMPLEX:
+            return f"__builtin_complex({a[0]}, {a[1]})"
+        sfx = "f" if in_dt is not None and in_dt.itemsize == 8 else ""
+        if op in (Op.ADD, Op.SUB, Op.CMPEQ, Op.CMPNE):
+            return f"{a[0]} {_INFIX[op]} {a[1]}"
+        if op is Op.NEG:
+            return f"-{a[0]}"
+        if op is Op.MUL:
+            return f"{self._complex_helper(in_dt, 'cmul')}({a[0]}, {a[1]})"
+        if op in (Op.DIV, Op.RECIP):
+            num, den = (a[0], a[1]) if op is Op.DIV else (render_const(1, in_dt), a[0])
+            return f"{self._complex_helper(in_dt, 'cdiv')}({num}, {den})"
+        if op is Op.REAL:
+            return f"__real__ ({a[0]})"
+        if op is Op.IMAG:
+            return f"__imag__ ({a[0]})"
+        if op is Op.CONJ:
+            return f"__builtin_conj{sfx}({a[0]})"
+        if op in _COMPLEX_MATH:
+            name, t = _COMPLEX_MATH[op] + sfx, compute_type(in_dt)
+            ret = compute_type(dt)
+            self.complex_math[name] = f"{ret} {name}({', '.join([t] * len(a))});"
+            return f"{name}({', '.join(a)})"
+        raise NotImplementedError(f"C renderer: {op.name} on {in_dt.name}")
+
     def _math_decls(self) -> list[str]:
-        out = []
+        out = list(self.complex_math.values())
         for base, t in sorted(self.math_used):
             name = base + ("f" if t == "float" else "")
             args = f"{t}, {t}" if base in _BINARY_MATH else t

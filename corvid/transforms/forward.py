@@ -27,7 +27,7 @@ import math
 from typing import Any, Callable, Sequence
 
 from ..graph.node import MOVEMENT, Mark, Node, Op, node, toposort
-from ..ops.elementwise import where
+from ..ops.elementwise import make_complex, where
 from ..ops.special import digamma as _digamma
 from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
@@ -65,7 +65,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         if t.shape != x.shape:
             raise ValueError(f"jvp: a tangent of shape {t.shape} was given for a primal of shape {x.shape}")
         v = x._new(node(Op.VAR, (x.node,), Mark("jvp"), x.dtype, x.shape))
-        if x.dtype.is_float:
+        if x.dtype.is_float or x.dtype.is_complex:
             seeds[id(v.node)] = t.astype(x.dtype)
         marked.append(v)
     res = f(*tree_unflatten(p_tree, marked))
@@ -109,7 +109,7 @@ class _Forward:
     def _tangent(self, n: Node) -> Tensor | None:
         if n.op is Op.VAR and n.src and n.arg.kind == "custom_jvp":
             return self._custom(n)
-        if not n.src or not n.dtype.is_float or n.op is Op.DETACH:
+        if not n.src or not (n.dtype.is_float or n.dtype.is_complex) or n.op is Op.DETACH:
             return None
         ts = [self.tan.get(id(s)) for s in n.src]
         if all(t is None for t in ts):
@@ -198,7 +198,11 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.ERF: _unary(lambda y, x, t: t * (-(x * x)).exp() * (2 / math.sqrt(math.pi))),
     Op.ERFC: _unary(lambda y, x, t: -t * (-(x * x)).exp() * (2 / math.sqrt(math.pi))),
     Op.LGAMMA: _unary(lambda y, x, t: t * _digamma(x)),
-    Op.ABS: _unary(lambda y, x, t: t * x.sign()),
+    Op.ABS: _unary(lambda y, x, t: (t * x.sign().conj()).real if x.dtype.is_complex else t * x.sign()),
+    Op.REAL: _unary(lambda y, x, t: t.real),
+    Op.IMAG: _unary(lambda y, x, t: t.imag),
+    Op.CONJ: _unary(lambda y, x, t: t.conj()),
+    Op.COMPLEX: lambda y, xs, ts: make_complex(_z(ts[0], xs[0]), _z(ts[1], xs[1])),
     Op.CAST: _unary(lambda y, x, t: t.astype(y.dtype)),  # float -> float (int outputs stop earlier)
     Op.ADD: lambda y, xs, ts: _plus(ts[0], ts[1]),
     Op.SUB: lambda y, xs, ts: _plus(ts[0], None if ts[1] is None else -ts[1]),

@@ -15,6 +15,12 @@ Conventions:
 * ``abs`` has derivative ``sign(x)`` (0 at 0); ``x ** y`` gives 0 instead of nan where the
   formula hits ``0 * inf`` (``y == 0`` for the base, ``x == 0, y >= 0`` for the exponent), as
   torch does; ``prod`` handles zeros exactly (no division by zero);
+* complex values follow JAX's convention: a cotangent ``c`` of a complex value ``z`` stands for the
+  linear map ``dz -> Re(c * dz)``. Holomorphic rules are the real formulas unchanged (no
+  conjugation); ``conj`` sends ``conj(c)``, ``real`` sends ``c + 0j``, ``imag`` sends ``-1j * c``,
+  ``complex(re, im)`` sends ``(Re c, -Im c)`` and ``|z|`` sends ``c * conj(z)/|z|``. So ``grad`` of a
+  real loss through complex intermediates of real inputs is the ordinary real gradient, and for a
+  complex input it is ``dL/dx - 1j * dL/dy`` (the conjugate of the steepest-ascent direction, as JAX);
 * a VAR that is not wanted is the identity; ``DETACH`` stops the gradient. Two VAR kinds change
   the walk: a ``custom_vjp`` output sends its cotangent to the user's rule, which returns the
   cotangents of the call's arguments; a ``checkpoint`` output sends it into a fresh copy of its
@@ -28,7 +34,7 @@ from typing import Any, Callable
 
 from ..autograd import enable_grad
 from ..graph.node import Mark, Node, Op, node
-from ..ops.elementwise import where
+from ..ops.elementwise import make_complex, where
 from ..ops.special import digamma as _digamma
 from ..tensor import Tensor
 from .rewrite import rewrite
@@ -61,7 +67,10 @@ UNARY_RULES: dict[Op, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
     Op.ERF: lambda x, y, g: g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp(),
     Op.ERFC: lambda x, y, g: -(g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp()),
     Op.LGAMMA: lambda x, y, g: g * _digamma(x),
-    Op.ABS: lambda x, y, g: g * x.sign(),
+    Op.ABS: lambda x, y, g: g.astype(x.dtype) * x.sign().conj() if x.dtype.is_complex else g * x.sign(),
+    Op.REAL: lambda x, y, g: g.astype(x.dtype),
+    Op.IMAG: lambda x, y, g: make_complex(g._const(0), -g),
+    Op.CONJ: lambda x, y, g: g.conj(),
     Op.CAST: lambda x, y, g: g.astype(x.dtype),
     Op.CONTIGUOUS: lambda x, y, g: g.contiguous(),  # a forward boundary is one in the backward too
 }
@@ -83,7 +92,8 @@ BINARY_RULES: dict[Op, tuple[Callable[..., Tensor], Callable[..., Tensor]]] = {
     Op.MUL: (lambda a, b, y, g: g * b, lambda a, b, y, g: g * a),
     Op.DIV: (lambda a, b, y, g: g / b, lambda a, b, y, g: -(g * y) / b),
     Op.POW: (lambda a, b, y, g: where(b.eq(0), 0.0, g * b * a ** (b - 1)),
-             lambda a, b, y, g: where(a.eq(0) & (b >= 0), 0.0, g * y * a.log())),
+             lambda a, b, y, g: where(a.eq(0) & (b.real >= 0), 0.0, g * y * a.log())),
+    Op.COMPLEX: (lambda a, b, y, g: g.real, lambda a, b, y, g: -g.imag),
     Op.MAX: (lambda a, b, y, g: _max_share(a, b, g), lambda a, b, y, g: _max_share(b, a, g)),
     Op.MIN: (lambda a, b, y, g: _min_share(a, b, g), lambda a, b, y, g: _min_share(b, a, g)),
     Op.ATAN2: (lambda a, b, y, g: g * b / (a * a + b * b), lambda a, b, y, g: -(g * a) / (a * a + b * b)),
@@ -249,7 +259,7 @@ def backprop(roots: list[Tensor], seeds: list[Tensor], wanted: Callable[[Mark], 
         ct[key] = g if key not in ct else ct[key] + g
 
     for r, s in zip(roots, seeds):
-        if reach[id(r.node)] and r.dtype.is_float:
+        if reach[id(r.node)] and (r.dtype.is_float or r.dtype.is_complex):
             add(id(r.node), s)
     grads: dict[int, Tensor] = {}
     reached: dict[int, Mark] = {}
@@ -278,7 +288,7 @@ def backprop(roots: list[Tensor], seeds: list[Tensor], wanted: Callable[[Mark], 
                     if reach[id(k)]:
                         add(id(k), g)
         else:
-            need = [reach.get(id(s), False) and s.dtype.is_float for s in n.src]
+            need = [reach.get(id(s), False) and (s.dtype.is_float or s.dtype.is_complex) for s in n.src]
             for s, c in zip(n.src, vjp_rule(n, g, need)):
                 if c is not None:
                     if c.shape != s.shape or c.dtype is not s.dtype:
@@ -300,13 +310,14 @@ def _argnums(argnums: int | tuple[int, ...], nargs: int, name: str) -> tuple[int
 def _float_input(x: Any, name: str, argnum: int) -> Tensor:
     if isinstance(x, Tensor):
         t = x
-    elif isinstance(x, float) or (hasattr(x, "dtype") and getattr(x.dtype, "kind", "") == "f"):
+    elif isinstance(x, (float, complex)) or (hasattr(x, "dtype") and getattr(x.dtype, "kind", "") in ("f", "c")):
         t = Tensor(x)
     else:
         raise TypeError(f"{name}: argument {argnum} contains a {type(x).__name__}; only float tensors can be "
                         "differentiated (pass other values as arguments not in argnums)")
-    if not t.dtype.is_float:
-        raise TypeError(f"{name}: argument {argnum} has dtype {t.dtype.name}; only float tensors can be differentiated")
+    if not (t.dtype.is_float or t.dtype.is_complex):
+        raise TypeError(f"{name}: argument {argnum} has dtype {t.dtype.name}; only float (or complex) tensors can "
+                        "be differentiated")
     return t
 
 
