@@ -124,14 +124,8 @@ class Kernel:
         memo: dict[int, U] = {}
         for u in self.values():
             src = tuple(memo[id(s)] for s in u.src)
-            arg = u.arg
-            if u.op == "load":
-                arg = (arg[0], arg[1].substitute(mapping), None if arg[2] is None else arg[2].substitute(mapping))
-            elif u.op == "index":
-                arg = arg.substitute(mapping)
-            elif u.op == "gather":
-                arg = gather_substitute(arg, mapping)
-            elif u.op == "reduce" and reduce_loops and id(u) in reduce_loops:
+            arg = substitute_arg(u, mapping)
+            if u.op == "reduce" and reduce_loops and id(u) in reduce_loops:
                 arg = (arg[0], reduce_loops[id(u)])
             memo[id(u)] = out.u(u.op, u.dtype, src, arg)
         out.stores = [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in self.stores]
@@ -171,6 +165,13 @@ def _arg_key(arg: Any) -> Any:
     return arg
 
 
-def gather_substitute(arg: tuple, mapping: dict[Var, Sym]) -> tuple:
-    param, base, stride, size, gate = arg
-    return (param, base.substitute(mapping), stride, size, None if gate is None else gate.substitute(mapping))
+def substitute_arg(u: U, mapping: dict[Var, Sym]) -> Any:
+    """``u``'s argument with loop variables replaced in its index expressions."""
+    arg = u.arg
+    if u.op == "load":  # (param, index, gate)
+        return (arg[0], arg[1].substitute(mapping), None if arg[2] is None else arg[2].substitute(mapping))
+    if u.op == "index":
+        return arg.substitute(mapping)
+    if u.op == "gather":  # (param, base index, stride, size, gate)
+        return (arg[0], arg[1].substitute(mapping), arg[2], arg[3], None if arg[4] is None else arg[4].substitute(mapping))
+    return arg

@@ -24,7 +24,7 @@ import functools
 
 from ..graph.node import Op
 from ..graph.symbolic import Lin, Num, Sym, Var
-from .ir import Kernel, Loop, Store, U, gather_substitute
+from .ir import Kernel, Loop, Store, U, substitute_arg
 
 # register tile of a matmul-like kernel: ROW_TILES rows (tried in order, the first that divides the
 # row count wins) x COL_TILES vectors. 8x2 keeps 16 vector accumulators and, per step of the reduce,
@@ -49,14 +49,7 @@ def vector_bytes() -> int:
 def _copy_into(dst: Kernel, src: Kernel, mapping: dict[Var, Sym], memo_out: dict[int, U]) -> None:
     memo: dict[int, U] = {}
     for u in src.values():
-        arg = u.arg
-        if u.op == "load":
-            arg = (arg[0], arg[1].substitute(mapping), None if arg[2] is None else arg[2].substitute(mapping))
-        elif u.op == "index":
-            arg = arg.substitute(mapping)
-        elif u.op == "gather":
-            arg = gather_substitute(arg, mapping)
-        memo[id(u)] = dst.u(u.op, u.dtype, tuple(memo[id(s)] for s in u.src), arg)
+        memo[id(u)] = dst.u(u.op, u.dtype, tuple(memo[id(s)] for s in u.src), substitute_arg(u, mapping))
     memo_out.update(memo)
 
 

@@ -134,7 +134,7 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
             for n in inside:
                 if n.op is Op.REDUCE and n is not root:
                     seen_in[id(n)] = seen_in.get(id(n), 0) + 1
-            for n in _recomputed_reduces(root, stored):
+            for n in _worth_storing(root, stored):
                 stored[id(n)] = n
                 added = True
         for n in every:
@@ -158,7 +158,7 @@ _EXPENSIVE = frozenset({Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG1P, Op.EXPM1, Op
                         Op.ERF, Op.POW, Op.ATAN2, Op.DIV, Op.IDIV, Op.MOD, Op.SQRT})
 
 
-def _recomputed_reduces(root: Node, stored: dict[int, Node]) -> list[Node]:
+def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
     """Values inside root's kernel worth storing because its loops would recompute them: every
     reduce evaluated more often than it has elements, and the outermost costly elementwise value
     evaluated RECOMPUTE_RATIO times as often."""
