@@ -230,3 +230,16 @@ def test_gated_broadcast_copy_is_not_miscompiled():
     x = cv.Tensor(a).pad(((1, 0), (0, 1))).reshape(4, 3, 1).expand(4, 3, 2)
     ref = np.broadcast_to(np.pad(a, ((1, 0), (0, 1))).reshape(4, 3, 1), (4, 3, 2))
     np.testing.assert_array_equal(x.numpy(), ref)
+
+
+def test_gated_load_of_a_broadcast_row_is_not_miscompiled():
+    """gcc 12.2's vectorizer (with -mtune for this CPU) compiled the gated load
+    ``p[idx * (i < 1)]`` as a reversed vector load one element before the buffer, dropping
+    ``y`` from the sum. Gated loads now clamp their index instead. Found by the fuzz test."""
+    import corvid as cv
+
+    x = np.array([[0.5, -1.5], [-2.75, -2.9]], dtype=np.float32)
+    y = np.array([[10.0], [100.0]], dtype=np.float32)
+    got = (-((cv.Tensor(x) + cv.Tensor(y))[1:, :].reshape(2, 1, 1))).pad(((0, 0), (0, 0), (0, 1)))
+    ref = np.pad(-((x + y)[1:].reshape(2, 1, 1)), ((0, 0), (0, 0), (0, 1)))
+    np.testing.assert_array_equal(got.numpy(), ref)

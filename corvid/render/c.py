@@ -43,7 +43,8 @@ _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.
 _PRELUDE = """#include <stdint.h>
 #include <string.h>
 static inline long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
-static inline long long cv_floormod(long long a, long long b) { long long r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
+static inline long long cv_clampi(long long i, long long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
+static inline long long cv_floormod(long long a, long long b) { long long r = a % b; return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0); }
 static inline float cv_bf16_f32(uint16_t x) { uint32_t u = (uint32_t)x << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t cv_f32_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
@@ -311,8 +312,8 @@ class CRenderer:
             param, base, stride, size, gate = u.arg
             v = self._ref(u.src[0])
             ok = f"(({v}) >= 0) & (({v}) < {size})" + ("" if gate is None else f" & ({gate.render(self._var)})")
-            off = f"({base.render(self._var)}) + (long long)({v}) * ({ok}) * {stride}"
-            src = f"p{param}[{off}]"
+            off = f"({base.render(self._var)}) + (long long)({v}) * {stride}"
+            src = f"p{param}[cv_clampi({off}, {self.k.params[param].size - 1})]"
             st = self.k.params[param].dtype.name
             val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
             if self.k.params[param].size == 0:
@@ -327,9 +328,10 @@ class CRenderer:
                 return val
             if self.k.params[param].size == 0:  # nothing to read: every element is padding
                 return render_const(0, u.dtype)
-            # read element 0 where the gate is off (always in bounds), then select: no branch
+            # clamp the index into the buffer (read anything in bounds where the gate is off), then
+            # select: no branch. Not `idx * gate`: gcc 12.2's vectorizer miscompiles that address form
             g = gate.render(self._var)
-            src = f"p{param}[({idx.render(self._var)}) * {g}]"
+            src = f"p{param}[cv_clampi({idx.render(self._var)}, {self.k.params[param].size - 1})]"
             val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
             return self._select(g, val, render_const(0, u.dtype), u.dtype)
         if u.op == "index":
