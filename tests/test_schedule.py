@@ -1,6 +1,7 @@
 """Scheduling contract: how many kernels a graph becomes, what they read, and how clean their index
 code is. Kernel counts here are API contract. Values are checked on the CPU for each case."""
 
+import math
 import numpy as np
 import pytest
 
@@ -294,3 +295,15 @@ def test_matmul_with_a_transposed_right_operand_copies_it_once():
     assert ks[0].name.startswith("copy") and ks[1].kernel.vector_width > 1  # the matmul vectorizes
     small_a, small_b = rand(4, 8), rand(5, 8)
     check(cv.Tensor(small_a) @ cv.Tensor(small_b).T, small_a @ small_b.T, 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [2, 4, 8])
+def test_matmul_whose_rows_fit_one_tile_keeps_one_column_loop(rows):
+    # all rows in one register tile and a long column loop: the row loop disappears, and the
+    # loops left must each appear once (the column loop was once emitted twice: 8192x the work)
+    a, b = rand(rows, 4), rand(4, 4096)
+    (sk,) = check(cv.Tensor(a) @ cv.Tensor(b), a @ b, 1, rtol=1e-5, atol=1e-5)
+    names = [lp.var.name for lp in sk.kernel.loops]
+    assert len(names) == len(set(names))
+    iters = math.prod(lp.size for lp in sk.kernel.loops) * sk.kernel.vector_width
+    assert iters * rows * 2 == rows * 4096  # one pass: each loop iteration computes rows x 2 vectors

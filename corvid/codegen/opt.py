@@ -159,8 +159,9 @@ def apply_heuristics(k: Kernel) -> Kernel:
     row_axis = len(k.loops) - (1 if whole else 2)  # rows come from the loop right above the columns
     rows = next((r for r in ROW_TILES if row_axis >= 0 and k.loops[row_axis].size % r == 0), 1)
     if rows > 1:
+        n_loops = len(k.loops)
         k = upcast(k, row_axis, rows)
-        if not whole:
+        if not whole and len(k.loops) == n_loops:  # both a row loop and a column loop are left
             # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
             order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
             k = reorder(k, order)
