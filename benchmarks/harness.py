@@ -84,8 +84,9 @@ def _check(row: Row, got: np.ndarray, want: np.ndarray) -> None:
     if got.shape != want.shape:
         row.failures.append(f"shape {got.shape} != numpy's {want.shape}")
         return
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    tol = wl.atol + wl.rtol * np.abs(want.astype(np.float64))
+    wide = np.complex128 if np.iscomplexobj(got) or np.iscomplexobj(want) else np.float64
+    err = np.abs(got.astype(wide) - want.astype(wide))
+    tol = wl.atol + wl.rtol * np.abs(want.astype(wide))
     bad = ~(err <= tol)  # also catches nan
     if bad.any():
         i = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), err.shape) if err.ndim else ()

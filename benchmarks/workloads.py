@@ -159,4 +159,47 @@ GATHER = Workload(
     rate=lambda ins: (ins[1].size * 4 * 2, "GB/s"), target=None, rtol=0, atol=0)
 
 
-WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY, GATHER]
+# --- fft (issue 4): corvid's own kernels (mixed radix, Bluestein for a prime) against numpy's pocketfft
+
+def _fft_inputs(n: int, quick_n: int):
+    def make(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+        m = quick_n if quick else n
+        return ((rng.standard_normal(m) + 1j * rng.standard_normal(m)).astype(np.complex64),)
+    return make
+
+
+def _fft(name: str, n: int, quick_n: int, what: str) -> Workload:
+    return Workload(
+        name, f"fft.fft(x), {n} complex64 ({what})", _fft_inputs(n, quick_n),
+        {"corvid": lambda x: _cv().fft.fft(x), "numpy": np.fft.fft,
+         "torch": lambda x: _torch().fft.fft(x), "jax": lambda x: _jnp().fft.fft(x)},
+        rate=lambda ins: (5 * ins[0].size * np.log2(ins[0].size), "GFLOP/s"), target=None, rtol=1e-3,
+        atol=1e-3 * np.sqrt(n))
+
+
+FFT_POW2 = _fft("fft_2^20", 1 << 20, 256, "radix 16")
+FFT_PRIME = _fft("fft_prime_1000003", 1000003, 257, "a prime length: Bluestein")
+
+
+def _scatter_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    rows, cols, k = (64, 32, 8) if quick else (4096, 256, 64)
+    return (rng.standard_normal((rows, cols), dtype=np.float32), rng.integers(0, cols, size=(rows, k)),
+            rng.standard_normal((rows, k), dtype=np.float32))
+
+
+def _np_scatter_add(x: np.ndarray, idx: np.ndarray, src: np.ndarray) -> np.ndarray:
+    out = x.copy()
+    np.add.at(out, (np.arange(x.shape[0])[:, None], idx), src)
+    return out
+
+
+SCATTER = Workload(
+    "scatter_add", "scatter_reduce(x, 1, idx, src, 'sum'): 4096x256 float32, 64 updates per row (duplicates add)",
+    _scatter_inputs,
+    {"corvid": lambda x, i, s: _cv().scatter_reduce(x, 1, i, s, "sum"), "numpy": _np_scatter_add,
+     "torch": lambda x, i, s: x.scatter_add(1, i, s), "jax": lambda x, i, s: x.at[_jnp().arange(x.shape[0])[:, None], i].add(s)},
+    rate=lambda ins: (ins[1].size * 4 * 3, "GB/s"), target=None, rtol=1e-4, atol=1e-4)
+
+
+WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY, GATHER, SCATTER,
+                             FFT_POW2, FFT_PRIME]

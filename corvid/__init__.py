@@ -31,5 +31,6 @@ from .ops.sorting import argsort, searchsorted, sort, topk, unique_all, unique_c
 from .io import CorruptFileError, load, safe_open, save  # noqa: E402,F401
 from .ops.conv import adaptive_avg_pool, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool, adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, avg_pool, avg_pool1d, avg_pool2d, avg_pool3d, conv, conv1d, conv2d, conv3d, conv_transpose, conv_transpose1d, conv_transpose2d, conv_transpose3d, max_pool, max_pool1d, max_pool2d, max_pool3d; from .ops.einsum import einsum; from .ops.interpolate import interpolate  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from . import fft  # noqa: E402,F401
 from .dtype import complex64, complex128  # noqa: E402,F401
 from .ops.elementwise import make_complex as complex  # noqa: E402,F401,A001
