@@ -17,6 +17,8 @@ Expressions are immutable and hash-consed by value, so they can be dict keys and
 
 from __future__ import annotations
 
+import functools
+import math
 from math import gcd
 from typing import Callable, Union
 
@@ -356,14 +358,19 @@ def _drop_multiples(x: Sym, d: int) -> tuple[Sym, Sym]:
     return _build(q_terms, 0), _build({a: c for a, c in terms.items() if c % d}, const)
 
 
+@functools.lru_cache(maxsize=4096)
+def _proper_divisors(d: int) -> tuple[int, ...]:
+    """The divisors f of d with 1 < f < d, largest first (O(sqrt d), not O(d): d can be 2^21)."""
+    low = [f for f in range(2, math.isqrt(d) + 1) if d % f == 0]
+    return tuple(sorted({*low, *(d // f for f in low)} - {d}, reverse=True))
+
+
 def _factor_out(x: Sym, d: int) -> tuple[int, Sym, Sym]:
     """Find the largest proper divisor f > 1 of d with x == f*big + small, 0 <= small < f, where
     ``big`` collects the terms whose coefficients f divides. Then x//d == big//(d/f) and
     x%d == f*(big%(d/f)) + small (a split of one axis in two, seen from the other side)."""
     terms, const = _linear(x)
-    for f in range(d // 2, 1, -1):
-        if d % f:
-            continue
+    for f in _proper_divisors(d):
         big = {a: c // f for a, c in terms.items() if c % f == 0}
         if not big:
             continue
