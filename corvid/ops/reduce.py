@@ -108,12 +108,14 @@ class ReduceMixin:
         return total * (1 / n) if n else total * math.nan
 
     def var(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
-        """Variance with ``correction`` (alias ``ddof``) subtracted from the count."""
+        """Variance with ``correction`` (alias ``ddof``) subtracted from the count. For a complex
+        tensor it is the real mean of ``|x - mean|**2`` (as numpy; the result is real)."""
         c = correction if ddof is None else ddof
-        x = _real_float(self)
+        x = self if self.dtype.is_complex else _real_float(self)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         dev = x - x.mean(axis, keepdims=True)
-        return (dev * dev).sum(axis, keepdims) * (1 / (n - c) if n - c > 0 else math.nan)
+        sq = dev.real * dev.real + dev.imag * dev.imag if x.dtype.is_complex else dev * dev
+        return sq.sum(axis, keepdims) * (1 / (n - c) if n - c > 0 else math.nan)
 
     def std(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
         return self.var(axis, keepdims, correction, ddof).sqrt()
