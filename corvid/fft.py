@@ -199,8 +199,8 @@ def _complex_type(d: DType) -> DType:
 def _parts(x: Tensor) -> tuple[Tensor, Tensor | None]:
     """(real, imag or None) in the working real dtype."""
     c = _complex_type(x.dtype)
-    if x.dtype.is_complex:
-        return x.real, x.imag
+    if x.dtype.is_complex:  # each part contiguous: the first stage's matrix products then vectorize
+        return x.real.contiguous(), x.imag.contiguous()
     return x.astype(c.real_dtype), None
 
 

@@ -307,3 +307,13 @@ def test_matmul_whose_rows_fit_one_tile_keeps_one_column_loop(rows):
     assert len(names) == len(set(names))
     iters = math.prod(lp.size for lp in sk.kernel.loops) * sk.kernel.vector_width
     assert iters * rows * 2 == rows * 4096  # one pass: each loop iteration computes rows x 2 vectors
+
+
+def test_row_tile_goes_on_the_loop_the_vector_loads_do_not_depend_on():
+    # y[k1, k2, q] = sum_j f[k1, j] e[k2, j, q] (an FFT stage written in natural order): the
+    # vector loads of e do not depend on k1, so the register tile takes k1 rows and each loaded
+    # vector serves all of them; tiling k2 (the loop right above q) re-read e for every k1
+    f, e = rand(16, 16), rand(16, 16, 256)
+    y = (cv.Tensor(f)[:, None, :, None] * cv.Tensor(e)[None]).sum(2)
+    (sk,) = check(y, np.einsum("aj,bjq->abq", f, e), 1, rtol=1e-4, atol=1e-4)
+    assert sk.kernel.loops[0].size == 2 and sk.kernel.loops[1].size == 16  # k1 tiled by 8, k2 whole

@@ -151,17 +151,25 @@ def apply_heuristics(k: Kernel) -> Kernel:
         return upcast(k, len(k.loops) - 1, inner.size)
     if not (strided and contiguous_out) or not can_vectorize(k, len(k.loops) - 1, width):
         return k
+    # rows: the innermost output loop that the vector (column) loads do not depend on, so one
+    # vector load serves every row of the tile (in a matmul, the loop right above the columns;
+    # in a batched DFT stage written in natural order it can be further out)
+    vector_loads = [u for u in loads if _stride(u.arg[1], inner.var) == 1]
+    row_var = next((lp.var for lp in reversed(k.loops[:-1])
+                    if not any(lp.var in u.arg[1].vars() for u in vector_loads)
+                    and any(lp.size % r == 0 for r in ROW_TILES)), None)
     k = vectorize(k, len(k.loops) - 1, width)
     cols = next((c for c in COL_TILES if k.loops[-1].size % c == 0), 1)
     whole = cols == k.loops[-1].size  # the tile takes every column: the vector loop disappears
     if cols > 1:
         k = upcast(k, len(k.loops) - 1, cols)
-    row_axis = len(k.loops) - (1 if whole else 2)  # rows come from the loop right above the columns
+    adjacent = len(k.loops) - (1 if whole else 2)  # the loop right above the columns
+    row_axis = next((i for i, lp in enumerate(k.loops) if lp.var == row_var), adjacent)
     rows = next((r for r in ROW_TILES if row_axis >= 0 and k.loops[row_axis].size % r == 0), 1)
     if rows > 1:
         n_loops = len(k.loops)
         k = upcast(k, row_axis, rows)
-        if not whole and len(k.loops) == n_loops:  # both a row loop and a column loop are left
+        if not whole and row_axis == adjacent and len(k.loops) == n_loops:  # a row and a column loop are left
             # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
             order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
             k = reorder(k, order)
