@@ -147,6 +147,29 @@ CHOLESKY = Workload(
     rate=lambda ins: (1 / 3 * ins[0].shape[0] ** 3, "GFLOP/s"), target=None, rtol=1e-3, atol=1e-3)
 
 
+def _kernels_backend(fn):
+    """``fn`` run with corvid's own-kernel linalg backend (``cv.linalg.use_backend("kernels")``)."""
+    def run(*args):
+        with _cv().linalg.use_backend("kernels"):
+            return fn(*args)
+    return run
+
+
+SOLVE_KERNELS = Workload(
+    "solve_kernels_1024", "linalg.solve(a, b), 1024x1024 float32 (corvid's own kernels: blocked LU, no LAPACK)",
+    _spd_inputs,
+    {"corvid": _kernels_backend(lambda a, b: _cv().linalg.solve(a, b)), "numpy": np.linalg.solve,
+     "torch": lambda a, b: _torch().linalg.solve(a, b), "jax": lambda a, b: _jnp().linalg.solve(a, b)},
+    rate=lambda ins: (2 / 3 * ins[0].shape[0] ** 3, "GFLOP/s"), target=None, rtol=1e-2, atol=1e-2)
+
+CHOLESKY_KERNELS = Workload(
+    "cholesky_kernels_1024", "linalg.cholesky(a), 1024x1024 float32 (corvid's own kernels: recursive blocked, no "
+    "LAPACK)", lambda r, q: _spd_inputs(r, q)[:1],
+    {"corvid": _kernels_backend(lambda a: _cv().linalg.cholesky(a)), "numpy": np.linalg.cholesky,
+     "torch": lambda a: _torch().linalg.cholesky(a), "jax": lambda a: _jnp().linalg.cholesky(a)},
+    rate=lambda ins: (1 / 3 * ins[0].shape[0] ** 3, "GFLOP/s"), target=None, rtol=1e-3, atol=1e-3)
+
+
 def _gather_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
     rows, cols, k = (64, 32, 8) if quick else (4096, 256, 64)
     return rng.standard_normal((rows, cols), dtype=np.float32), rng.integers(0, cols, size=(rows, k))
@@ -201,5 +224,5 @@ SCATTER = Workload(
     rate=lambda ins: (ins[1].size * 4 * 3, "GB/s"), target=None, rtol=1e-4, atol=1e-4)
 
 
-WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY, GATHER, SCATTER,
-                             FFT_POW2, FFT_PRIME]
+WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY,
+                             SOLVE_KERNELS, CHOLESKY_KERNELS, GATHER, SCATTER, FFT_POW2, FFT_PRIME]

@@ -14,3 +14,13 @@ def sample(d, shape, seed=0, lo=-3, hi=4, normal=False):
     if normal:
         return rng.standard_normal(shape).astype(d.np)
     return rng.uniform(-2, 2, size=shape).astype(d.np)
+
+
+def numeric_grad(f, a, eps=1e-6):
+    """Central differences of the scalar function ``f`` at the float64 array ``a``."""
+    g = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        d = np.zeros_like(a)
+        d[i] = eps
+        g[i] = (f(a + d) - f(a - d)) / (2 * eps)
+    return g
