@@ -428,3 +428,82 @@ def test_gather_under_jit_reads_zero_out_of_range_and_differentiates():
     assert f(x, cv.Tensor(np.array([[7], [-9]]))).tolist() == [[0.0], [0.0]]  # traced: no check, no stray read
     g = cv.grad(lambda t: (cv.take(t, cv.Tensor(np.array([0, 0, 2])), axis=0) ** 2).sum())(cv.Tensor([1.0, 2.0, 3.0]))
     assert g.tolist() == [4.0, 0.0, 6.0]  # the repeated index accumulates
+
+
+# --- the SCATTER primitive (sum/mean scatters and the gather backward) ----------------------------------
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_scatter_add_primitive_matches_numpy_add_at(axis, dtype):
+    rng = np.random.default_rng(axis)
+    x = (rng.standard_normal((4, 6, 5)) * 10).astype(dtype)
+    ishape = list(x.shape)
+    ishape[axis] = 9  # more updates than targets: duplicates add up
+    idx = rng.integers(0, x.shape[axis], size=ishape)
+    src = (rng.standard_normal(ishape) * 10).astype(dtype)
+    got = cv.scatter_reduce(cv.Tensor(x), axis, cv.Tensor(idx), cv.Tensor(src), "sum")
+    names = [k.name for k in got.schedule()]
+    assert any(n.startswith("scatter_sum") for n in names) and not any(n.startswith("r_") for n in names)
+    ref = x.copy()
+    grid = list(np.indices(ishape))
+    grid[axis] = idx
+    np.add.at(ref, tuple(grid), src)
+    tol = 1e-5 if dtype == np.float32 else 0
+    np.testing.assert_allclose(got.numpy(), ref, rtol=tol, atol=tol)
+    # without the old values, and the mean
+    ref0 = np.zeros_like(x)
+    np.add.at(ref0, tuple(grid), src)
+    cnt = np.zeros(x.shape, np.int64)
+    np.add.at(cnt, tuple(grid), 1)
+    got0 = cv.scatter_reduce(cv.Tensor(x), axis, cv.Tensor(idx), cv.Tensor(src), "sum", include_self=False)
+    np.testing.assert_allclose(got0.numpy(), np.where(cnt > 0, ref0, x), rtol=tol, atol=tol)
+    if dtype in (np.float32, np.float64):
+        mean = cv.scatter_reduce(cv.Tensor(x), axis, cv.Tensor(idx), cv.Tensor(src), "mean")
+        np.testing.assert_allclose(mean.numpy(), np.where(cnt > 0, (ref0 + x) / (cnt + 1), x), rtol=1e-5, atol=1e-5)
+
+
+def test_scatter_add_integer_overflow_wraps_like_numpy():
+    x = np.array([2**31 - 1, 0], np.int32)
+    got = cv.scatter_reduce(cv.Tensor(x), 0, cv.Tensor([0, 0]), cv.Tensor(np.array([1, 1], np.int32)), "sum")
+    ref = x.copy()
+    np.add.at(ref, [0, 0], np.array([1, 1], np.int32))
+    np.testing.assert_array_equal(got.numpy(), ref)
+
+
+def test_scatter_add_drops_out_of_range_indices_under_jit():
+    f = cv.jit(lambda x, i, s: cv.scatter_reduce(x, 0, i, s, "sum"))
+    x = np.zeros(4, np.float32)
+    got = f(cv.Tensor(x), cv.Tensor(np.array([1, 9, -7, 1])), cv.Tensor(np.ones(4, np.float32))).numpy()
+    np.testing.assert_array_equal(got, [0, 2, 0, 0])  # unchecked while traced: nothing is written outside
+
+
+def test_scatter_add_transforms_match_loops():
+    rng = np.random.default_rng(7)
+    xs = rng.standard_normal((3, 5, 4))
+    idx = rng.integers(0, 5, (3, 8, 4))
+    src = rng.standard_normal((3, 8, 4))
+    f = lambda x, i, s: cv.scatter_reduce(x, 0, i, s, "sum")  # noqa: E731
+    got = cv.vmap(f)(cv.Tensor(xs), cv.Tensor(idx), cv.Tensor(src)).numpy()
+    ref = np.stack([f(cv.Tensor(a), cv.Tensor(b), cv.Tensor(c)).numpy() for a, b, c in zip(xs, idx, src)])
+    np.testing.assert_allclose(got, ref, atol=1e-12)
+    # d/dx = g, d/dsrc = g read back at the indices; jvp is the scatter of the tangents
+    loss = lambda x, s: (f(x, cv.Tensor(idx[0]), s) ** 2).sum()  # noqa: E731
+    gx, gs = cv.grad(loss, argnums=(0, 1))(cv.Tensor(xs[0]), cv.Tensor(src[0]))
+    out = f(cv.Tensor(xs[0]), cv.Tensor(idx[0]), cv.Tensor(src[0])).numpy()
+    np.testing.assert_allclose(gx.numpy(), 2 * out, atol=1e-12)
+    np.testing.assert_allclose(gs.numpy(), 2 * np.take_along_axis(out, idx[0], 0), atol=1e-12)
+    _, t = cv.jvp(lambda s: f(cv.Tensor(xs[0]), cv.Tensor(idx[0]), s), (cv.Tensor(src[0]),), (cv.Tensor(np.ones((8, 4))),))
+    cnt = np.zeros((5, 4))
+    np.add.at(cnt, (idx[0], np.arange(4)), 1.0)
+    np.testing.assert_allclose(t.numpy(), cnt, atol=1e-12)
+
+
+def test_embedding_backward_is_one_scatter_not_a_one_hot():
+    rng = np.random.default_rng(8)
+    table, ids = rng.standard_normal((1000, 16)).astype(np.float32), rng.integers(0, 1000, 300)
+    t = cv.Tensor(table, requires_grad=True)
+    (cv.take(t, cv.Tensor(ids), axis=0) ** 2).sum().backward()
+    ref = np.zeros_like(table)
+    np.add.at(ref, ids, 2 * table[ids])
+    np.testing.assert_allclose(t.grad.numpy(), ref, rtol=1e-5, atol=1e-5)
+    g = cv.grad(lambda w: (cv.take(w, cv.Tensor(ids), axis=0) ** 2).sum())(cv.Tensor(table))
+    assert any(k.name.startswith("scatter_sum") for k in g.schedule())

@@ -118,7 +118,7 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
     for n in every:  # a host kernel computes its node alone, from stored inputs
-        if n.op is Op.CUSTOM and n.buffer is None:
+        if n.op in (Op.CUSTOM, Op.SCATTER) and n.buffer is None:
             stored[id(n)] = n
             stored.update({id(s): s for s in n.src if s.buffer is None})
         elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through a reshape)
@@ -254,6 +254,39 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
     return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
 
 
+class ScatterKernel:
+    """What the schedule shows for a SCATTER kernel (a fixed C template, no loop IR)."""
+
+    def __init__(self, name: str, dtype: Any, O: int, n: int, m: int, inner: int):
+        self.name, self.dtype, self.shape = name, dtype, (O, n, m, inner)
+        self.params = [None] * 4  # out, x, idx, src
+        self.loops: list = []
+        self.vector_width = 1
+
+    def estimates(self) -> tuple[int, int]:
+        O, n, m, inner = self.shape
+        return O * m * inner, (2 * O * n * inner + 2 * O * m * inner) * self.dtype.itemsize + O * m * 8
+
+
+def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
+    from ..render.c import render_scatter
+
+    inputs = list(root.src)
+    reduce, nj = root.arg
+    x, idx, src = root.shape, inputs[1].shape, inputs[2].shape
+    O, n, m, inner = math.prod(x[:nj]), x[nj], src[nj], math.prod(x[nj + 1:])
+    idx_inner = inner if len(idx) > nj + 1 else 1
+    key = (device, "scatter", reduce, root.dtype, O, n, m, inner, idx_inner)
+    compiled = _cache.get(key)
+    if compiled is None:
+        name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
+        kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
+        openmp = getattr(get_device(device).renderer, "openmp", False)
+        source = render_scatter(name, root.dtype, O, n, m, inner, idx_inner, openmp)
+        compiled = _cache[key] = _Compiled(kernel, source, device)  # type: ignore[arg-type]
+    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
+
+
 def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
     if any(n.op is Op.REDUCE for n in nodes):
         prefix = "r"
@@ -267,6 +300,8 @@ def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
 def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledKernel:
     if root.op is Op.CUSTOM:
         return _host_kernel(root, device)
+    if root.op is Op.SCATTER:
+        return _scatter_kernel(root, device)
     nodes, inputs = _region(root, stored)
     key = (device, _structure_key(nodes, inputs))
     compiled = _cache.get(key)

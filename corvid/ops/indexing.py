@@ -2,22 +2,23 @@
 ``take_along_axis``, ``put_along_axis``, ``gather``, ``scatter``, ``scatter_reduce``,
 ``index_select``, ``nonzero`` and one-argument ``where``.
 
-The IR has no indirect (data-dependent) load, so every lookup is a one-hot contraction made of
-primitives: reading ``x`` at ``idx`` along an axis of size ``n`` is
-``sum_k where(idx == iota(n)[k], x[k], 0)`` (IOTA, CMPEQ, WHERE, one REDUCE). It fuses into one
-kernel, differentiates (its VJP is the scatter-add) and vmaps with no new rules. A write is the
-transpose: each target element reduces over the index entries that hit it. The cost is
-O(n) per element read (O(m) per element written, m = number of index entries), so index sets are
-narrowed first: when the index values are known, only the slice ``[min, max]`` of the axis takes
-part in the contraction.
+Reads use the ``GATHER`` primitive (an indirect load: ``take``, ``take_along_axis``, ``gather``,
+integer-array ``x[...]``). Sum and mean writes (``scatter_reduce`` with ``"sum"``/``"mean"``, and the
+backward of every gather) use the ``SCATTER`` primitive:
+O(m) for m index entries, duplicates added in index order (float32/float64/int32/int64; other
+dtypes take the one-hot path). The other writes (``"set"``, ``"prod"``, ``"amax"``, ``"amin"``,
+``x[idx] = v``, ``put_along_axis``) are one-hot contractions made of primitives: each target
+element reduces over the index entries that hit it (IOTA, CMPEQ, WHERE, one REDUCE), O(m) per
+target, so index sets are narrowed first: when the index values are known, only the slice
+``[min, max]`` of the axis takes part.
 
 Bounds. Indices may be negative (counted from the end). Out-of-range indices raise IndexError
 naming the index and the size. Host indices (ints, lists, numpy arrays) are checked on the host.
 Tensor indices are checked by computing their min and max: indexing with tensor indices therefore
 synchronizes once (one small schedule for all index tensors of the call). Under ``jit`` tracing,
 or when the index depends on a ``vmap``/``jit`` placeholder, the values are unknown: nothing is
-checked and nothing can go out of bounds either, because a one-hot never matches an out-of-range
-index; such an index reads 0 and its writes are dropped.
+checked and nothing can go out of bounds either: GATHER reads 0 there, SCATTER and a one-hot drop
+the write.
 
 Boolean masks have data-dependent result shapes: ``x[mask]`` calls :func:`nonzero` (which
 synchronizes) and cannot be traced. The exception is ``x[mask] = scalar``, which is
@@ -138,6 +139,42 @@ def _extreme(d: dt.DType, high: bool) -> Any:
     return info.max if high else info.min
 
 
+_SCATTER_DTYPES = ("float32", "float64", "int32", "int64")
+
+
+def scatter_add_prim(x: Tensor, nj: int, idx: Tensor, src: Tensor) -> Tensor:
+    """The SCATTER primitive: ``x`` is ``J + (n,) + R`` (``nj`` = len(J)), ``idx`` is ``J + (m,)``
+    or ``J + (m,) + R`` (entries outside ``[0, n)`` are dropped), ``src`` is ``J + (m,) + R``;
+    returns ``x`` with ``src[j, i, r]`` added at ``[j, idx[j, i(, r)], r]``: O(m) work in index
+    order (duplicates add up deterministically). ``x``'s dtype must be in :data:`_SCATTER_DTYPES`."""
+    i64 = idx.astype(dt.int64)
+    s = src.astype(x.dtype)
+    return x._new(node(Op.SCATTER, (x.node, i64.node, s.node), ("sum", nj), x.dtype, x.shape))
+
+
+def _use_prim(x: Tensor) -> bool:
+    return x.dtype.name in _SCATTER_DTYPES and math.prod(x.shape) > 0
+
+
+def _scatter_sum_mean(x: Tensor, nj: int, idx: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    """``"sum"``/``"mean"`` scatter through the SCATTER primitive (layouts of :func:`scatter_add_prim`)."""
+    zeros = x._const(0, x.dtype, x.shape)
+    total = scatter_add_prim(zeros if reduce == "mean" or not include_self else x, nj, idx, src)
+    if reduce == "sum" and include_self:
+        return total
+    per_r = idx.ndim > nj + 1  # the index varies along R: count per target element
+    count = scatter_add_prim(x._const(0, dt.int64, x.shape if per_r else x.shape[:nj + 1]), nj, idx,
+                             x._const(1, dt.int64, idx.shape))
+    count = count.reshape(count.shape + (1,) * (x.ndim - count.ndim))
+    if reduce == "sum":
+        return _where3(count > 0, total, x)
+    if include_self:
+        total, count = total + x, count + 1
+    c = count.maximum(1).astype(x.dtype)
+    mean = total / c if x.dtype.is_float else total // c
+    return _where3(count > 0, mean.astype(x.dtype), x)
+
+
 def _scatter(x: Tensor, idx: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     """The write core. Layout: ``x`` is ``J + (n,) + R``, ``idx`` is ``J + (m,)`` (int64; entries
     outside ``[0, n)`` hit nothing), ``src`` is ``J + (m,) + R``. Each target ``x[j, k, r]`` combines
@@ -148,6 +185,8 @@ def _scatter(x: Tensor, idx: Tensor, src: Tensor, reduce: str, include_self: boo
     if m == 0 or n == 0:
         return x
     ones_r = (1,) * len(rest)
+    if reduce in ("sum", "mean") and _use_prim(x):  # O(m): the SCATTER primitive
+        return _scatter_sum_mean(x, nj, idx, src, reduce, include_self)
     hit = idx.reshape(idx.shape + (1,)).eq(_iota(n, x.device))  # J + (m, n)
     hit = hit.reshape(hit.shape + ones_r)
     s = src.reshape(src.shape[:nj + 1] + (1,) + rest)  # J + (m, 1) + R
@@ -293,6 +332,8 @@ def _scatter_along(name: str, x: Tensor, a: int, idx: Tensor, src: Tensor, reduc
         # positions outside index's extent take no part: their index is -1, which hits nothing
         pads = tuple((0, s - i) if d != a else (0, 0) for d, (i, s) in enumerate(zip(idx.shape, x.shape)))
         idx, src = idx.pad(pads, -1), src.pad(pads)
+    if reduce in ("sum", "mean") and _use_prim(x) and idx.shape[a]:  # in place: no transposed copies
+        return _scatter_sum_mean(x, a, idx, src, reduce, include_self)
     out = _scatter(_move_last(x, a), _move_last(idx, a), _move_last(src, a), reduce, include_self)
     return _move_back(out, a)
 

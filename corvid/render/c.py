@@ -473,3 +473,48 @@ class CRenderer:
                 out.append(f"{t} fmod{sfx}({t}, {t}); {t} copysign{sfx}({t}, {t}); {t} floor{sfx}({t});")
         return out
 
+
+
+_SCATTER_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
+
+
+def render_scatter(name: str, dtype: DType, O: int, n: int, m: int, inner: int, idx_inner: int,
+                   openmp: bool) -> str:
+    """C for SCATTER "sum" (see graph/node.py): copy x, then add each src element at its index.
+    Work is split across threads by ``o`` (or, with one ``o``, by blocks of ``r``), so no two
+    threads touch one target and duplicates add up in index order, without atomics. Integers
+    add through unsigned arithmetic (wrapping like numpy, no undefined behaviour)."""
+    t = _SCATTER_TYPES[dtype.name]
+    add = ("d[0] + v" if dtype.is_float else
+           f"({t})((uint64_t)d[0] + (uint64_t)v)")
+    par = "#pragma omp parallel for schedule(static)" if openmp else ""
+    idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
+    body = f"""      long long t = {idx};
+      if (t < 0 || t >= n) continue;  /* out of range: dropped */
+      {t}* d = out + (o * n + t) * I + r;
+      {t} v = src[(o * m + i) * I + r];
+      d[0] = {add};"""
+    if O > 1 or inner < 64:
+        loops = f"""  {par}
+  for (long long o = 0; o < O; o++)
+    for (long long i = 0; i < m; i++)
+      for (long long r = 0; r < I; r++) {{
+{body}
+      }}"""
+    else:  # one o: threads take blocks of columns r
+        loops = f"""  {par}
+  for (long long rb = 0; rb < I; rb += 64) {{
+    const long long o = 0, re = rb + 64 < I ? rb + 64 : I;
+    for (long long i = 0; i < m; i++)
+      for (long long r = rb; r < re; r++) {{
+{body}
+      }}
+  }}"""
+    return f"""#include <stdint.h>
+void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
+  const long long O = {O}, n = {n}, m = {m}, I = {inner};
+  {par}
+  for (long long e = 0; e < O * n * I; e++) out[e] = x[e];
+{loops}
+}}
+"""

@@ -272,6 +272,9 @@ class _Batcher:
             if bi is None:
                 ix = _broadcast(ix, size)
             return node(Op.GATHER, (x, ix), n.arg + 1, n.dtype, shape), 0
+        if op is Op.SCATTER:  # the batch axis joins J
+            parts = tuple(s if b is not None else _broadcast(s, size) for s, b in srcs)
+            return node(Op.SCATTER, parts, (n.arg[0], n.arg[1] + 1), n.dtype, shape), 0
         if op is Op.CUSTOM:
             from ..engine.host import batch_host
 

@@ -225,6 +225,9 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.CUSTOM: lambda y, xs, ts: _no_host_jvp(y),
     Op.GATHER: lambda y, xs, ts: None if ts[0] is None else y._new(
         node(Op.GATHER, (ts[0].node, xs[1].node), y.node.arg, y.dtype, y.shape)),
+    # linear in x and src: the same scatter of the tangents
+    Op.SCATTER: lambda y, xs, ts: y._new(node(Op.SCATTER, (_z(ts[0], xs[0]).node, xs[1].node, _z(ts[2], xs[2]).node),
+                                              y.node.arg, y.dtype, y.shape)),
 }
 for _op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.BITCAST, Op.IDIV):
     _RULES[_op] = _zero
