@@ -4,6 +4,7 @@ compared with numpy (and with hand loops for the torch-semantics functions)."""
 import itertools
 
 import numpy as np
+import ml_dtypes
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -241,7 +242,7 @@ def _np_scatter(x, axis, idx, src, reduce, include_self=True):
         elif reduce == "amin":
             out[dst] = np.min(pool)
         else:
-            out[dst] = np.sum(pool) / len(pool) if x.dtype.kind == "f" else np.sum(pool) // len(pool)
+            out[dst] = np.sum(pool) / len(pool) if x.dtype.kind in "fc" else np.sum(pool) // len(pool)
     return out
 
 
@@ -507,3 +508,140 @@ def test_embedding_backward_is_one_scatter_not_a_one_hot():
     np.testing.assert_allclose(t.grad.numpy(), ref, rtol=1e-5, atol=1e-5)
     g = cv.grad(lambda w: (cv.take(w, cv.Tensor(ids), axis=0) ** 2).sum())(cv.Tensor(table))
     assert any(k.name.startswith("scatter_sum") for k in g.schedule())
+
+
+# --- every write is one O(m) SCATTER kernel: set/prod/amax/amin, setitem, put_along_axis ---------------
+def _kernel_names(t):
+    return [k.name for k in t.schedule()]
+
+
+_ALL_REDUCES = ["set", "sum", "prod", "amax", "amin", "mean"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8", "int16", "uint32", "uint64", "bool",
+                                   "complex64", "float64"])
+@pytest.mark.parametrize("reduce", _ALL_REDUCES)
+def test_scatter_every_dtype_and_reduce_matches_loop(dtype, reduce):
+    if reduce in ("amax", "amin") and dtype == "complex64":
+        with pytest.raises(TypeError, match="complex"):
+            cv.scatter_reduce(cv.zeros(3, dtype=cv.complex64), 0, cv.Tensor([0]), cv.zeros(1, dtype=cv.complex64),
+                              reduce)
+        return
+    if reduce == "mean" and dtype == "bool":
+        return  # mean of booleans is not a boolean
+    rng = np.random.default_rng(11)
+    npd = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    x = rng.integers(0, 4, size=(3, 6)).astype(npd)
+    src = rng.integers(0, 4, size=(3, 7)).astype(npd)
+    if dtype == "complex64":
+        x, src = x + 1j * rng.integers(0, 3, size=x.shape), src - 1j * rng.integers(0, 3, size=src.shape)
+        x, src = x.astype(npd), src.astype(npd)
+    idx = rng.integers(0, 6, size=(3, 7))
+    for include_self in ((True,) if reduce == "set" else (True, False)):
+        tx, ti, ts = cv.Tensor(x), cv.Tensor(idx), cv.Tensor(src)
+        got = cv.scatter(tx, 1, ti, ts) if reduce == "set" else cv.scatter_reduce(tx, 1, ti, ts, reduce, include_self)
+        assert got.dtype == tx.dtype
+        names = _kernel_names(got)
+        assert any(n.startswith("scatter_") for n in names) and not any(n.startswith("r_") for n in names), names
+        want = _np_scatter(x.astype(np.complex128 if dtype == "complex64" else np.float64), 1, idx,
+                           src.astype(np.complex128 if dtype == "complex64" else np.float64), reduce, include_self)
+        if dtype == "bool":
+            want = want.astype(bool) if reduce not in ("sum", "prod") else \
+                _np_scatter(x, 1, idx, src, "amax" if reduce == "sum" else "amin", include_self)  # or / and
+        elif npd.kind in "iu":  # wrap like numpy's integer arithmetic (small products stay in range here)
+            want = np.floor(want).astype(npd) if reduce == "mean" else want.astype(npd)
+        tol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-6
+        np.testing.assert_allclose(got.numpy().astype(want.dtype), want, rtol=tol, atol=tol)
+
+
+def test_scatter_prod_integer_overflow_wraps_and_amax_nan_propagates():
+    x = np.array([2**20, 1], np.int32)
+    got = cv.scatter_reduce(cv.Tensor(x), 0, cv.Tensor([0, 0]), cv.Tensor(np.array([2**10, 2**5], np.int32)), "prod")
+    want = x.copy()
+    np.multiply.at(want, [0, 0], np.array([2**10, 2**5], np.int32))
+    np.testing.assert_array_equal(got.numpy(), want)
+    for reduce in ("amax", "amin"):
+        x = cv.Tensor([1.0, np.nan, 3.0, -0.0])
+        got = cv.scatter_reduce(x, 0, cv.Tensor([0, 0, 2, 1]), cv.Tensor([np.nan, 2.0, -np.inf, 5.0]), reduce)
+        want = [np.nan, np.nan, 3.0 if reduce == "amax" else -np.inf, -0.0]
+        np.testing.assert_array_equal(got.numpy(), np.array(want, np.float32))
+
+
+def test_setitem_and_put_along_axis_are_one_scatter():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(100_000).astype(np.float32)
+    idx = rng.integers(-100_000, 100_000, 30_000)
+    val = rng.standard_normal(30_000).astype(np.float32)
+    t = cv.Tensor(x)
+    t[cv.Tensor(idx)] = cv.Tensor(val)
+    names = _kernel_names(t)
+    assert names.count("scatter_set_1_100000_30000_1") == 1 and not any(n.startswith("r_") for n in names)
+    want = x.copy()
+    for i, v in zip(idx, val):  # the last duplicate wins
+        want[i] = v
+    np.testing.assert_array_equal(t.numpy(), want)
+    x2 = rng.standard_normal((4, 50)).astype(np.float32)
+    i2 = rng.integers(0, 50, (4, 20))
+    got = cv.put_along_axis(cv.Tensor(x2), cv.Tensor(i2), 7.0, axis=1)
+    assert any(n.startswith("scatter_set") for n in _kernel_names(got))
+    want = x2.copy()
+    np.put_along_axis(want, i2, 7.0, axis=1)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def _fd_check(f, args, argnum, eps=1e-6):
+    """Finite-difference gradient of the scalar f at args[argnum] (float64)."""
+    base = [a.copy() for a in args]
+    num = np.zeros_like(base[argnum])
+    for pos in np.ndindex(num.shape):
+        hi, lo = [a.copy() for a in base], [a.copy() for a in base]
+        hi[argnum][pos] += eps
+        lo[argnum][pos] -= eps
+        num[pos] = (f(*map(cv.Tensor, hi)).item() - f(*map(cv.Tensor, lo)).item()) / (2 * eps)
+    return num
+
+
+@pytest.mark.parametrize("reduce", _ALL_REDUCES)
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_grads_and_jvp_match_finite_differences(reduce, include_self):
+    if reduce == "set" and not include_self:
+        return
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((3, 5))
+    src = rng.standard_normal((3, 6))
+    if reduce == "prod":  # zeros among the factors: one zero, and two zeros, in a target
+        x[0, 1], src[0, 0], src[1, 2], src[1, 3] = 0.0, 0.0, 0.0, 0.0
+    idx = np.array([[1, 1, 3, 0, 3, 1], [0, 2, 2, 2, 4, 4], [4, 3, 2, 1, 0, 0]])
+    if reduce == "prod":
+        idx[1, 2], idx[1, 3] = 2, 2
+    coef = rng.standard_normal((3, 5))
+
+    def f(a, b):
+        out = cv.scatter(a, 1, cv.Tensor(idx), b) if reduce == "set" else \
+            cv.scatter_reduce(a, 1, cv.Tensor(idx), b, reduce, include_self)
+        return (out * cv.Tensor(coef)).sum()
+
+    gx, gs = cv.grad(f, argnums=(0, 1))(cv.Tensor(x), cv.Tensor(src))
+    np.testing.assert_allclose(gx.numpy(), _fd_check(f, [x, src], 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gs.numpy(), _fd_check(f, [x, src], 1), rtol=1e-5, atol=1e-6)
+    tx, ts = rng.standard_normal(x.shape), rng.standard_normal(src.shape)
+    _, t = cv.jvp(f, (cv.Tensor(x), cv.Tensor(src)), (cv.Tensor(tx), cv.Tensor(ts)))
+    np.testing.assert_allclose(t.item(), (gx.numpy() * tx).sum() + (gs.numpy() * ts).sum(), rtol=1e-9)
+
+
+def test_scatter_amax_ties_share_the_gradient_and_vmap_matches_loop():
+    x = cv.Tensor([2.0, 0.0, 0.0])
+    src = cv.Tensor([2.0, 1.0, 2.0, 5.0])
+    idx = cv.Tensor([0, 1, 0, 2])
+    gx, gs = cv.grad(lambda a, b: cv.scatter_reduce(a, 0, idx, b, "amax").sum(), argnums=(0, 1))(x, src)
+    third = 1 / 3
+    np.testing.assert_allclose(gx.numpy(), [third, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(gs.numpy(), [third, 1, third, 1], rtol=1e-6)
+    rng = np.random.default_rng(14)
+    xs, ss = rng.standard_normal((4, 6)), rng.standard_normal((4, 9))
+    ii = rng.integers(0, 6, (4, 9))
+    for reduce in ("prod", "amin"):
+        f = lambda a, i, b: cv.scatter_reduce(a, 0, i, b, reduce)  # noqa: E731,B023
+        got = cv.vmap(f)(cv.Tensor(xs), cv.Tensor(ii), cv.Tensor(ss)).numpy()
+        want = np.stack([_np_scatter(a, 0, i, b, reduce) for a, i, b in zip(xs, ii, ss)])
+        np.testing.assert_allclose(got, want, rtol=1e-12)

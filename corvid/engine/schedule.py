@@ -265,7 +265,8 @@ class ScatterKernel:
 
     def estimates(self) -> tuple[int, int]:
         O, n, m, inner = self.shape
-        return O * m * inner, (2 * O * n * inner + 2 * O * m * inner) * self.dtype.itemsize + O * m * 8
+        flops = 0 if self.name.startswith("scatter_set") else O * m * inner
+        return flops, (2 * O * n * inner + 2 * O * m * inner) * self.dtype.itemsize + O * m * 8
 
 
 def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
@@ -282,7 +283,7 @@ def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
         kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
         openmp = getattr(get_device(device).renderer, "openmp", False)
-        source = render_scatter(name, root.dtype, O, n, m, inner, idx_inner, openmp)
+        source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner, openmp)
         compiled = _cache[key] = _Compiled(kernel, source, device)  # type: ignore[arg-type]
     return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
 

@@ -58,10 +58,10 @@ class Op(Enum):
     # axis (take_along_axis); the result has idx's shape; x has the same rank, each other dimension
     # equal to idx's or 1 (broadcast). An index outside [0, x.shape[axis]) reads 0.
     GATHER = auto()
-    # indirect write: SCATTER(x, idx, src), arg ("sum", nj): x is J + (n,) + R (len(J) = nj), idx
-    # J + (m,) or J + (m,) + R int64, src J + (m,) + R; out = x with src[j, i, r] added at
-    # [j, idx[j, i(, r)], r], in index order. An index outside [0, n) is dropped. Its own kernel
-    # (engine/schedule.py) over stored (contiguous) operands.
+    # indirect write: SCATTER(x, idx, src), arg (reduce, nj): x is J + (n,) + R (len(J) = nj), idx
+    # J + (m,) or J + (m,) + R int64, src J + (m,) + R; out = x with each src[j, i, r] combined into
+    # [j, idx[j, i(, r)], r] by reduce ("set", "sum", "prod", "max", "min"), in index order. An
+    # index outside [0, n) is dropped. Its own kernel (engine/schedule.py) over stored operands.
     SCATTER = auto()
 
     # members are singletons compared by identity: hash them by identity too (C speed; Enum's own

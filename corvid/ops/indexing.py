@@ -3,22 +3,22 @@
 ``index_select``, ``nonzero`` and one-argument ``where``.
 
 Reads use the ``GATHER`` primitive (an indirect load: ``take``, ``take_along_axis``, ``gather``,
-integer-array ``x[...]``). Sum and mean writes (``scatter_reduce`` with ``"sum"``/``"mean"``, and the
-backward of every gather) use the ``SCATTER`` primitive:
-O(m) for m index entries, duplicates added in index order (float32/float64/int32/int64; other
-dtypes take the one-hot path). The other writes (``"set"``, ``"prod"``, ``"amax"``, ``"amin"``,
-``x[idx] = v``, ``put_along_axis``) are one-hot contractions made of primitives: each target
-element reduces over the index entries that hit it (IOTA, CMPEQ, WHERE, one REDUCE), O(m) per
-target, so index sets are narrowed first: when the index values are known, only the slice
-``[min, max]`` of the axis takes part.
+integer-array ``x[...]``). Every write uses the ``SCATTER`` primitive (an indirect write:
+``x[idx] = v``, ``put_along_axis``, ``scatter``, ``scatter_reduce`` and the backward of every
+gather): one kernel, O(m) for m index entries, duplicates combined in index order, every dtype.
+``"set"``, ``"sum"``, ``"prod"``, ``"amax"`` and ``"amin"`` are its own modes; ``"mean"`` is a sum
+divided by a count (a second scatter), and ``include_self=False`` first resets the targets that
+are hit to the reduction's identity. Derivatives (:func:`scatter_vjp`, :func:`scatter_jvp`):
+``"set"`` passes the gradient to the write that wins, ``"amax"``/``"amin"`` share it evenly among
+the values equal to the result (``x``'s own included), ``"prod"`` gives each factor the product
+of the others (exactly, with zeros among them).
 
 Bounds. Indices may be negative (counted from the end). Out-of-range indices raise IndexError
 naming the index and the size. Host indices (ints, lists, numpy arrays) are checked on the host.
 Tensor indices are checked by computing their min and max: indexing with tensor indices therefore
 synchronizes once (one small schedule for all index tensors of the call). Under ``jit`` tracing,
 or when the index depends on a ``vmap``/``jit`` placeholder, the values are unknown: nothing is
-checked and nothing can go out of bounds either: GATHER reads 0 there, SCATTER and a one-hot drop
-the write.
+checked and nothing can go out of bounds either: GATHER reads 0 there, SCATTER drops the write.
 
 Boolean masks have data-dependent result shapes: ``x[mask]`` calls :func:`nonzero` (which
 synchronizes) and cannot be traced. The exception is ``x[mask] = scalar``, which is
@@ -139,96 +139,107 @@ def _extreme(d: dt.DType, high: bool) -> Any:
     return info.max if high else info.min
 
 
-_SCATTER_DTYPES = ("float32", "float64", "int32", "int64")
+# scatter_reduce's names -> the SCATTER primitive's
+_PRIM_REDUCE = {"set": "set", "sum": "sum", "prod": "prod", "amax": "max", "amin": "min"}
 
 
-def scatter_add_prim(x: Tensor, nj: int, idx: Tensor, src: Tensor) -> Tensor:
+def scatter_prim(x: Tensor, nj: int, idx: Tensor, src: Tensor, reduce: str = "sum") -> Tensor:
     """The SCATTER primitive: ``x`` is ``J + (n,) + R`` (``nj`` = len(J)), ``idx`` is ``J + (m,)``
     or ``J + (m,) + R`` (entries outside ``[0, n)`` are dropped), ``src`` is ``J + (m,) + R``;
-    returns ``x`` with ``src[j, i, r]`` added at ``[j, idx[j, i(, r)], r]``: O(m) work in index
-    order (duplicates add up deterministically). ``x``'s dtype must be in :data:`_SCATTER_DTYPES`."""
-    i64 = idx.astype(dt.int64)
-    s = src.astype(x.dtype)
-    return x._new(node(Op.SCATTER, (x.node, i64.node, s.node), ("sum", nj), x.dtype, x.shape))
+    returns ``x`` with each ``src[j, i, r]`` combined into ``[j, idx[j, i(, r)], r]`` by ``reduce``
+    (a key of :data:`_PRIM_REDUCE`), in index order: O(m) work, duplicates combine
+    deterministically (the last ``"set"`` wins). Every dtype; bfloat16 arithmetic runs in float32
+    (rounded once at the end). TypeError for ``"amax"``/``"amin"`` of complex numbers."""
+    prim = _PRIM_REDUCE[reduce]
+    if x.dtype.is_complex and prim in ("max", "min"):
+        raise TypeError(f"scatter_reduce: {reduce!r} is not defined for complex dtype {x.dtype.name} (complex "
+                        "numbers have no order)")
+    if x.dtype is dt.bfloat16 and prim != "set":
+        return scatter_prim(x.astype(dt.float32), nj, idx, src.astype(dt.float32), reduce).astype(x.dtype)
+    i64, s = idx.astype(dt.int64), src.astype(x.dtype)
+    return x._new(node(Op.SCATTER, (x.node, i64.node, s.node), (prim, nj), x.dtype, x.shape))
 
 
-def _use_prim(x: Tensor) -> bool:
-    return x.dtype.name in _SCATTER_DTYPES and math.prod(x.shape) > 0
+def _hit_count(x: Tensor, nj: int, idx: Tensor) -> Tensor:
+    """How many index entries hit each target: int64, ``x``'s shape (``J + (n,) + 1s`` when the
+    index is the same for every ``r``)."""
+    per_r = idx.ndim > nj + 1
+    count = scatter_prim(x._const(0, dt.int64, x.shape if per_r else x.shape[:nj + 1]), nj, idx,
+                         x._const(1, dt.int64, idx.shape))
+    return count.reshape(count.shape + (1,) * (x.ndim - count.ndim))
 
 
-def _scatter_sum_mean(x: Tensor, nj: int, idx: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
-    """``"sum"``/``"mean"`` scatter through the SCATTER primitive (layouts of :func:`scatter_add_prim`)."""
-    zeros = x._const(0, x.dtype, x.shape)
-    total = scatter_add_prim(zeros if reduce == "mean" or not include_self else x, nj, idx, src)
-    if reduce == "sum" and include_self:
-        return total
-    per_r = idx.ndim > nj + 1  # the index varies along R: count per target element
-    count = scatter_add_prim(x._const(0, dt.int64, x.shape if per_r else x.shape[:nj + 1]), nj, idx,
-                             x._const(1, dt.int64, idx.shape))
-    count = count.reshape(count.shape + (1,) * (x.ndim - count.ndim))
-    if reduce == "sum":
-        return _where3(count > 0, total, x)
-    if include_self:
-        total, count = total + x, count + 1
-    c = count.maximum(1).astype(x.dtype)
-    mean = total / c if x.dtype.is_float else total // c
-    return _where3(count > 0, mean.astype(x.dtype), x)
-
-
-def _scatter(x: Tensor, idx: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
-    """The write core. Layout: ``x`` is ``J + (n,) + R``, ``idx`` is ``J + (m,)`` (int64; entries
-    outside ``[0, n)`` hit nothing), ``src`` is ``J + (m,) + R``. Each target ``x[j, k, r]`` combines
-    the ``src[j, i, r]`` with ``idx[j, i] == k`` by ``reduce``: ``"set"`` (the last such ``i``
-    wins), or one of :data:`_REDUCTIONS`. Targets hit by nothing keep their value."""
-    nj = idx.ndim - 1
-    m, n, rest = idx.shape[-1], x.shape[nj], x.shape[nj + 1:]
-    if m == 0 or n == 0:
+def _scatter(x: Tensor, nj: int, idx: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+    """The write core (layouts of :func:`scatter_prim`). Each target ``x[j, k, r]`` combines the
+    ``src[j, i, r]`` that hit it by ``reduce``: ``"set"`` (the last such ``i`` wins), or one of
+    :data:`_REDUCTIONS`, with ``x``'s own value when ``include_self``. Targets hit by nothing keep
+    their value."""
+    if idx.shape[nj] == 0 or x.size == 0:
         return x
-    ones_r = (1,) * len(rest)
-    if reduce in ("sum", "mean") and _use_prim(x):  # O(m): the SCATTER primitive
-        return _scatter_sum_mean(x, nj, idx, src, reduce, include_self)
-    hit = idx.reshape(idx.shape + (1,)).eq(_iota(n, x.device))  # J + (m, n)
-    hit = hit.reshape(hit.shape + ones_r)
-    s = src.reshape(src.shape[:nj + 1] + (1,) + rest)  # J + (m, 1) + R
-    keep = x.reshape(x.shape[:nj] + (1,) + x.shape[nj:])  # J + (1, n) + R
+    if reduce == "set" or (include_self and reduce != "mean"):
+        return scatter_prim(x, nj, idx, src, reduce)
+    hit = _hit_count(x, nj, idx) > 0
+    if reduce != "mean":  # without x's value: start hit targets from the reduction's identity
+        fill = 0 if reduce == "sum" else 1 if reduce == "prod" or x.dtype.is_complex else \
+            _extreme(x.dtype, reduce == "amin")
+        return scatter_prim(_where3(hit, x._const(fill, x.dtype, ()), x), nj, idx, src, reduce)
+    total = scatter_prim(x if include_self else x._const(0, x.dtype, x.shape), nj, idx, src)
+    count = _hit_count(x, nj, idx) + (1 if include_self else 0)
+    c = count.maximum(1).astype(x.dtype)
+    mean = total / c if x.dtype.is_float or x.dtype.is_complex else total // c
+    return _where3(hit, mean.astype(x.dtype), x)
+
+
+def _expand_index(idx: Tensor, nj: int, shape: tuple[int, ...]) -> Tensor:
+    """A ``J + (m,)`` index broadcast to ``shape`` = ``J + (m,) + R`` (a ``J + (m,) + R`` one as is)."""
+    return idx.reshape(idx.shape + (1,) * (len(shape) - idx.ndim)).broadcast_to(shape)
+
+
+def _scatter_weights(x: Tensor, idx: Tensor, src: Tensor, y: Tensor, reduce: str, nj: int) -> tuple[Tensor, Tensor]:
+    """The derivative of ``y = SCATTER(x, idx, src)`` as weights ``wx`` (``x``'s shape) and ``ws``
+    (``src``'s): ``dy = wx * dx + SCATTER_sum(0, idx, ws * dsrc)``. ``"set"``: only the winning
+    (last) write of each target counts; ``"max"``/``"min"``: the contributors equal to the result
+    share it evenly; ``"prod"``: the product of the others (exact with zeros among them)."""
+    full = _expand_index(idx, nj, src.shape)
+    at = lambda t: gather_prim(t, full, nj)  # noqa: E731  (a target's value read back at each src entry)
+    if reduce == "sum":
+        return x._const(1, x.dtype, ()), src._const(1, src.dtype, ())
     if reduce == "set":
-        order = _iota(m, x.device).reshape((1,) * nj + (m, 1) + ones_r)
-        last = _where3(hit, order, -1)._reduce("max", nj, True)  # J + (1, n) + 1s
-        val = _where3(hit & order.eq(last), s, x._const(0, x.dtype, ()))._reduce("sum", nj, True)
-        return _where3(last >= 0, val, keep).reshape(x.shape)
-    anyhit = hit.any(nj, keepdims=True)
-    if reduce in ("sum", "mean"):
-        total = _where3(hit, s, x._const(0, x.dtype, ()))._reduce("sum", nj, True)
-        if reduce == "sum":
-            out = keep + total if include_self else _where3(anyhit, total, keep)
-        else:
-            count = hit.astype(x.dtype)._reduce("sum", nj, True)
-            if include_self:
-                total, count = keep + total, count + 1
-            count = count.maximum(1)
-            mean = total / count if x.dtype.is_float else total // count
-            out = _where3(anyhit, mean.astype(x.dtype), keep)
-    elif reduce == "prod":
-        total = _where3(hit, s, x._const(1, x.dtype, ()))._reduce("prod", nj, True)
-        out = keep * total if include_self else _where3(anyhit, total, keep)
-    else:
-        op = "max" if reduce == "amax" else "min"
-        fill = x._const(_extreme(x.dtype, op == "min"), x.dtype, ())
-        best = _where3(hit, s, fill)._reduce(op, nj, True)
-        if include_self:
-            best = keep.maximum(best) if op == "max" else keep.minimum(best)
-        out = _where3(anyhit, best, keep)
-    return out.reshape(x.shape)
+        order = _iota(idx.shape[nj], x.device).reshape((1,) * nj + (idx.shape[nj],) + (1,) * (idx.ndim - nj - 1))
+        winner = scatter_prim(x._const(-1, dt.int64, idx.shape[:nj] + (x.shape[nj],) + idx.shape[nj + 1:]), nj,
+                              idx, order.broadcast_to(idx.shape), "set")
+        winner = winner.reshape(winner.shape + (1,) * (x.ndim - winner.ndim))
+        mine = at(winner).eq(_expand_index(order, nj, src.shape))
+        return (winner < 0).astype(x.dtype), mine.astype(src.dtype)
+    if reduce in ("max", "min"):
+        tie_x, tie_s = x.eq(y), src.eq(at(y))
+        count = scatter_prim(tie_x.astype(dt.int64), nj, full, tie_s.astype(dt.int64))
+        share = _where3(count > 0, 1 / count.maximum(1).astype(x.dtype), 0)
+        return _where3(tie_x, share, 0), _where3(tie_s, at(share), 0)
+    zx, zs = x.eq(0), src.eq(0)  # prod
+    zeros = scatter_prim(zx.astype(dt.int64), nj, full, zs.astype(dt.int64))
+    nonzero = scatter_prim(_where3(zx, 1, x), nj, idx, _where3(zs, 1, src), "prod")
+
+    def weight(c: Tensor, z: Tensor, p: Tensor, zc: Tensor) -> Tensor:
+        return _where3(zc, _where3(z.eq(1), p, 0), _where3(z.eq(0), p / _where3(zc, 1, c), 0))
+
+    return weight(x, zeros, nonzero, zx), weight(src, at(zeros), at(nonzero), zs)
 
 
-def _move_last(t: Tensor, axis: int) -> Tensor:
-    return t.permute(tuple(i for i in range(t.ndim) if i != axis) + (axis,))
+def scatter_vjp(x: Tensor, idx: Tensor, src: Tensor, y: Tensor, g: Tensor, reduce: str, nj: int,
+                need: list[bool]) -> tuple[Tensor | None, Tensor | None]:
+    """Cotangents of SCATTER's ``x`` and ``src`` (see :func:`_scatter_weights`)."""
+    wx, ws = _scatter_weights(x, idx, src, y, reduce, nj)
+    gx = g * wx if need[0] else None
+    gs = gather_prim(g, _expand_index(idx, nj, src.shape), nj) * ws if need[2] else None
+    return gx, gs
 
 
-def _move_back(t: Tensor, axis: int) -> Tensor:
-    order = list(range(t.ndim - 1))
-    order.insert(axis, t.ndim - 1)
-    return t.permute(tuple(order))
+def scatter_jvp(x: Tensor, idx: Tensor, src: Tensor, y: Tensor, tx: Tensor, ts: Tensor, reduce: str,
+                nj: int) -> Tensor:
+    """The tangent of SCATTER's output from the tangents of ``x`` and ``src``."""
+    wx, ws = _scatter_weights(x, idx, src, y, reduce, nj)
+    return scatter_prim((tx * wx).broadcast_to(x.shape), nj, idx, (ts * ws).broadcast_to(src.shape))
 
 
 def _checked(idx: Tensor, n: int, axis: int) -> Tensor:
@@ -332,10 +343,7 @@ def _scatter_along(name: str, x: Tensor, a: int, idx: Tensor, src: Tensor, reduc
         # positions outside index's extent take no part: their index is -1, which hits nothing
         pads = tuple((0, s - i) if d != a else (0, 0) for d, (i, s) in enumerate(zip(idx.shape, x.shape)))
         idx, src = idx.pad(pads, -1), src.pad(pads)
-    if reduce in ("sum", "mean") and _use_prim(x) and idx.shape[a]:  # in place: no transposed copies
-        return _scatter_sum_mean(x, a, idx, src, reduce, include_self)
-    out = _scatter(_move_last(x, a), _move_last(idx, a), _move_last(src, a), reduce, include_self)
-    return _move_back(out, a)
+    return _scatter(x, a, idx, src, reduce, include_self)
 
 
 def _src_like(src: Any, x: Tensor) -> Tensor:
@@ -523,7 +531,7 @@ def _plan(x: Tensor, entries: list[tuple[str, Any, int]]) -> _Plan:
     except ValueError:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
                          + " ".join(str(tuple(a.shape)) for _, a, _, _ in adv)) from None
-    # bounds: host arrays here, unguarded tensors in one schedule, guarded ones are left to the one-hot
+    # bounds: host arrays here, unguarded tensors in one schedule, guarded ones are left to GATHER's gate
     dev = [i for i, (_, a, _, _) in enumerate(adv) if isinstance(a, T) and a.size and not _guarded(a)]
     ranges = dict(zip(dev, _device_ranges([adv[i][1].astype(dt.int64) for i in dev])))
     values, guarded = [], False
@@ -696,7 +704,7 @@ def setitem(x: Tensor, index: Any, value: Any) -> None:
     if order is not None:
         vb = vb.permute(tuple(order.index(i) for i in range(len(order))))
     m = plan.flat.size
-    new = _scatter(flat_view, plan.flat.reshape(m), vb.reshape((m,) + rest), "set")
+    new = _scatter(flat_view, 0, plan.flat.reshape(m), vb.reshape((m,) + rest), "set")
     moved = new.reshape(tuple(view.shape[p] for p in plan.positions) + rest)
     perm = list(plan.positions) + [d for d in range(view.ndim) if d not in plan.positions]
     x.assign(_put_basic(x, plan.basic, moved.permute(tuple(perm.index(d) for d in range(view.ndim)))))

@@ -6,8 +6,8 @@ shapes, so it is computed here in numpy, once per call, and the tensor work is o
 per axis with a constant ``(in, out)`` matrix: a row of taps (2 for linear, 4 for cubic, with
 clamped indices adding up at the borders) per output element. The matrices are constants, so
 gradients, jvp and vmap follow from the matmul. Nearest neighbour copies instead of multiplying:
-an integer upscale is a broadcast (expand + reshape), anything else a one-hot select
-(:func:`corvid.ops.manipulation.take_onehot`), so values come back bit-exactly.
+an integer upscale is a broadcast (expand + reshape), anything else a gather
+(:func:`corvid.ops.manipulation.take_at`), so values come back bit-exactly.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .manipulation import take_onehot
+from .manipulation import take_at
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -165,4 +165,4 @@ def _nearest(x: Tensor, axis: int, o: int, factor: float | None, exact: bool) ->
         r = o // i
         shape = x.shape[:axis + 1] + (r,) + x.shape[axis + 1:]
         return x.unsqueeze(axis + 1).expand(shape).reshape(x.shape[:axis] + (o,) + x.shape[axis + 1:])
-    return take_onehot(x, Tensor(index, device=x.device), axis)
+    return take_at(x, Tensor(index, device=x.device), axis)

@@ -4,7 +4,7 @@ moveaxis, rot90, broadcast_arrays, expand_dims, unstack, diagonal/diag/trace, fr
 Everything here is a view (reshape, permute, expand, pad, shrink, flip) plus at most a ``where``
 or a subtraction, so autodiff, jvp and vmap need no rules of their own. The one exception is
 ``repeat`` with per-element counts: its output length depends on the counts, which are read as
-Python ints (a Tensor of counts is realized), and the copy is a one-hot gather (O(n * total)).
+Python ints (a Tensor of counts is realized), and the copy is one gather.
 """
 
 from __future__ import annotations
@@ -50,23 +50,13 @@ def _axes_arg(axis: int | Sequence[int], ndim: int, what: str = "axis") -> list[
     return out
 
 
-def take_onehot(x: Tensor, index: Tensor, axis: int) -> Tensor:
-    """``x`` gathered along ``axis`` at the int ``index`` (1-D, values in range): a one-hot select.
+def take_at(x: Tensor, index: Tensor, axis: int) -> Tensor:
+    """``x`` gathered along ``axis`` at the int ``index`` (1-D, values in range): one GATHER, an
+    indirect load, so values come back bit-exactly (``-0.0`` and nan included) in O(len(index)),
+    and the gradient is a scatter-add."""
+    from .indexing import _take
 
-    The select is a ``prod`` over the source axis with filler 1, which copies the chosen value
-    bit-exactly (``-0.0`` and nan included; a ``sum`` would turn ``-0.0`` into ``0.0``), and whose
-    gradient rule sends the whole cotangent to the chosen element. Cost: O(len(index) * n)."""
-    a = normalize_axis(axis, x.ndim)
-    n, m = x.shape[a], index.shape[0]
-    xl = moveaxis(x, a, -1).unsqueeze(-2)                                  # (..., 1, n)
-    hit = index.reshape(m, 1).eq(_iota(n, x).reshape(1, n))               # (m, n)
-    if x.dtype.is_bool:
-        out = where(hit, xl, True)._reduce("prod", -1, False)
-    elif n == 0:
-        out = x._const(0, x.dtype, xl.shape[:-2] + (m,))
-    else:
-        out = where(hit, xl, x._const(1, x.dtype, ()))._reduce("prod", -1, False)
-    return moveaxis(out, -1, a)
+    return _take(x, index.astype(dt.int64), normalize_axis(axis, x.ndim))
 
 
 def moveaxis(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
@@ -192,7 +182,7 @@ def repeat(x: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
     if counts.size != n:
         raise ValueError(f"repeat: got {counts.size} counts for axis {a} of size {n} (shape {x.shape})")
     index = np.repeat(np.arange(n), counts)
-    return take_onehot(x, Tensor(index, device=x.device), a)
+    return take_at(x, Tensor(index, device=x.device), a)
 
 
 def diff(x: Tensor, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Tensor:

@@ -273,7 +273,7 @@ def _is_int(x: Any) -> bool:
     from ..engine.capture import tracing
     from ..tensor import Tensor
 
-    # a traced 0-d index has no value yet: it takes the one-hot path of corvid.ops.indexing
+    # a traced 0-d index has no value yet: it takes the GATHER path of corvid.ops.indexing
     return isinstance(x, Tensor) and x.ndim == 0 and x.dtype.is_int and not (x.node.traced or tracing())
 
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import dtype as dt
 from .elementwise import where
-from .manipulation import _iota, _tensor, axis_of, moveaxis, take_onehot
+from .manipulation import _iota, _tensor, axis_of, moveaxis, take_at
 from .movement import cat
 from .scan import ValuesIndices, cumsum
 
@@ -297,7 +297,7 @@ def _unique(x: Any) -> UniqueAll:
     in_group = group.reshape(1, n).eq(slot)                             # (u, n)
     heads = (in_group & first.reshape(1, n))
     head_pos = where(heads, _iota(n, x).reshape(1, n), 0).sum(-1)      # sorted slot of each group's head
-    uniq = take_onehot(values, head_pos, 0)
+    uniq = take_at(values, head_pos, 0)
     indices = where(heads, perm.reshape(1, n), 0).sum(-1)
     counts = in_group.sum(-1)
     inverse = where(perm.reshape(n, 1).eq(_iota(n, x).reshape(1, n)), group.reshape(n, 1), 0).sum(0)

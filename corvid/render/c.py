@@ -475,25 +475,37 @@ class CRenderer:
 
 
 
-_SCATTER_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
+_SET_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "cv_bits128"}
 
 
-def render_scatter(name: str, dtype: DType, O: int, n: int, m: int, inner: int, idx_inner: int,
+def _scatter_combine(reduce: str, dtype: DType, t: str) -> str:
+    """The C statement that combines ``v`` into the target ``d[0]`` for one SCATTER reduce."""
+    if reduce == "set":
+        return "d[0] = v;"
+    if reduce in ("max", "min"):  # nan in either operand wins, as numpy's maximum/minimum
+        keep = ">=" if reduce == "max" else "<="
+        return f"d[0] = (d[0] != d[0] || d[0] {keep} v) ? d[0] : v;"
+    op = "+" if reduce == "sum" else "*"
+    if dtype.is_int and dtype.name != "bool":  # unsigned arithmetic: wraps like numpy, no undefined behaviour
+        return f"d[0] = ({t})((uint64_t)d[0] {op} (uint64_t)v);"
+    return f"d[0] = d[0] {op} v;"
+
+
+def render_scatter(name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int, idx_inner: int,
                    openmp: bool) -> str:
-    """C for SCATTER "sum" (see graph/node.py): copy x, then add each src element at its index.
-    Work is split across threads by ``o`` (or, with one ``o``, by blocks of ``r``), so no two
-    threads touch one target and duplicates add up in index order, without atomics. Integers
-    add through unsigned arithmetic (wrapping like numpy, no undefined behaviour)."""
-    t = _SCATTER_TYPES[dtype.name]
-    add = ("d[0] + v" if dtype.is_float else
-           f"({t})((uint64_t)d[0] + (uint64_t)v)")
+    """C for SCATTER (see graph/node.py): copy x, then combine each src element into its target by
+    ``reduce`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"set"``, which copies the bits, so
+    it serves every dtype). Work is split across threads by ``o`` (or, with one ``o``, by blocks of
+    ``r``), so no two threads touch one target and duplicates combine in index order (the last
+    ``"set"`` wins), without atomics."""
+    t = _SET_TYPES[dtype.itemsize] if reduce == "set" else _STORAGE[dtype.name]
     par = "#pragma omp parallel for schedule(static)" if openmp else ""
     idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
     body = f"""      long long t = {idx};
       if (t < 0 || t >= n) continue;  /* out of range: dropped */
       {t}* d = out + (o * n + t) * I + r;
       {t} v = src[(o * m + i) * I + r];
-      d[0] = {add};"""
+      {_scatter_combine(reduce, dtype, t)}"""
     if O > 1 or inner < 64:
         loops = f"""  {par}
   for (long long o = 0; o < O; o++)
@@ -511,6 +523,7 @@ def render_scatter(name: str, dtype: DType, O: int, n: int, m: int, inner: int, 
       }}
   }}"""
     return f"""#include <stdint.h>
+typedef struct {{ uint64_t lo, hi; }} cv_bits128;
 void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
   const long long O = {O}, n = {n}, m = {m}, I = {inner};
   {par}

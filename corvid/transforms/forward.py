@@ -225,14 +225,19 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.CUSTOM: lambda y, xs, ts: _no_host_jvp(y),
     Op.GATHER: lambda y, xs, ts: None if ts[0] is None else y._new(
         node(Op.GATHER, (ts[0].node, xs[1].node), y.node.arg, y.dtype, y.shape)),
-    # linear in x and src: the same scatter of the tangents
-    Op.SCATTER: lambda y, xs, ts: y._new(node(Op.SCATTER, (_z(ts[0], xs[0]).node, xs[1].node, _z(ts[2], xs[2]).node),
-                                              y.node.arg, y.dtype, y.shape)),
+    Op.SCATTER: lambda y, xs, ts: _scatter_jvp(xs[0], xs[1], xs[2], y, _z(ts[0], xs[0]), _z(ts[2], xs[2]),
+                                               *y.node.arg),
 }
 for _op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.BITCAST, Op.IDIV):
     _RULES[_op] = _zero
 for _op in MOVEMENT:
     _RULES[_op] = lambda y, xs, ts: _move(y, ts[0])
+
+
+def _scatter_jvp(*args: Any) -> Tensor:
+    from ..ops.indexing import scatter_jvp
+
+    return scatter_jvp(*args)
 
 
 def _select_extreme(first: Tensor, second: Tensor, ta: Tensor, tb: Tensor) -> Tensor:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from .. import dtype as dt
 from ..autograd import enable_grad
 from ..graph.node import Mark, Node, Op, node
 from ..ops.elementwise import make_complex, where
@@ -145,20 +144,14 @@ MOVEMENT_OPS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.PAD, Op.SHRINK, 
 
 def _gather_rule(x: Tensor, idx: Tensor, g: Tensor, axis: int) -> Tensor:
     """Scatter-add of ``g`` into ``x``'s shape at ``idx`` along ``axis`` (the SCATTER primitive,
-    O(len(idx)); a one-hot contraction for dtypes it lacks); summed over the dimensions ``x``
-    broadcast."""
-    from ..creation import arange
-    from ..ops.indexing import _SCATTER_DTYPES, scatter_add_prim
+    O(len(idx))); summed over the dimensions ``x`` broadcast."""
+    from ..ops.indexing import scatter_prim
 
     n = x.shape[axis]
     full = idx.shape[:axis] + (n,) + idx.shape[axis + 1:]
-    work = g.dtype if g.dtype.name in _SCATTER_DTYPES else dt.float32 if g.dtype.is_float else None
-    if work is not None and math.prod(g.shape):
-        gx = scatter_add_prim(g._const(0, work, full), axis, idx, g.astype(work))
-    else:
-        pos = arange(n, dtype=idx.dtype, device=g.device).reshape((1,) * (axis + 1) + (n,) + (1,) * (idx.ndim - axis - 1))
-        hit = idx.reshape(idx.shape[:axis + 1] + (1,) + idx.shape[axis + 1:]).eq(pos)
-        gx = where(hit, g.reshape(g.shape[:axis + 1] + (1,) + g.shape[axis + 1:]), 0.0).sum(axis)
+    gx = g._const(0, g.dtype, full)
+    if math.prod(g.shape):
+        gx = scatter_prim(gx, axis, idx, g)
     wide = tuple(d for d in range(x.ndim) if x.shape[d] == 1 and gx.shape[d] != 1)
     return (gx.sum(wide, keepdims=True) if wide else gx).astype(x.dtype)
 
@@ -189,15 +182,10 @@ def vjp_rule(n: Node, g: Tensor, need: list[bool]) -> list[Tensor | None]:
     elif n.op is Op.GATHER:
         if need[0]:
             out[0] = _gather_rule(t(n.src[0]), t(n.src[1]), g, n.arg)
-    elif n.op is Op.SCATTER:  # out = x + scatter(src): x gets g, src reads g back at its indices
-        out[0] = g if need[0] else None
-        if need[2]:
-            idx, src, nj = n.src[1], n.src[2], n.arg[1]
-            if idx.shape != src.shape:  # J + (m,): the same index for every r
-                ones = idx.shape + (1,) * (len(src.shape) - len(idx.shape))
-                idx = node(Op.EXPAND, (node(Op.RESHAPE, (idx,), ones, idx.dtype, ones),), src.shape, idx.dtype,
-                           src.shape)
-            out[2] = g._new(node(Op.GATHER, (g.node, idx), nj, g.dtype, src.shape))
+    elif n.op is Op.SCATTER:
+        from ..ops.indexing import scatter_vjp
+
+        out[0], out[2] = scatter_vjp(t(n.src[0]), t(n.src[1]), t(n.src[2]), t(n), g, *n.arg, need)
     elif n.op is Op.CUSTOM:
         raise NotImplementedError(f"the host op {n.arg.op.name} has no derivative rule: its module must wrap it "
                                   "in custom_vjp (see corvid/engine/host.py)")
