@@ -34,3 +34,4 @@ from . import linalg  # noqa: E402,F401
 from . import fft  # noqa: E402,F401
 from .dtype import complex64, complex128  # noqa: E402,F401
 from .ops.elementwise import make_complex as complex  # noqa: E402,F401,A001
+from .codegen.search import beam  # noqa: E402,F401

@@ -17,7 +17,9 @@ op         meaning
 Nothing here says *where* a value is computed: :mod:`corvid.codegen.linearize` places each value
 in the innermost loop its variables need, so loop-invariant work is hoisted by construction.
 Loops have a ``kind``: ``"global"`` loops may run in parallel (GPU grid dimensions, CPU threads),
-``"reduce"`` loops carry an accumulator.
+``"local"`` loops are the work-group dimensions of GPU-style backends (plain loops on the CPU),
+``"reduce"`` loops carry an accumulator. A kernel also records the optimization actions applied
+to it (``opts``, see :mod:`corvid.codegen.opt`) and which loop runs across threads (``parallel``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,22 @@ from ..graph.symbolic import Sym, Var
 class Loop:
     var: Var
     size: int
-    kind: str  # "global" | "reduce"
+    kind: str  # "global" | "local" | "reduce"
+    unroll: int = 1  # > 1: the renderer asks the compiler to unroll the loop this many times
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One optimization action applied to a kernel (see :mod:`corvid.codegen.opt`): ``op`` names
+    the action, ``axis`` the loop it acts on, ``arg`` its amount (or the loop order of a
+    ``permute``). A kernel keeps the actions applied to it, in order, in ``Kernel.opts``."""
+
+    op: str
+    axis: int
+    arg: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.op}({self.axis}{'' if self.arg is None else f', {self.arg}'})"
 
 
 class U:
@@ -83,6 +100,15 @@ class Kernel:
     stores: list[Store] = field(default_factory=list)
     _cse: dict[tuple, U] = field(default_factory=dict, repr=False)
     vector_width: int = 1  # lanes of the ``lane`` variable, when the kernel is vectorized
+    opts: tuple[Opt, ...] = ()  # the optimization actions applied, in order
+    # which loop runs across threads: None lets the linearizer choose, "off" keeps the kernel on one
+    # thread, a Var names the output loop (set by the ``thread`` action)
+    parallel: Any = None
+
+    def empty_like(self, loops: list[Loop], vector_width: int | None = None) -> Kernel:
+        """A kernel with this one's name, params, actions and threading, new loops and no values."""
+        return Kernel(self.name, self.params, loops, vector_width=self.vector_width if vector_width is None
+                      else vector_width, opts=self.opts, parallel=self.parallel)
 
     def u(self, op: str, dtype: DType, src: tuple[U, ...] = (), arg: Any = None) -> U:
         """The unique value for (op, dtype, src, arg) in this kernel."""
@@ -120,7 +146,7 @@ class Kernel:
         """A copy with loop variables replaced (used to merge loops) and new output loops.
 
         ``reduce_loops`` maps ``id`` of a reduce value to its replacement loop tuple."""
-        out = Kernel(self.name, self.params, loops, vector_width=self.vector_width)
+        out = self.empty_like(loops)
         memo: dict[int, U] = {}
         for u in self.values():
             src = tuple(memo[id(s)] for s in u.src)
@@ -133,9 +159,22 @@ class Kernel:
 
     # cost model, for DEBUG and the roofline report -------------------------------------------
     def estimates(self) -> tuple[int, int]:
-        """(floating point operations, bytes moved), counting each loop nest's trip counts."""
+        """(floating point operations, bytes moved): each float ALU op and each float accumulate
+        counted per iteration of its loop nest (times the lanes of a vector value), and every
+        buffer read or written once (the compulsory traffic)."""
         trips = _trip_counts(self)
-        flops = sum(trips[id(u)] for u in self.values() if u.op == "alu" and u.dtype.is_float)
+        lanes = self.vector_width
+        vec: set[int] = set()
+        if lanes > 1:
+            lane = Var("lane", 0, lanes - 1)
+            for u in self.values():
+                if any(lane in s.vars() for s in u.syms()) or any(id(x) in vec for x in u.src):
+                    vec.add(id(u))
+        flops = 0
+        for u in self.values():
+            if u.dtype.is_float and u.op in ("alu", "reduce"):
+                n = trips[id(u.src[0])] if u.op == "reduce" else trips[id(u)]
+                flops += n * (lanes if id(u) in vec else 1)
         nbytes = sum(p.size * p.dtype.itemsize for p in self.params)
         return flops, nbytes
 

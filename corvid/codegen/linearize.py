@@ -176,6 +176,20 @@ def _work(stmts: list, mult: int = 1) -> int:
 
 
 def _mark_parallel(k: Kernel, stmts: list) -> None:
+    """Mark the loop that runs across threads: the one the ``thread`` action chose, else the
+    outermost output loop (or a top-level reduce) when the kernel has enough work."""
+    if k.parallel == "off":
+        return
+    if isinstance(k.parallel, Var):
+        level = stmts
+        while True:
+            s = next((s for s in level if isinstance(s, For) and not s.reduce), None)
+            if s is None:
+                break
+            if s.loop.var == k.parallel:
+                s.parallel = True
+                return
+            level = s.body
     if _work(stmts) < PARALLEL_MIN_WORK:
         return
     loops = [s for s in stmts if isinstance(s, For)]

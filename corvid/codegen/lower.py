@@ -163,11 +163,15 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node]) -> tuple[Kernel, _
     return kernel, lw
 
 
-def lower(name: str, root: Node, inputs: list[Node]) -> Kernel:
-    """Lower ``root``'s kernel, merge its loops and apply the default optimizations."""
+def lower(name: str, root: Node, inputs: list[Node], device: str | None = None) -> Kernel:
+    """Lower ``root``'s kernel, merge its loops and optimize it: for ``device`` by
+    :func:`corvid.codegen.search.optimize` (heuristics, or beam search when asked for), else by
+    the heuristics."""
     from .opt import apply_heuristics
+    from .search import optimize
 
-    return apply_heuristics(merge_loops(lower_unmerged(name, root, inputs)[0]))
+    k = merge_loops(lower_unmerged(name, root, inputs)[0])
+    return apply_heuristics(k) if device is None else optimize(k, device)
 
 
 # --- loop merging ------------------------------------------------------------------------------------

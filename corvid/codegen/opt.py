@@ -1,30 +1,42 @@
 """Optimization actions on a kernel, and the default heuristics that choose them.
 
-An action is a small transformation that keeps results identical:
+An action (:class:`~corvid.codegen.ir.Opt`) is a small transformation that keeps results equal
+(identical, except that ``vectorize`` and ``group`` reassociate a float reduction). Apply one with
+:func:`apply_opt`; a kernel records the actions applied to it in ``kernel.opts``. ``axis``
+counts the kernel's output loops (outermost first), except for ``unroll`` and ``group``, whose
+``axis`` counts its reduce loops (:func:`reduce_loops`).
 
-* ``upcast(k, axis, amount)``: split output loop ``axis`` into an outer loop and ``amount``
-  copies of the body (register tiling). Reduces in the copies share their loop variables, so the
+* ``upcast(axis, amount)``: split output loop ``axis`` into an outer loop and ``amount`` copies of
+  the body (register tiling). Reduces in the copies share their loop variables, so the
   linearizer runs them in one loop with ``amount`` accumulators that the C compiler keeps in
   (vector) registers.
-* ``vectorize(k, axis, width)``: the output loop ``axis`` becomes ``outer*width + lane``; values
+* ``vectorize(axis, width)``: the output loop ``axis`` becomes ``outer*width + lane``; values
   that depend on ``lane`` are vectors of ``width`` lanes (contiguous loads and stores, vector
-  arithmetic and accumulators). Only applied where every lane-dependent access is contiguous
-  and every lane-dependent op has a vector form.
-* ``reorder(k, order)``: permute the output loops.
+  arithmetic and accumulators). Only where every lane-dependent access is contiguous and every
+  lane-dependent op has a vector form.
+* ``permute(0, order)``: reorder the output loops (``order[i]`` is the old position of loop ``i``).
+* ``split(axis, amount)``: output loop ``axis`` becomes two loops, ``amount`` iterations inside
+  (loop tiling); ``local(axis, amount)`` the same with a ``"local"`` inner loop, the work-group
+  dimension of GPU-style backends (the C renderer runs it as a plain loop).
+* ``unroll(axis, amount)``: the compiler unrolls reduce loop ``axis`` ``amount`` times.
+* ``group(axis, amount)``: reduce loop ``axis`` becomes partial reductions over chunks of
+  ``amount`` iterations, then a reduction of the partials (two-step reduce).
+* ``thread(axis)``: output loop ``axis`` is the one that runs across threads; ``thread(-1)``
+  keeps the kernel on one thread. Without it the linearizer chooses.
 
-``apply_heuristics`` picks actions without search. For now it targets kernels where a reduce runs
-inside the innermost output loop and reads an input with a stride along that loop (a matmul, or a
-sum over a leading axis): it tiles that loop and the one before it so each loaded value is reused
-from registers. The optimizer issue extends this with more actions and beam search.
+:class:`OptError` says an action does not apply (an axis out of range, an amount that does not
+divide, lanes that would not be contiguous). ``apply_heuristics`` picks actions without search;
+:mod:`corvid.codegen.search` searches over them.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from ..graph.node import Op
 from ..graph.symbolic import Lin, Num, Sym, Var
-from .ir import Kernel, Loop, Store, U, substitute_arg
+from .ir import Kernel, Loop, Opt, Store, U, substitute_arg
 
 # register tile of a matmul-like kernel: ROW_TILES rows (tried in order, the first that divides the
 # row count wins) x COL_TILES vectors. 8x2 keeps 16 vector accumulators and, per step of the reduce,
@@ -34,6 +46,10 @@ ROW_TILES = (8, 6, 4, 2)
 COL_TILES = (2,)
 SMALL_UPCAST = 16  # a matmul-like kernel's innermost output loop up to this size is unrolled whole
 VECTOR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.MIN})
+
+
+class OptError(ValueError):
+    """An optimization action that does not apply to this kernel."""
 
 
 @functools.cache
@@ -53,15 +69,36 @@ def _copy_into(dst: Kernel, src: Kernel, mapping: dict[Var, Sym], memo_out: dict
     memo_out.update(memo)
 
 
+def _output_loop(k: Kernel, axis: int, amount: int | None = None) -> Loop:
+    if not 0 <= axis < len(k.loops):
+        raise OptError(f"axis {axis} is not an output loop of a kernel with {len(k.loops)}")
+    lp = k.loops[axis]
+    if amount is not None and (amount < 1 or lp.size % amount):
+        raise OptError(f"{amount} does not divide loop {axis} of size {lp.size}")
+    return lp
+
+
+def reduce_loops(k: Kernel) -> list[Loop]:
+    """The kernel's reduce loops, each once, in the order its values use them."""
+    seen: dict[Var, Loop] = {}
+    for lp in k.reduce_loops():
+        seen.setdefault(lp.var, lp)
+    return list(seen.values())
+
+
+def _reduce_loop(k: Kernel, axis: int) -> Loop:
+    loops = reduce_loops(k)
+    if not 0 <= axis < len(loops):
+        raise OptError(f"axis {axis} is not a reduce loop of a kernel with {len(loops)}")
+    return loops[axis]
+
+
 def upcast(k: Kernel, axis: int, amount: int) -> Kernel:
     """Tile output loop ``axis`` by ``amount`` (which must divide its size)."""
-    lp = k.loops[axis]
-    if lp.size % amount:
-        raise ValueError(f"upcast: {amount} does not divide loop size {lp.size}")
+    lp = _output_loop(k, axis, amount)
     outer = Var(f"{lp.var.name}u", 0, lp.size // amount - 1)
     keep = [Loop(outer, lp.size // amount, lp.kind)] if amount < lp.size else []  # whole: no loop left
-    loops = k.loops[:axis] + keep + k.loops[axis + 1:]
-    out = Kernel(k.name, k.params, loops, vector_width=k.vector_width)
+    out = k.empty_like(k.loops[:axis] + keep + k.loops[axis + 1:])
     for i in range(amount):
         memo: dict[int, U] = {}
         mapping = {lp.var: outer * amount + i if keep else Num(i)}
@@ -80,11 +117,13 @@ def _contiguous_in(expr: Sym, lane: Var) -> bool:
 
 def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
     """Whether ``vectorize(k, axis, width)`` would give only contiguous vector accesses and vector ops."""
+    if not 0 <= axis < len(k.loops) or k.vector_width > 1:
+        return False
     lp = k.loops[axis]
-    if lp.size % width or len(k.params) == 0:
+    if width < 2 or lp.size % width or len(k.params) == 0:
         return False
     lane = lane_var(width)
-    trial = vectorize(k, axis, width)
+    trial = _vectorized(k, axis, width)
     vec: set[int] = set()
     for u in trial.values():
         dep = any(lane in s.vars() for s in u.syms()) or any(id(x) in vec for x in u.src)
@@ -105,12 +144,10 @@ def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
                for st in trial.stores)
 
 
-def vectorize(k: Kernel, axis: int, width: int) -> Kernel:
-    """Make output loop ``axis`` an outer loop of vectors of ``width`` lanes."""
+def _vectorized(k: Kernel, axis: int, width: int) -> Kernel:
     lp = k.loops[axis]
     outer = Var(f"{lp.var.name}v", 0, lp.size // width - 1)
-    loops = k.loops[:axis] + [Loop(outer, lp.size // width, lp.kind)] + k.loops[axis + 1:]
-    out = Kernel(k.name, k.params, loops, vector_width=width)
+    out = k.empty_like(k.loops[:axis] + [Loop(outer, lp.size // width, lp.kind)] + k.loops[axis + 1:], width)
     memo: dict[int, U] = {}
     mapping = {lp.var: outer * width + lane_var(width)}
     _copy_into(out, k, mapping, memo)
@@ -118,9 +155,100 @@ def vectorize(k: Kernel, axis: int, width: int) -> Kernel:
     return out
 
 
-def reorder(k: Kernel, order: list[int]) -> Kernel:
+def vectorize(k: Kernel, axis: int, width: int) -> Kernel:
+    """Make output loop ``axis`` an outer loop of vectors of ``width`` lanes."""
+    if not can_vectorize(k, axis, width):
+        raise OptError(f"loop {axis} does not vectorize by {width} (non-contiguous lanes, an op without a "
+                       "vector form, or an already vectorized kernel)")
+    return _vectorized(k, axis, width)
+
+
+def permute(k: Kernel, order: tuple[int, ...]) -> Kernel:
     """Permute the output loops (``order[i]`` is the old position of new loop ``i``)."""
-    return Kernel(k.name, k.params, [k.loops[i] for i in order], k.stores, k._cse, k.vector_width)
+    if sorted(order) != list(range(len(k.loops))):
+        raise OptError(f"{order} is not a permutation of the {len(k.loops)} output loops")
+    return Kernel(k.name, k.params, [k.loops[i] for i in order], k.stores, k._cse, k.vector_width, k.opts,
+                  k.parallel)
+
+
+def split(k: Kernel, axis: int, amount: int, kind: str | None = None) -> Kernel:
+    """Output loop ``axis`` as an outer loop and an inner one of ``amount`` iterations."""
+    lp = _output_loop(k, axis, amount)
+    if not 1 < amount < lp.size:
+        raise OptError(f"split: amount {amount} must be between 1 and the loop size {lp.size}, exclusive")
+    o, i = Var(f"{lp.var.name}o", 0, lp.size // amount - 1), Var(f"{lp.var.name}i", 0, amount - 1)
+    loops = k.loops[:axis] + [Loop(o, lp.size // amount, lp.kind), Loop(i, amount, kind or lp.kind)] + k.loops[axis + 1:]
+    out = k.substitute({lp.var: o * amount + i}, loops)
+    if out.parallel == lp.var:
+        out.parallel = o
+    return out
+
+
+def local(k: Kernel, axis: int, amount: int) -> Kernel:
+    """``split`` with a ``"local"`` (work-group) inner loop."""
+    return split(k, axis, amount, "local")
+
+
+def unroll(k: Kernel, axis: int, amount: int) -> Kernel:
+    """Ask the compiler to unroll reduce loop ``axis`` ``amount`` times."""
+    lp = _reduce_loop(k, axis)
+    if not 1 < amount <= lp.size:
+        raise OptError(f"unroll: amount {amount} must be in (1, {lp.size}]")
+    new = Loop(lp.var, lp.size, lp.kind, amount)
+    swap = {id(u): tuple(new if x.var == lp.var else x for x in u.arg[1]) for u in k.values() if u.op == "reduce"}
+    return k.substitute({}, k.loops, swap)
+
+
+def group(k: Kernel, axis: int, amount: int) -> Kernel:
+    """Reduce loop ``axis`` as partial reductions over chunks of ``amount``, then a reduction of
+    the partials: every reduce over that loop becomes an outer reduce of an inner one."""
+    lp = _reduce_loop(k, axis)
+    if not 1 < amount < lp.size or lp.size % amount:
+        raise OptError(f"group: {amount} must divide the reduce loop size {lp.size} and be smaller")
+    g, c = Var(f"{lp.var.name}g", 0, lp.size // amount - 1), Var(f"{lp.var.name}c", 0, amount - 1)
+    mapping = {lp.var: g * amount + c}
+    out = k.empty_like(k.loops)
+    memo: dict[int, U] = {}
+    for u in k.values():
+        src = tuple(memo[id(s)] for s in u.src)
+        loops = u.arg[1] if u.op == "reduce" else ()
+        j = next((n for n, x in enumerate(loops) if x.var == lp.var), None)
+        if j is None:
+            memo[id(u)] = out.u(u.op, u.dtype, src, substitute_arg(u, mapping))
+            continue
+        inner = out.u("reduce", u.dtype, src, (u.arg[0], (Loop(c, amount, "reduce", lp.unroll),) + loops[j + 1:]))
+        memo[id(u)] = out.u("reduce", u.dtype, (inner,), (u.arg[0], loops[:j] + (Loop(g, lp.size // amount, "reduce"),)))
+    out.stores = [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in k.stores]
+    return out
+
+
+def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
+    """Run output loop ``axis`` across threads (``-1``: one thread)."""
+    choice = "off" if axis == -1 else _output_loop(k, axis).var
+    return Kernel(k.name, k.params, k.loops, k.stores, k._cse, k.vector_width, k.opts, choice)
+
+
+ACTIONS: dict[str, Callable[..., Kernel]] = {
+    "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
+    "split": split, "local": local, "unroll": unroll, "group": group, "thread": thread,
+}
+
+
+def apply_opt(k: Kernel, opt: Opt) -> Kernel:
+    """``k`` with the action ``opt`` applied and recorded in ``opts``; OptError if it does not apply."""
+    action = ACTIONS.get(opt.op)
+    if action is None:
+        raise OptError(f"unknown optimization action {opt.op!r}; known: {sorted(ACTIONS)}")
+    out = action(k, opt.axis, opt.arg)
+    out.opts = k.opts + (opt,)
+    return out
+
+
+def apply_opts(k: Kernel, opts: tuple[Opt, ...] | list[Opt]) -> Kernel:
+    """``k`` with each action of ``opts`` applied in order."""
+    for opt in opts:
+        k = apply_opt(k, opt)
+    return k
 
 
 def _stride(expr: Sym, v: Var) -> int:
@@ -148,7 +276,7 @@ def apply_heuristics(k: Kernel) -> Kernel:
     if strided and not can_vectorize(k, len(k.loops) - 1, width) and 1 < inner.size <= SMALL_UPCAST:
         # a narrow output (a 10-class head): all its columns share one pass over the reduce, with
         # one accumulator each, instead of one strided pass per column
-        return upcast(k, len(k.loops) - 1, inner.size)
+        return apply_opt(k, Opt("upcast", len(k.loops) - 1, inner.size))
     if not (strided and contiguous_out) or not can_vectorize(k, len(k.loops) - 1, width):
         return k
     # rows: the innermost output loop that the vector (column) loads do not depend on, so one
@@ -158,19 +286,19 @@ def apply_heuristics(k: Kernel) -> Kernel:
     row_var = next((lp.var for lp in reversed(k.loops[:-1])
                     if not any(lp.var in u.arg[1].vars() for u in vector_loads)
                     and any(lp.size % r == 0 for r in ROW_TILES)), None)
-    k = vectorize(k, len(k.loops) - 1, width)
+    k = apply_opt(k, Opt("vectorize", len(k.loops) - 1, width))
     cols = next((c for c in COL_TILES if k.loops[-1].size % c == 0), 1)
     whole = cols == k.loops[-1].size  # the tile takes every column: the vector loop disappears
     if cols > 1:
-        k = upcast(k, len(k.loops) - 1, cols)
+        k = apply_opt(k, Opt("upcast", len(k.loops) - 1, cols))
     adjacent = len(k.loops) - (1 if whole else 2)  # the loop right above the columns
     row_axis = next((i for i, lp in enumerate(k.loops) if lp.var == row_var), adjacent)
     rows = next((r for r in ROW_TILES if row_axis >= 0 and k.loops[row_axis].size % r == 0), 1)
     if rows > 1:
         n_loops = len(k.loops)
-        k = upcast(k, row_axis, rows)
+        k = apply_opt(k, Opt("upcast", row_axis, rows))
         if not whole and row_axis == adjacent and len(k.loops) == n_loops:  # a row and a column loop are left
             # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
             order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
-            k = reorder(k, order)
+            k = apply_opt(k, Opt("permute", 0, tuple(order)))
     return k

@@ -1,8 +1,10 @@
 """Run a schedule: allocate outputs (from the pool), launch kernels, attach results to nodes.
 
 ``DEBUG`` (environment variable, read on every realize) selects what is printed:
-1 = kernel count and time per realize; 2 = each kernel's name, shape, time, GFLOP/s and GB/s;
-3 = also the generated source; 4 = also the graph (Graphviz dot).
+1 = kernel count and time per realize; 2 = each kernel's name, shape, time, GFLOP/s, GB/s, the
+fraction of the device's roofline it reaches (``corvid/runtime/peak.py``; measured once per
+machine and cached) and the optimization actions applied to it; 3 = also the generated source;
+4 = also the graph (Graphviz dot).
 """
 
 from __future__ import annotations
@@ -61,7 +63,14 @@ def _report(sk: ScheduledKernel, seconds: float, dbg: int) -> None:
     flops, nbytes = sk.kernel.estimates()
     s = max(seconds, 1e-9)
     shape = "x".join(str(lp.size) for lp in sk.kernel.loops) or "1"
+    peak = get_device(sk.device).peak()
+    roof = ""
+    if peak is not None:
+        frac = peak.fraction(flops, nbytes, s, sk.output.dtype.name in ("float64", "complex128"))
+        limit = "compute" if flops / peak.gflops > nbytes / peak.gbps else "memory"
+        roof = f"  {frac * 100:5.1f}% of {limit} peak"
+    opts = " ".join(str(o) for o in getattr(sk.kernel, "opts", ()))
     print(f"  {sk.name:<28} [{shape:>14}] {s * 1e6:10.1f} us  {flops / s / 1e9:8.2f} GFLOP/s  "
-          f"{nbytes / s / 1e9:8.2f} GB/s", file=sys.stderr)
+          f"{nbytes / s / 1e9:8.2f} GB/s{roof}{'  ' + opts if opts else ''}", file=sys.stderr)
     if dbg >= 3:
         print(sk.source, file=sys.stderr)

@@ -24,7 +24,8 @@ from typing import Any
 
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
-from ..codegen.lower import lower, lower_unmerged
+from ..codegen.lower import lower_unmerged, merge_loops
+from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, toposort
 from ..runtime.device import Program, get_device
 
@@ -307,7 +308,8 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledK
     key = (device, _structure_key(nodes, inputs))
     compiled = _cache.get(key)
     if compiled is None:
-        kernel = lower("kernel", root, inputs)
-        kernel.name = _kernel_name(nodes, kernel)
+        kernel = merge_loops(lower_unmerged("kernel", root, inputs)[0])
+        kernel.name = _kernel_name(nodes, kernel)  # named by its loops before optimization
+        kernel = optimize(kernel, device)
         compiled = _cache[key] = _Compiled(kernel, get_device(device).renderer.render(kernel), device)
     return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)

@@ -208,6 +208,8 @@ class CRenderer:
                 pragma = self._pragma(s)
                 if pragma:
                     self.lines.append(f"{pad}{pragma}")
+                elif s.loop.unroll > 1:  # (an omp loop must follow its pragma: simd loops unroll anyway)
+                    self.lines.append(f"{pad}#pragma GCC unroll {s.loop.unroll}")
                 v = self._var(s.loop.var)
                 self.lines.append(f"{pad}for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
                 self._emit_block(s.body, depth + 1)

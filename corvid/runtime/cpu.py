@@ -16,6 +16,7 @@ from ..codegen.ir import Kernel
 from ..render.c import CRenderer
 from .compiler import compile_kernel, find_toolchain
 from .device import Allocator, Device, Program
+from .peak import Peak, cpu_peak
 
 
 class CPUAllocator(Allocator):
@@ -86,6 +87,9 @@ class CPUDevice(Device):
             tc = find_toolchain()
             self._renderer = CRenderer(openmp=tc.openmp, libmvec=tc.libmvec)
         return self._renderer
+
+    def peak(self) -> Peak:
+        return cpu_peak()
 
     def compile(self, kernel: Kernel, source: str) -> CPUProgram:
         lib = compile_kernel(source, kernel.name)

@@ -83,6 +83,10 @@ class Device:
     def synchronize(self) -> None:
         """Wait until every launched program has finished (the CPU runs synchronously)."""
 
+    def peak(self) -> Any:
+        """This device's roofline (:class:`corvid.runtime.peak.Peak`), or None when unknown."""
+        return None
+
 
 class Buffer:
     """``size`` elements of ``dtype`` on ``device``. Memory is taken lazily and pooled on free."""

@@ -1,0 +1,330 @@
+"""Beam search over optimization actions, and the on-disk cache of its results.
+
+``CORVID_BEAM=N`` (or ``with corvid.beam(N):``) replaces the default heuristics: each new kernel
+structure is searched once per (kernel, device) and the winning actions are stored in a sqlite
+database in the cache directory (``search.sqlite``), so later processes apply them without
+searching. A corrupt database is moved aside and rebuilt, never trusted.
+
+The search (:func:`beam_search`) starts from the unoptimized kernel and the heuristics' choice.
+Each round applies every legal next action (:func:`candidate_opts`) to each kernel of the beam,
+compiles the new candidates in parallel (the compiler runs as separate processes from a thread
+pool), runs each on the same random inputs, drops a candidate whose result differs from the
+unoptimized kernel's or whose first run takes ``CUTOFF`` times longer than the best so far (the
+time limit), and keeps the ``N`` fastest. It stops when a round brings no candidate faster than
+the best by ``MIN_GAIN`` or after ``MAX_ROUNDS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..runtime.device import Buffer, Program, get_device
+from .ir import Kernel, Opt
+from .opt import OptError, apply_heuristics, apply_opt, apply_opts, can_vectorize, reduce_loops, vector_bytes
+
+MAX_ROUNDS = 8
+MIN_GAIN = 0.01      # a round must beat the best time by 1% to go on
+CUTOFF = 4.0         # a candidate whose first run is this many times slower than the best is dropped
+RUNS = 5             # timed runs per candidate (the minimum counts)
+UPCASTS = (2, 3, 4, 8)
+SPLITS = (4, 8, 16, 32, 64)
+UNROLLS = (2, 4, 8)
+GROUPS = (16, 256)
+
+_override: list[int] = []
+
+
+@contextlib.contextmanager
+def beam(width: int) -> Iterator[None]:
+    """``with corvid.beam(4): ...``: kernels first built in the block are optimized by beam search
+    of that width (0: the heuristics), whatever ``CORVID_BEAM`` says."""
+    if not isinstance(width, int) or width < 0:
+        raise ValueError(f"beam: width must be a non-negative int, got {width!r}")
+    _override.append(width)
+    try:
+        yield
+    finally:
+        _override.pop()
+
+
+def beam_width() -> int:
+    """The beam width in force: the innermost ``beam()`` block, else ``CORVID_BEAM``, else 0."""
+    if _override:
+        return _override[-1]
+    raw = os.environ.get("CORVID_BEAM", "0").strip() or "0"
+    try:
+        return max(int(raw), 0)
+    except ValueError:
+        raise ValueError(f"CORVID_BEAM must be an integer, got {raw!r}") from None
+
+
+def optimize(k: Kernel, device: str) -> Kernel:
+    """``k`` (lowered, loops merged, no actions yet) with its actions: the heuristics', or, with a
+    beam width, the cached or newly searched ones."""
+    width = beam_width()
+    if width == 0 or not k.params or k.params[0].size == 0:
+        return apply_heuristics(k)
+    db = SearchCache()
+    key = search_key(k, device)
+    opts = db.get(key)
+    if opts is None:
+        result = beam_search(k, device, width)
+        opts = result.opts
+        db.put(key, opts, result.seconds)
+    try:
+        return apply_opts(k, opts)
+    except OptError:  # a stale entry (the actions changed meaning): search again
+        result = beam_search(k, device, width)
+        db.put(key, result.opts, result.seconds)
+        return apply_opts(k, result.opts)
+
+
+def search_key(k: Kernel, device: str) -> str:
+    """What identifies a (kernel, device) pair across processes: the unoptimized kernel's source
+    and the device's identity (for the CPU: compiler, flags and CPU model)."""
+    dev = get_device(device)
+    ident = device
+    if device.startswith("CPU"):
+        from ..runtime.compiler import find_toolchain
+
+        ident += find_toolchain().key()
+    return hashlib.sha256((ident + "\0" + dev.renderer.render(k)).encode()).hexdigest()
+
+
+# --- candidates ---------------------------------------------------------------------------------------
+def candidate_opts(k: Kernel) -> list[Opt]:
+    """The actions worth trying next on ``k`` (each may still raise OptError when applied)."""
+    out: list[Opt] = []
+    n = len(k.loops)
+    for a, lp in enumerate(k.loops):
+        out += [Opt("upcast", a, u) for u in UPCASTS if lp.size % u == 0 and u < lp.size]
+        if 1 < lp.size <= 16:
+            out.append(Opt("upcast", a, lp.size))
+        width = vector_bytes() // max(k.params[0].dtype.itemsize, 1)
+        if k.vector_width == 1 and can_vectorize(k, a, width):
+            out.append(Opt("vectorize", a, width))
+        out += [Opt("split", a, s) for s in SPLITS if lp.size % s == 0 and s < lp.size]
+        if k.parallel is None and lp.kind == "global":
+            out.append(Opt("thread", a))
+        if a + 1 < n:
+            order = list(range(n))
+            order[a], order[a + 1] = order[a + 1], order[a]
+            out.append(Opt("permute", 0, tuple(order)))
+    if k.parallel is None:
+        out.append(Opt("thread", -1))
+    for r, lp in enumerate(reduce_loops(k)):
+        if lp.unroll == 1:
+            out += [Opt("unroll", r, u) for u in UNROLLS if u < lp.size]
+        out += [Opt("group", r, g) for g in GROUPS if lp.size % g == 0 and g < lp.size]
+    return out
+
+
+# --- running candidates -------------------------------------------------------------------------------
+def random_inputs(k: Kernel, seed: int = 0) -> list[np.ndarray]:
+    """One array per input param of ``k``: normal floats, small non-negative ints (valid indices
+    for most gathers), random booleans."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for p in k.params[1:]:
+        if p.dtype.is_bool:
+            a = rng.random(p.size) < 0.5
+        elif p.dtype.is_int:
+            a = rng.integers(0, 8, p.size)
+        elif p.dtype.is_complex:
+            a = rng.standard_normal(p.size) + 1j * rng.standard_normal(p.size)
+        else:
+            a = rng.standard_normal(p.size)
+        arrays.append(np.asarray(a).astype(p.dtype.np))
+    return arrays
+
+
+@dataclass
+class _Runner:
+    """Runs compiled candidates of one kernel on fixed inputs."""
+
+    device: str
+    kernel: Kernel
+    inputs: list[Buffer]
+
+    @classmethod
+    def make(cls, k: Kernel, device: str) -> _Runner:
+        bufs = [Buffer(device, p.dtype, p.size).copyin(a) for p, a in zip(k.params[1:], random_inputs(k))]
+        return cls(device, k, bufs)
+
+    def run(self, program: Program, limit: float | None) -> tuple[np.ndarray, float] | None:
+        """(output, best time of RUNS runs), or None when the first run exceeds ``limit`` seconds."""
+        dev = get_device(self.device)
+        out = Buffer(self.device, self.kernel.params[0].dtype, self.kernel.params[0].size)
+        handles = [out.handle] + [b.handle for b in self.inputs]
+        best = float("inf")
+        for i in range(RUNS):
+            t0 = time.perf_counter()
+            program(handles)
+            dev.synchronize()
+            best = min(best, time.perf_counter() - t0)
+            if i == 0 and limit is not None and best > limit:
+                return None
+        return out.numpy(), best
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    if got.dtype.kind in "fc":
+        return bool(np.allclose(got.astype(np.complex128 if got.dtype.kind == "c" else np.float64),
+                                want.astype(np.complex128 if want.dtype.kind == "c" else np.float64),
+                                rtol=1e-3, atol=1e-3, equal_nan=True))
+    return bool(np.array_equal(got, want))
+
+
+@dataclass
+class SearchResult:
+    opts: tuple[Opt, ...]
+    seconds: float       # the winner's time
+    baseline: float      # the unoptimized kernel's time
+    candidates: int      # kernels compiled and timed
+
+
+def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) -> SearchResult:
+    """The fastest action sequence found for ``k`` on ``device`` (see the module docstring)."""
+    dev = get_device(device)
+    runner = _Runner.make(k, device)
+    compile_one = lambda c: dev.compile(c, dev.renderer.render(c))  # noqa: E731
+    ref = runner.run(compile_one(k), None)
+    assert ref is not None
+    want, base = ref
+    best_t, best = base, k
+    beam_: list[tuple[float, Kernel]] = [(base, k)]
+    seen = {tuple(k.opts)}
+    tried = 0
+    pool = ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1))
+    try:
+        first = True
+        for _ in range(rounds):
+            cands: list[Kernel] = []
+            if first:  # the heuristics' choice competes from the start
+                h = apply_heuristics(k)
+                if h.opts:
+                    cands.append(h)
+                    seen.add(h.opts)
+                first = False
+            for _, kb in beam_:
+                for opt in candidate_opts(kb):
+                    try:
+                        c = apply_opt(kb, opt)
+                    except OptError:
+                        continue
+                    if c.opts not in seen:
+                        seen.add(c.opts)
+                        cands.append(c)
+            if not cands:
+                break
+            programs = list(pool.map(_safe(compile_one), cands))
+            timed: list[tuple[float, Kernel]] = []
+            for c, prog in zip(cands, programs):
+                if prog is None:
+                    continue
+                tried += 1
+                got = runner.run(prog, CUTOFF * best_t)
+                if got is None or not _same(got[0], want):
+                    continue
+                timed.append((got[1], c))
+            if not timed:
+                break
+            timed.sort(key=lambda x: x[0])
+            beam_ = timed[:width]
+            if timed[0][0] < best_t * (1 - MIN_GAIN):
+                best_t, best = timed[0]
+            else:
+                break
+    finally:
+        pool.shutdown()
+    return SearchResult(best.opts, best_t, base, tried)
+
+
+def _safe(fn):
+    def call(c: Kernel) -> Program | None:
+        try:
+            return fn(c)
+        except Exception:  # a candidate the compiler rejects is skipped, not fatal
+            return None
+    return call
+
+
+# --- the disk cache -----------------------------------------------------------------------------------
+def _encode(opts: tuple[Opt, ...]) -> str:
+    return json.dumps([[o.op, o.axis, list(o.arg) if isinstance(o.arg, tuple) else o.arg] for o in opts])
+
+
+def _decode(text: str) -> tuple[Opt, ...]:
+    items = json.loads(text)
+    if not isinstance(items, list):
+        raise ValueError("not a list")
+    out = []
+    for op, axis, arg in items:
+        if not isinstance(op, str) or not isinstance(axis, int):
+            raise ValueError("bad action")
+        out.append(Opt(op, axis, tuple(arg) if isinstance(arg, list) else arg))
+    return tuple(out)
+
+
+class SearchCache:
+    """The sqlite table ``best(key, opts, seconds)`` in the cache directory. Anything unreadable
+    (a corrupt file, a row that does not parse) is treated as missing; a corrupt file is moved
+    aside and the table rebuilt."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        if path is None:
+            from ..runtime.compiler import cache_dir
+
+            path = cache_dir() / "search.sqlite"
+        self.path = os.fspath(path)
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=30)
+        con.execute("CREATE TABLE IF NOT EXISTS best (key TEXT PRIMARY KEY, opts TEXT NOT NULL, seconds REAL)")
+        return con
+
+    def _with_db(self, fn):
+        with self._lock:
+            for attempt in range(2):
+                try:
+                    con = self._connect()
+                    try:
+                        return fn(con)
+                    finally:
+                        con.close()
+                except sqlite3.DatabaseError:
+                    if attempt:
+                        raise
+                    self._discard()
+
+    def _discard(self) -> None:
+        with contextlib.suppress(OSError):
+            os.replace(self.path, self.path + ".corrupt")
+
+    def get(self, key: str) -> tuple[Opt, ...] | None:
+        row = self._with_db(lambda con: con.execute("SELECT opts FROM best WHERE key = ?", (key,)).fetchone())
+        if row is None:
+            return None
+        try:
+            return _decode(row[0])
+        except (ValueError, TypeError):
+            return None
+
+    def put(self, key: str, opts: tuple[Opt, ...], seconds: float) -> None:
+        def write(con: sqlite3.Connection) -> None:
+            with con:
+                con.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?)", (key, _encode(opts), seconds))
+        self._with_db(write)

@@ -1,0 +1,140 @@
+"""This machine's hardware limits, measured once and cached: the roofline that kernel timings are
+compared with (``DEBUG=2`` and the benchmarks print the fraction of it a kernel reaches).
+
+* compute: float32 FLOP/s of a C loop of independent vector multiply-adds (fused where the CPU
+  has FMA) on every core, the best a kernel could do; float64 counts half.
+* memory: bytes/s of a parallel read (a sum) of a buffer much larger than the caches.
+
+:func:`cpu_peak` measures on first use (about a second) and stores the figures in the cache
+directory (``peak.json``, keyed by the compiler and CPU identity), so later processes read them.
+``CORVID_PEAK="GFLOPS,GBPS"`` overrides the measurement.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+_CHAINS = 12  # independent accumulators per thread: enough to cover FMA latency x throughput
+_ITERS = 1 << 22
+_READ_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Peak:
+    gflops: float  # float32 GFLOP/s, all cores
+    gbps: float    # memory read GB/s, all cores
+
+    def bound_seconds(self, flops: float, nbytes: float, float64: bool = False) -> float:
+        """The roofline: the least time ``flops`` and ``nbytes`` can take on this machine."""
+        return max(flops / (self.gflops * 1e9 / (2 if float64 else 1)), nbytes / (self.gbps * 1e9))
+
+    def fraction(self, flops: float, nbytes: float, seconds: float, float64: bool = False) -> float:
+        """The share of the roofline a kernel of ``seconds`` reaches (1.0: at the hardware limit)."""
+        return self.bound_seconds(flops, nbytes, float64) / max(seconds, 1e-12)
+
+
+def _source(vector_bytes: int) -> str:
+    lanes = vector_bytes // 4
+    chains = "\n".join(f"    v a{i} = init + {i};" for i in range(_CHAINS))
+    steps = " ".join(f"a{i} = a{i} * m + c;" for i in range(_CHAINS))
+    total = " + ".join(f"a{i}" for i in range(_CHAINS))
+    return f"""#include <stdint.h>
+typedef float v __attribute__((vector_size({vector_bytes})));
+void corvid_peak_flops(long long iters, float* out) {{
+  double total = 0;
+  #pragma omp parallel reduction(+:total)
+  {{
+    v init = {{0}}, m, c;
+    for (int l = 0; l < {lanes}; l++) {{ m[l] = 0.9999999f; c[l] = 1e-7f; init[l] = (float)l * 1e-3f; }}
+{chains}
+    for (long long i = 0; i < iters; i++) {{ {steps} }}
+    v s = {total};
+    for (int l = 0; l < {lanes}; l++) total += s[l];
+  }}
+  out[0] = (float)total;
+}}
+void corvid_peak_read(const float* restrict x, long long n, float* out) {{
+  float total = 0;
+  #pragma omp parallel for simd reduction(+:total) schedule(static)
+  for (long long i = 0; i < n; i++) total += x[i];
+  out[0] = total;
+}}
+"""
+
+
+def _measure() -> Peak:
+    from ..codegen.opt import vector_bytes
+    from .compiler import compile_kernel
+
+    lib = compile_kernel(_source(vector_bytes()), "corvid_peak")
+    flops_fn = lib.function("corvid_peak_flops", [ctypes.c_longlong, ctypes.c_void_p])
+    read_fn = lib.function("corvid_peak_read", [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p])
+    out = np.zeros(1, np.float32)
+    threads = _threads()
+    flops_fn(1 << 12, out.ctypes.data)  # warm up the thread pool
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        flops_fn(_ITERS, out.ctypes.data)
+        best = min(best, time.perf_counter() - t0)
+    gflops = threads * _ITERS * _CHAINS * (vector_bytes() // 4) * 2 / best / 1e9
+    x = np.ones(_READ_BYTES // 4, np.float32)
+    read_fn(x.ctypes.data, x.size, out.ctypes.data)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        read_fn(x.ctypes.data, x.size, out.ctypes.data)
+        best = min(best, time.perf_counter() - t0)
+    return Peak(round(gflops, 1), round(_READ_BYTES / best / 1e9, 1))
+
+
+def _threads() -> int:
+    from .compiler import find_toolchain
+
+    if not find_toolchain().openmp:
+        return 1
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.cache
+def cpu_peak() -> Peak:
+    """The CPU's measured (or cached, or ``CORVID_PEAK``) roofline for the current thread count."""
+    override = os.environ.get("CORVID_PEAK", "").strip()
+    if override:
+        try:
+            g, b = (float(v) for v in override.split(","))
+            return Peak(g, b)
+        except ValueError:
+            raise ValueError(f"CORVID_PEAK must be 'GFLOPS,GBPS' (two numbers), got {override!r}") from None
+    from .compiler import cache_dir, find_toolchain
+
+    path = cache_dir() / "peak.json"
+    key = f"{find_toolchain().key()}:{_threads()}"
+    try:
+        table = json.loads(path.read_text())
+        if not isinstance(table, dict):
+            table = {}
+    except (OSError, ValueError):
+        table = {}
+    entry = table.get(key)
+    if isinstance(entry, list) and len(entry) == 2 and all(isinstance(v, (int, float)) and v > 0 for v in entry):
+        return Peak(float(entry[0]), float(entry[1]))
+    peak = _measure()
+    table[key] = [peak.gflops, peak.gbps]
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(table))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return peak
