@@ -12,7 +12,7 @@ from .dtype import (ALL_DTYPES, DType, bfloat16, can_cast, finfo, float16, float
 from .dtype import bool_ as bool  # noqa: A001  (the Array API name)
 from .ops.elementwise import where
 from .ops.movement import cat, stack
-from .tensor import Tensor, broadcast_shapes, result_type
+from .tensor import Tensor, broadcast_shapes, realize, result_type
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, manual_seed, ones, ones_like,
                        rand, randint, randn, zeros, zeros_like)
 

@@ -345,6 +345,26 @@ def _scalar_operand(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
     return c if shape == ones else node(Op.EXPAND, (c,), shape, d, shape)
 
 
+def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Compute several tensors in one schedule (``cv.realize(loss, *params)``): their kernels are
+    planned together (shared work runs once) and compiled in parallel. Returns the tensors, each
+    realized as by :meth:`Tensor.realize`. TypeError for anything that is not a Tensor."""
+    by_device: dict[str, list[Node]] = {}
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
+        n = t.node
+        if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
+            n = n.src[0]
+        if n.op is not Op.BUFFER and n.buffer is None:
+            by_device.setdefault(t.device, []).append(n)
+    for device, nodes in by_device.items():
+        _realize(nodes, device)
+    for t in tensors:
+        t.realize()  # now only rebinds to the computed buffers
+    return tensors
+
+
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """The broadcast of ``shapes`` (numpy rules); ValueError naming the shapes if they conflict."""
     ndim = max((len(s) for s in shapes), default=0)

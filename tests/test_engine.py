@@ -82,8 +82,32 @@ def test_lowering_is_cached_by_graph_structure():
     k2 = ((b * 3).exp() + 1).schedule()[0]
     assert k1.compiled is k2.compiled  # same structure, different buffers: lowered once
     k3 = ((b * 4).exp() + 1).schedule()[0]
-    assert k3.compiled is not k1.compiled
-    assert len(sched_mod._cache) >= 2
+    assert k3.compiled is k1.compiled  # 3 and 4 are runtime constants: the same kernel reads either
+    assert k3.inputs[-1].buffer.numpy().tolist() == [4.0] and k1.inputs[-1].buffer.numpy().tolist() == [3.0]
+    k4 = ((b * 4).exp() - 1).schedule()[0]
+    assert k4.compiled is not k1.compiled  # another op: another kernel
+    np.testing.assert_allclose(((b * 4).exp() + 1).numpy(), np.exp(b.numpy() * 4) + 1, rtol=1e-6)
+    np.testing.assert_allclose(((b * 3).exp() + 1).numpy(), np.exp(b.numpy() * 3) + 1, rtol=1e-6)
+
+
+def test_runtime_constants_keep_values_exact_and_literals_stay_literals():
+    # a float16 constant is rounded to float16 before it reaches the kernel, as a literal would be
+    x = np.linspace(-3, 3, 50).astype(np.float16)
+    np.testing.assert_array_equal((cv.Tensor(x) * 0.1).numpy(), x * np.float16(0.1))
+    y = np.linspace(-3, 3, 50)
+    np.testing.assert_array_equal((cv.Tensor(y) * 0.1).numpy(), y * 0.1)
+    np.testing.assert_array_equal((cv.Tensor(y) - 1e-300).numpy(), y - 1e-300)
+    src = (cv.Tensor(y) * 0.5 + 1.0).schedule()[0]
+    assert len(src.inputs) == 1 and "0.5" in src.source  # baked: no constants buffer
+    lr_kernels = set()
+    w = cv.Tensor(y)
+    for lr in (0.1, 0.01, 0.003):  # a changing learning rate compiles one kernel
+        step = w - lr * w
+        lr_kernels.add(id(step.schedule()[0].compiled))
+        np.testing.assert_allclose(step.numpy(), y - lr * y, rtol=1e-15)
+    assert len(lr_kernels) == 1
+    f = cv.jit(lambda t, s: t * s)  # under jit a Python scalar argument is static, as before
+    assert f(cv.Tensor(y), 0.3).tolist() == (y * 0.3).tolist() and f(cv.Tensor(y), 0.7).tolist() == (y * 0.7).tolist()
 
 
 def test_schedule_runs_nothing_and_realize_runs_it_once():

@@ -16,10 +16,12 @@ index, so a contiguous elementwise kernel of any rank becomes one flat loop.
 
 from __future__ import annotations
 
+import math
 from itertools import count
 from typing import Callable
 
 from ..dtype import bool_ as _BOOL
+from ..dtype import float64 as _F64
 from ..graph.node import ELEMENTWISE, IDENTITY, Node, Op
 from ..graph.symbolic import Num, Sym, Var, count_divmod, sym_and
 from .ir import Kernel, Loop, Param, Store, U
@@ -42,9 +44,25 @@ def flat_index(idx: tuple[Sym, ...], shape: tuple[int, ...]) -> Sym:
     return flat
 
 
+# float constants that stay literals in the source (folding them matters, and they rarely vary);
+# every other finite float constant is read from the kernel's constants buffer (see runtime_const)
+BAKED_FLOATS = frozenset({0.0, 1.0, -1.0, 0.5, 2.0})
+
+
+def runtime_const(n: Node) -> bool:
+    """Whether the CONST node ``n`` is a kernel argument rather than a literal: a finite float
+    other than :data:`BAKED_FLOATS` (and not -0.0), so ``x * lr`` compiles once for every ``lr``."""
+    a = n.arg
+    return (n.dtype.is_float and isinstance(a, float) and math.isfinite(a) and a not in BAKED_FLOATS
+            and not (a == 0.0 and math.copysign(1.0, a) < 0))
+
+
 class _Lowerer:
     def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None]):
         self.k, self.param_of = kernel, param_of
+        self.consts: list[Node] = []  # runtime constants, in the order of their slots
+        self.const_slot: dict[int, int] = {}
+        self.const_param: int | None = None
         self.memo: dict[tuple, U] = {}
         self.reduce_origin: dict[int, Node] = {}  # id of a reduce value -> the graph node it computes
         self.names = count()
@@ -65,7 +83,16 @@ class _Lowerer:
         if param is not None:
             return k.u("load", n.dtype, (), (param, flat_index(idx, n.shape), None if gate == Num(1) else gate))
         if op is Op.CONST:
-            return k.u("const", n.dtype, (), n.arg)
+            if not runtime_const(n):
+                return k.u("const", n.dtype, (), n.arg)
+            slot = self.const_slot.setdefault(id(n), len(self.consts))
+            if slot == len(self.consts):
+                self.consts.append(n)
+            if self.const_param is None:  # its size is set when lowering ends
+                self.const_param = len(k.params)
+                k.params.append(Param(_F64, 0, False))
+            v = k.u("load", _F64, (), (self.const_param, Num(slot), None))
+            return v if n.dtype is _F64 else k.u("cast", n.dtype, (v,), None)
         if op is Op.IOTA:
             return k.u("index", n.dtype, (), idx[0])
         if op in ELEMENTWISE:
@@ -158,6 +185,8 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node]) -> tuple[Kernel, _
     loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
     value = lw.emit(root, idx, Num(1), root=True)
+    if lw.const_param is not None:
+        kernel.params[lw.const_param] = Param(_F64, len(lw.consts), False)
     kernel.loops = [lp for lp in loops if lp.size > 1]
     kernel.stores = [Store(0, flat_index(idx, root.shape), value)]
     return kernel, lw

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ..graph.node import Node, graph_dot
 from ..runtime.device import Buffer, get_device
@@ -40,8 +41,23 @@ def realize(roots: list[Node], device: str) -> None:
     run_schedule(schedule, dbg)
 
 
+def compile_schedule(schedule: list[ScheduledKernel]) -> None:
+    """Compile every kernel of ``schedule`` that has no program yet, several at a time (the C
+    compiler runs as separate processes, so a thread per core keeps every core busy)."""
+    todo = list({id(sk.compiled): sk for sk in schedule if sk.compiled.program is None}.values())
+    if len(todo) < 2:
+        return
+    workers = min(len(todo), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if workers < 2:
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(lambda sk: sk.program, todo):
+            pass
+
+
 def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> None:
     dbg = debug_level() if dbg is None else dbg
+    compile_schedule(schedule)
     start = time.perf_counter()
     for sk in schedule:
         program = sk.program

@@ -22,12 +22,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from .. import dtype as dt
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
-from ..codegen.lower import lower_unmerged, merge_loops
+from ..codegen.lower import lower_unmerged, merge_loops, runtime_const
 from ..codegen.search import optimize
-from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, toposort
-from ..runtime.device import Program, get_device
+from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
+from ..runtime.device import Buffer, Program, get_device
 
 
 @dataclass
@@ -94,9 +97,13 @@ def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
         for n in every:
             if id(n) in stored and n.buffer is None and n.numel > 0:
                 sk = _make_kernel(n, stored, device)
-                plan.append((pos[id(n)], [pos[id(i)] for i in sk.inputs], sk.compiled))
+                nodes = _region(n, stored)[0]
+                consts = [pos[id(nodes[i])] for i in sk.compiled.const_pos]
+                plan.append((pos[id(n)], [pos[id(i)] for i in sk.inputs[:len(sk.inputs) - bool(consts)]],
+                             sk.compiled, consts))
         _plans[key] = plan
-    return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins], c) for r, ins, c in plan]
+    return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins] +
+                            _const_input([every[i] for i in cs], device), c) for r, ins, c, cs in plan]
 
 
 def _check_placeholders(every: list[Node]) -> None:
@@ -227,7 +234,8 @@ def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
     key: list[Any] = []
     for n in nodes:
         num[id(n)] = len(num)
-        arg = None if n.op is Op.VAR else _arg_key(n.op, n.arg)  # the mark does not change the code
+        # the mark does not change the code, nor the value of a constant the kernel reads at run time
+        arg = None if n.op is Op.VAR else ("rt",) if n.op is Op.CONST and runtime_const(n) else _arg_key(n.op, n.arg)
         key.append((n.op, arg, n.dtype, n.shape, tuple(
             ("in", pos[id(s)]) if id(s) in pos else num[id(s)] for s in n.src)))
     return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
@@ -236,8 +244,9 @@ def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
 class _Compiled:
     """A lowered and rendered kernel, shared by every schedule with the same graph structure."""
 
-    def __init__(self, kernel: Kernel, source: str, device: str):
+    def __init__(self, kernel: Kernel, source: str, device: str, const_pos: tuple[int, ...] = ()):
         self.kernel, self.source, self.device = kernel, source, device
+        self.const_pos = const_pos  # where the kernel's runtime constants are among its region's nodes
         self.program: Program | None = None
 
 
@@ -308,8 +317,22 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledK
     key = (device, _structure_key(nodes, inputs))
     compiled = _cache.get(key)
     if compiled is None:
-        kernel = merge_loops(lower_unmerged("kernel", root, inputs)[0])
+        kernel, lw = lower_unmerged("kernel", root, inputs)
+        kernel = merge_loops(kernel)
         kernel.name = _kernel_name(nodes, kernel)  # named by its loops before optimization
         kernel = optimize(kernel, device)
-        compiled = _cache[key] = _Compiled(kernel, get_device(device).renderer.render(kernel), device)
-    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
+        where = {id(n): i for i, n in enumerate(nodes)}
+        compiled = _cache[key] = _Compiled(kernel, get_device(device).renderer.render(kernel), device,
+                                           tuple(where[id(c)] for c in lw.consts))
+    consts = [nodes[i] for i in compiled.const_pos]
+    return ScheduledKernel(compiled.kernel.name, root, inputs + _const_input(consts, device), compiled)
+
+
+def _const_input(consts: list[Node], device: str) -> list[Node]:
+    """The constants buffer a kernel reads its runtime constants from (float64, each value
+    rounded to its constant's dtype first), as a realized input node; [] when it has none."""
+    if not consts:
+        return []
+    values = np.array([np.array(c.arg, c.dtype.np) for c in consts], np.float64)
+    buf = Buffer(device, dt.float64, len(consts)).copyin(values)
+    return [node(Op.BUFFER, (), buf, dt.float64, (len(consts),))]

@@ -390,6 +390,7 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
     """Schedule the traced graph once and resolve every kernel input to a slot.
 
     ``writes_src`` lists the updated tensors with their new values (the roots written back)."""
+    from ..engine.realize import compile_schedule
     from ..engine.schedule import create_schedule
     from ..tensor import Tensor
 
@@ -450,6 +451,7 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
                 if t is not None:
                     guards.append(_shape_guard(t, n))
         schedule = create_schedule(roots, device)
+        compile_schedule(schedule)
         launches: list[_Launch] = []
         for sk in schedule:
             ins = [_input_slot(m, slot_of, slots) for m in sk.inputs]
