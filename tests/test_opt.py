@@ -216,3 +216,57 @@ def test_flop_estimate_counts_lanes_and_accumulates():
     k = _base(_real(32, 48) @ _real(48, 64, seed=1))
     opt = apply_opts(k, [Opt("vectorize", 1, 16), Opt("upcast", 0, 4)])
     assert k.estimates()[0] == opt.estimates()[0] == 2 * 32 * 48 * 64  # a multiply and an add per term
+
+
+# --- IR passes: folding, algebraic simplification, multiply-add fusion ---------------------------------
+def test_simplification_is_exact_for_signed_zeros_nan_and_wraparound():
+    x = np.array([-0.0, 0.0, np.nan, -np.inf, 3.5], np.float32)
+    t = cv.Tensor(x)
+    np.testing.assert_array_equal(np.signbit((t + 0.0).numpy()), np.signbit(x + np.float32(0.0)))  # -0+0 = +0: kept
+    np.testing.assert_array_equal(np.signbit((t - 0.0).numpy()), np.signbit(x))  # x-0 is x: folded
+    src = ((t * 1.0) - 0.0).schedule()[0].source
+    assert "1.0" not in src.split("void ")[-1] and "- 0" not in src.split("void ")[-1]
+    np.testing.assert_array_equal((t * 1.0).numpy(), x)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal((t * 0.0).numpy(), x * np.float32(0.0))  # nan*0, -0*0: not folded
+    i = np.array([2**31 - 1, -5, 0], np.int32)
+    ti = cv.Tensor(i)
+    np.testing.assert_array_equal((ti * 0 + ti * 1 + 0).numpy(), i)
+    np.testing.assert_array_equal((ti + 7).numpy(), i + np.int32(7))  # wraps like numpy
+    c = cv.where(cv.full((5,), True), t * 3, t * 2)  # a literal condition: the select goes away
+    assert "cv_sel" not in c.schedule()[0].source.split("void ")[-1]
+    np.testing.assert_array_equal(c.numpy(), x * np.float32(3))
+
+
+def test_constant_folding_matches_numpy_in_each_dtype():
+    from corvid.codegen.ir import Kernel, Param
+    from corvid.codegen.passes import simplify
+    from corvid.graph.node import Op
+
+    for dtype, a, b in [(cv.float16, 0.1, 0.2), (cv.int8, 100, 100), (cv.uint32, 3, 5), (cv.float32, 1e38, 1e38)]:
+        k = Kernel("k", [Param(dtype, 1, True)], [])
+        ca, cb = k.u("const", dtype, (), a), k.u("const", dtype, (), b)
+        for op, fn in ((Op.ADD, np.add), (Op.SUB, np.subtract), (Op.MUL, np.multiply)):
+            from corvid.codegen.ir import Store
+            from corvid.graph.symbolic import Num
+            k.stores = [Store(0, Num(0), k.u("alu", dtype, (ca, cb), op))]
+            folded = simplify(k).stores[0].value
+            assert folded.op == "const"
+            with np.errstate(all="ignore"):
+                want = fn(np.array(a, dtype.np), np.array(b, dtype.np))
+            np.testing.assert_array_equal(np.array(folded.arg, dtype.np), want)
+
+
+def test_multiply_add_fusion_where_the_product_has_one_use():
+    from corvid.codegen.passes import fuse_multiply_add, has_fma
+
+    a = np.linspace(-2, 2, 64).astype(np.float32)
+    t = cv.Tensor(a)
+    y = t * 1.5 + t
+    k = y.schedule()[0].kernel
+    assert any(u.op == "mulacc" for u in k.values()) == has_fma()
+    np.testing.assert_allclose(y.numpy(), a * np.float32(1.5) + a, rtol=1e-6)
+    k2 = fuse_multiply_add(_base(t * 1.5 + (t * 1.5) * 2))  # the product feeds two ops: not fused
+    assert sum(u.op == "mulacc" for u in k2.values()) == 1
+    h = cv.Tensor(a.astype(np.float16))
+    assert not any(u.op == "mulacc" for u in fuse_multiply_add(_base(h * 1.5 + h)).values())  # rounds per op

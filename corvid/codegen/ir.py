@@ -12,6 +12,7 @@ op         meaning
 ``alu``    a primitive elementwise op; ``arg`` is the graph :class:`~corvid.graph.node.Op`
 ``cast``   value conversion to ``dtype``;  ``bitcast``: reinterpretation of the bits
 ``reduce`` ``arg = (op, loops)``: combine ``src[0]`` over the reduce loops into one accumulator
+``mulacc`` ``src[0] * src[1] + src[2]`` with one rounding (made by :mod:`corvid.codegen.passes`)
 ========== =========================================================================
 
 Nothing here says *where* a value is computed: :mod:`corvid.codegen.linearize` places each value
@@ -172,9 +173,9 @@ class Kernel:
                     vec.add(id(u))
         flops = 0
         for u in self.values():
-            if u.dtype.is_float and u.op in ("alu", "reduce"):
+            if u.dtype.is_float and u.op in ("alu", "reduce", "mulacc"):
                 n = trips[id(u.src[0])] if u.op == "reduce" else trips[id(u)]
-                flops += n * (lanes if id(u) in vec else 1)
+                flops += n * (lanes if id(u) in vec else 1) * (2 if u.op == "mulacc" else 1)
         nbytes = sum(p.size * p.dtype.itemsize for p in self.params)
         return flops, nbytes
 

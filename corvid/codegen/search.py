@@ -1,4 +1,5 @@
-"""Beam search over optimization actions, and the on-disk cache of its results.
+"""Beam search over optimization actions, and the on-disk cache of its results. Every kernel,
+searched or not, then gets the IR passes of :mod:`corvid.codegen.passes` (:func:`optimize`).
 
 ``CORVID_BEAM=N`` (or ``with corvid.beam(N):``) replaces the default heuristics: each new kernel
 structure is searched once per (kernel, device) and the winning actions are stored in a sqlite
@@ -32,6 +33,7 @@ import numpy as np
 from ..runtime.device import Buffer, Program, get_device
 from .ir import Kernel, Opt
 from .opt import OptError, apply_heuristics, apply_opt, apply_opts, can_vectorize, reduce_loops, vector_bytes
+from .passes import finalize
 
 MAX_ROUNDS = 8
 MIN_GAIN = 0.01      # a round must beat the best time by 1% to go on
@@ -74,7 +76,7 @@ def optimize(k: Kernel, device: str) -> Kernel:
     beam width, the cached or newly searched ones."""
     width = beam_width()
     if width == 0 or not k.params or k.params[0].size == 0:
-        return apply_heuristics(k)
+        return finalize(apply_heuristics(k))
     db = SearchCache()
     key = search_key(k, device)
     opts = db.get(key)
@@ -83,11 +85,11 @@ def optimize(k: Kernel, device: str) -> Kernel:
         opts = result.opts
         db.put(key, opts, result.seconds)
     try:
-        return apply_opts(k, opts)
+        return finalize(apply_opts(k, opts))
     except OptError:  # a stale entry (the actions changed meaning): search again
         result = beam_search(k, device, width)
         db.put(key, result.opts, result.seconds)
-        return apply_opts(k, result.opts)
+        return finalize(apply_opts(k, result.opts))
 
 
 def search_key(k: Kernel, device: str) -> str:
@@ -198,7 +200,10 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
     """The fastest action sequence found for ``k`` on ``device`` (see the module docstring)."""
     dev = get_device(device)
     runner = _Runner.make(k, device)
-    compile_one = lambda c: dev.compile(c, dev.renderer.render(c))  # noqa: E731
+    def compile_one(c: Kernel) -> Program:
+        c = finalize(c)
+        return dev.compile(c, dev.renderer.render(c))
+
     ref = runner.run(compile_one(k), None)
     assert ref is not None
     want, base = ref

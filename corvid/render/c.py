@@ -279,6 +279,8 @@ class CRenderer:
 
     def _vector_alu(self, u: U) -> str:
         args = [self._ref(x) if id(x) in self.vec else self._broadcast(self._ref(x), u.dtype) for x in u.src]
+        if u.op == "mulacc":  # the compiler contracts a vector a*b + c into fused multiply-adds
+            return f"{args[0]} * {args[1]} + {args[2]}"
         if u.arg is Op.NEG:
             return f"-{args[0]}"
         if u.arg in (Op.MAX, Op.MIN):
@@ -342,6 +344,9 @@ class CRenderer:
             return self._cast(self._ref(u.src[0]), u.src[0].dtype, u.dtype)
         if u.op == "bitcast":
             return self._bitcast(u)
+        if u.op == "mulacc":  # a*b + c with one rounding (codegen/passes.py)
+            fn = "__builtin_fmaf" if u.dtype.name == "float32" else "__builtin_fma"
+            return f"{fn}({', '.join(self._ref(s) for s in u.src)})"
         return self._alu(u.arg, [self._ref(s) for s in u.src], [s.dtype for s in u.src], u.dtype)
 
     def _select(self, c: str, a: str, b: str, dt: DType) -> str:
