@@ -184,9 +184,11 @@ GATHER = Workload(
 
 # --- fft (issue 4): corvid's own kernels (mixed radix, Bluestein for a prime) against numpy's pocketfft
 
-def _fft_inputs(n: int, quick_n: int):
+def _fft_inputs(n: int, quick_n: int, real: bool = False):
     def make(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
         m = quick_n if quick else n
+        if real:
+            return (rng.standard_normal(m, dtype=np.float32),)
         return ((rng.standard_normal(m) + 1j * rng.standard_normal(m)).astype(np.complex64),)
     return make
 
@@ -202,6 +204,14 @@ def _fft(name: str, n: int, quick_n: int, what: str) -> Workload:
 
 FFT_POW2 = _fft("fft_2^20", 1 << 20, 256, "radix 16")
 FFT_PRIME = _fft("fft_prime_1000003", 1000003, 257, "a prime length: Bluestein")
+# a real input: a half-length complex transform plus a split pass; rated as half a complex fft's flops
+FFT_REAL = Workload(
+    "rfft_2^20", f"fft.rfft(x), {1 << 20} float32 (half-length complex transform)",
+    _fft_inputs(1 << 20, 256, real=True),
+    {"corvid": lambda x: _cv().fft.rfft(x), "numpy": np.fft.rfft,
+     "torch": lambda x: _torch().fft.rfft(x), "jax": lambda x: _jnp().fft.rfft(x)},
+    rate=lambda ins: (2.5 * ins[0].size * np.log2(ins[0].size), "GFLOP/s"), target=None, rtol=1e-3,
+    atol=1e-3 * np.sqrt(1 << 20))
 
 
 def _scatter_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
@@ -225,4 +235,4 @@ SCATTER = Workload(
 
 
 WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY,
-                             SOLVE_KERNELS, CHOLESKY_KERNELS, GATHER, SCATTER, FFT_POW2, FFT_PRIME]
+                             SOLVE_KERNELS, CHOLESKY_KERNELS, GATHER, SCATTER, FFT_POW2, FFT_PRIME, FFT_REAL]

@@ -15,11 +15,25 @@ small DFT below is a real matrix product, which the kernel optimizer tiles and v
   axis of a ``(P, n, Q)`` view is a length-``n2`` transform of the ``(P, n2, n1 * Q)`` view,
   a twiddle multiply, and a dense ``n1``-point DFT written straight into natural order: one
   reduce kernel (plus a twiddle pass) per factor, no bit reversal, no transposes. ``n1`` is the
-  largest divisor of ``n`` up to 16.
+  largest divisor of ``n`` up to 16. The outermost stage of a transform along the last axis
+  (Q = 1) is instead a row-wise matrix product (rows of ``n1``, which vectorizes), stored in
+  ``k2``-major order and read back transposed by whatever consumes it.
 * **Small lengths** (up to 16, and prime factors up to 64) are one dense DFT matrix product.
 * **Other lengths** (a prime factor above 64): Bluestein's chirp-z algorithm turns the length-n
   DFT into a circular convolution of power-of-two length ``m >= 2n - 1``, done with the
   mixed-radix transform. So any length works in O(n log n).
+* **Real input** (``rfft``, ``irfft``, and through them ``rfftn``, ``irfftn``, ``hfft``, ``ihfft``):
+  an even length n = 2m costs a length-m complex transform, half the full one. ``rfft`` packs
+  ``z[j] = x[2j] + i x[2j+1]`` (a reshape: its two parts are the even and odd samples, each stored
+  once so that the first matrix product vectorizes), transforms it (Z, with Z[m] = Z[0]) and
+  splits the result in one elementwise pass, for k = 0..m:
+  ``X[k] = (Z[k] + conj(Z[m-k])) / 2 - i w^k (Z[k] - conj(Z[m-k])) / 2`` with ``w = exp(-2 pi i/n)``.
+  ``irfft`` runs it backwards: ``(X[k] + conj(X[m-k])) + i w^-k (X[k] - conj(X[m-k]))`` is
+  2 (E[k] + i O[k]) for the DFTs E, O of the even and odd output samples, so an unnormalized
+  length-m inverse of it gives ``n (x[2j] + i x[2j+1])``, whose parts interleave into x. As
+  numpy's, ``irfft`` ignores the imaginary parts of the zero and Nyquist frequencies. Odd n: the
+  full transform of the real input (whose first stage skips the zero imaginary part), or the full
+  inverse of the spectrum completed by its mirrored conjugate.
 
 Twiddle and chirp tables are computed in float64 on the host and cast to the working precision.
 Accuracy: relative error about 1e-7 (complex64) and 1e-15 (complex128) times log n.
@@ -49,7 +63,7 @@ from . import dtype as dt
 from .dtype import DType
 from .ops.elementwise import make_complex
 from .ops.manipulation import roll
-from .ops.movement import normalize_axis
+from .ops.movement import cat, normalize_axis, stack
 from .tensor import Tensor
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "fft2", "ifft2", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
@@ -78,24 +92,34 @@ def _split(n: int) -> int:
     return p if p < n and p <= _DENSE_PRIME else 1
 
 
+def _cis(k: np.ndarray, n: int, sign: int) -> np.ndarray:
+    """``exp(sign 2 pi i k / n)`` for integers k: the angle reduced mod n in integers first, and
+    quarter turns exact (1, i, -1, -i), so that e.g. the DFT of a real even signal has no rounding
+    noise in its imaginary part."""
+    k = np.asarray(k, dtype=np.int64) % n
+    w = np.exp(sign * 2j * np.pi * (k / n))
+    quarter = (4 * k) % n == 0
+    w[quarter] = np.array([1, 1j, -1, complex(0, -1)])[(sign * 4 * k[quarter] // n) % 4]
+    return w
+
+
 @functools.lru_cache(maxsize=256)
 def _dft_matrix(n: int, sign: int) -> np.ndarray:
     k = np.arange(n)
-    return np.exp(sign * 2j * np.pi * ((np.outer(k, k) % n) / n))
+    return _cis(np.outer(k, k), n, sign)
 
 
 @functools.lru_cache(maxsize=256)
 def _twiddles(n2: int, n1: int, sign: int) -> np.ndarray:
-    """``w[k2, j1] = exp(sign 2 pi i j1 k2 / n)`` for ``n = n1 n2`` (exact integer angles)."""
-    n = n1 * n2
-    return np.exp(sign * 2j * np.pi * ((np.outer(np.arange(n2), np.arange(n1)) % n) / n))
+    """``w[k2, j1] = exp(sign 2 pi i j1 k2 / n)`` for ``n = n1 n2``."""
+    return _cis(np.outer(np.arange(n2), np.arange(n1)), n1 * n2, sign)
 
 
 @functools.lru_cache(maxsize=64)
 def _chirp(n: int, sign: int) -> np.ndarray:
-    """``exp(sign i pi j^2 / n)`` for j < n, with j^2 reduced mod 2n in integers first."""
+    """``exp(sign i pi j^2 / n)`` for j < n."""
     j = np.arange(n, dtype=np.int64)
-    return np.exp(sign * 1j * np.pi * (((j * j) % (2 * n)) / n))
+    return _cis(j * j, 2 * n, sign)
 
 
 @functools.lru_cache(maxsize=64)
@@ -108,11 +132,17 @@ def _bluestein_kernel(n: int, m: int, sign: int) -> np.ndarray:
     return np.fft.fft(b)
 
 
+@functools.lru_cache(maxsize=64)
+def _split_twiddles(n: int, sign: int) -> np.ndarray:
+    """``sign i exp(sign 2 pi i k / n)`` for k <= n/2: the odd half's weight in :func:`_real_pass`."""
+    return sign * 1j * _cis(np.arange(n // 2 + 1), n, sign)
+
+
 @functools.lru_cache(maxsize=512)
 def _table(kind: str, args: tuple, real: DType, device: str) -> tuple[Tensor, Tensor]:
     """A table as (real part, imaginary part) constants in the working precision, made once."""
     a = {"dft": _dft_matrix, "dftT": lambda n, sign: _dft_matrix(n, sign).T, "twiddle": _twiddles,
-         "chirp": _chirp, "bluestein": _bluestein_kernel}[kind](*args)
+         "chirp": _chirp, "bluestein": _bluestein_kernel, "split": _split_twiddles}[kind](*args)
     return (Tensor(np.ascontiguousarray(a.real).astype(real.np), device=device),
             Tensor(np.ascontiguousarray(a.imag).astype(real.np), device=device))
 
@@ -159,6 +189,13 @@ def _dft(xr: Tensor, xi: Tensor | None, sign: int) -> tuple[Tensor, Tensor]:
     dr, di = _dft(xr.reshape(P, n2, n1 * Q), None if xi is None else xi.reshape(P, n2, n1 * Q), sign)
     wr, wi = (t[:, :, None] for t in _table("twiddle", (n2, n1, sign), xr.dtype, xr.device))  # (k2, j1, 1)
     er, ei = _cmul(dr.reshape(P, n2, n1, Q), di.reshape(P, n2, n1, Q), wr, wi)  # (P, k2, j1, Q)
+    if Q == 1:
+        # the outermost stage: the dense DFT's row form (P n2 rows of n1 @ F^T), which vectorizes
+        # where the k1-major reduce below would not, stored k2-major and read back transposed
+        # (stored first: fused into its consumer's natural order it would not vectorize either)
+        yr, yi = _dense(er.reshape(P * n2, n1, 1), ei.reshape(P * n2, n1, 1), n1, sign)
+        yr, yi = (t.contiguous().reshape(P, n2, n1).permute(0, 2, 1).reshape(P, n, 1) for t in (yr, yi))
+        return yr, yi
     # X[n2 k1 + k2] = sum_j1 F[k1, j1] e[k2, j1]: written (P, k1, k2, Q), i.e. natural order
     fr, fi = (t[None, :, None, :, None] for t in _table("dft", (n1, sign), xr.dtype, xr.device))  # (1,k1,1,j1,1)
     er, ei = er[:, None], ei[:, None]  # (P, 1, k2, j1, Q)
@@ -184,6 +221,77 @@ def _bluestein(xr: Tensor, xi: Tensor | None, sign: int) -> tuple[Tensor, Tensor
     return _cmul(ar, ai, cr, ci)
 
 
+# ---------------------------------------------------------------- real input: half-length transforms
+
+def _real_pass(yr: Tensor, yi: Tensor, sign: int) -> tuple[Tensor, Tensor]:
+    """``(Y[k] + conj(Y[m-k])) + V[k] (Y[k] - conj(Y[m-k]))`` for k = 0..m along axis 1 of
+    (P, m + 1, Q) parts, with ``V[k] = sign i exp(sign 2 pi i k / 2m)``.
+
+    The step between a real length-2m signal x and the complex z[j] = x[2j] + i x[2j+1]. Forward
+    (sign -1, Y the DFT of z with Y[m] = Y[0]): twice the first m + 1 frequencies of x. Inverse
+    (sign +1, Y those frequencies of x): for k < m, twice the DFT of z, i.e. 2 (E + i O) with E, O
+    the DFTs of the even and odd samples of x."""
+    m = yr.shape[1] - 1
+    br, bi = yr.flip(1), -yi.flip(1)  # conj(Y[m - k])
+    vr, vi = (t[:, None] for t in _table("split", (2 * m, sign), yr.dtype, yr.device))
+    er, ei = _cmul(yr - br, yi - bi, vr, vi)
+    return yr + br + er, yi + bi + ei
+
+
+def _batch(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
+    """(P, Q): the sizes before and after ``axis``, for the (P, n, Q) view the transforms work on."""
+    return math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+
+
+def _rfft_along(x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
+    """Unnormalized DFT of the real ``x`` along ``axis``: its ``n // 2 + 1`` non-negative frequencies
+    as (re, im). Even n: the length-n/2 complex transform of z[j] = x[2j] + i x[2j+1] and
+    :func:`_real_pass`, half the work of the full transform. Odd n: the full transform (of a zero
+    imaginary part, which its first stage skips), cut."""
+    shape = x.shape
+    n = shape[axis]
+    h = n // 2 + 1
+    P, Q = _batch(shape, axis)
+    out = shape[:axis] + (h,) + shape[axis + 1:]
+    if P * Q == 0:
+        z = x._const(0, shape=out)
+        return z, z
+    if n % 2:
+        yr, yi = _dft(x.reshape(P, n, Q), None, -1)
+        return yr[:, :h].reshape(out), yi[:, :h].reshape(out)
+    z = x.reshape(P, h - 1, 2, Q)  # even and odd samples: strided views, stored so the first stage vectorizes
+    yr, yi = _dft(z[:, :, 0].contiguous(), z[:, :, 1].contiguous(), -1)
+    yr, yi = (cat([t, t[:, :1]], 1) for t in (yr, yi))  # Y[m] = Y[0]
+    yr, yi = _real_pass(yr, yi, -1)
+    return (yr * 0.5).reshape(out), (yi * 0.5).reshape(out)
+
+
+def _irfft_along(re: Tensor, im: Tensor, axis: int, n: int) -> Tensor:
+    """Unnormalized inverse DFT along ``axis``: the real length-n signal whose spectrum starts with
+    (re, im), trimmed or zero-padded to ``n // 2 + 1`` (the rest is its mirrored conjugate). As in
+    numpy, the imaginary parts of the zero and (even n) Nyquist frequencies are ignored. Even n:
+    :func:`_real_pass`, a length-n/2 complex inverse, its real and imaginary parts interleaved.
+    Odd n: the real part of the full spectrum's inverse."""
+    h = n // 2 + 1
+    re, im = _resize(re, axis, h), _resize(im, axis, h)
+    shape = re.shape
+    P, Q = _batch(shape, axis)
+    out = shape[:axis] + (n,) + shape[axis + 1:]
+    if P * Q == 0:
+        return re._const(0, shape=out)
+    re, im = re.reshape(P, h, Q), im.reshape(P, h, Q)
+    if n % 2:  # X[n - k] = conj(X[k]) for k = h-1..1
+        yr, _ = _dft(cat([re, re[:, :0:-1]], 1), cat([im, -im[:, :0:-1]], 1), 1)
+        return yr.reshape(out)
+    m = h - 1
+    im = im[:, 1:m].pad(((0, 0), (1, 1), (0, 0)))  # drop Im X[0] and Im X[m]
+    zr, zi = _real_pass(re, im, 1)
+    # the pass is stored before the transform: fused into the first matrix product it would be
+    # recomputed for every output row, and keep the product from vectorizing
+    zr, zi = _dft(zr[:, :m].contiguous(), zi[:, :m].contiguous(), 1)  # n (x[2j] + i x[2j+1])
+    return stack([zr, zi], 2).reshape(out)
+
+
 # ---------------------------------------------------------------- public API helpers
 
 def _tensor(x: Any) -> Tensor:
@@ -204,6 +312,13 @@ def _parts(x: Tensor) -> tuple[Tensor, Tensor | None]:
     return x.astype(c.real_dtype), None
 
 
+def _hermitian_parts(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(real, imag) of a spectrum for the inverse real transforms, in the working real dtype (zeros
+    for a real input). Views, not stored: :func:`_irfft_along` reads them in an elementwise pass."""
+    r = _complex_type(x.dtype).real_dtype
+    return x.real.astype(r), x.imag.astype(r)
+
+
 def _check_norm(norm: str) -> None:
     if norm not in _NORMS:
         raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
@@ -213,6 +328,14 @@ def _scale(n: int, norm: str, inverse: bool) -> float:
     if norm == "ortho":
         return 1.0 / math.sqrt(n)
     return 1.0 / n if (norm == "forward") != inverse else 1.0
+
+
+def _scaled(x: Tensor, s: float) -> Tensor:
+    return x * s if s != 1.0 else x
+
+
+def _complex_result(re: Tensor, im: Tensor, s: float) -> Tensor:
+    return make_complex(_scaled(re, s), _scaled(im, s))
 
 
 def _resize(x: Tensor, axis: int, n: int) -> Tensor:
@@ -232,11 +355,27 @@ def _check_n(n: int | None, name: str = "n") -> None:
         raise ValueError(f"invalid number of data points {name}={n!r}: must be a positive int")
 
 
+def _axis_and_n(x: Tensor, n: int | None, axis: int, norm: str, name: str,
+                hermitian: bool = False) -> tuple[int, int]:
+    """The checked axis and length of a 1-D transform. The default length is the input's, or for
+    a Hermitian input (``irfft``, ``hfft``) ``2 (m - 1)``."""
+    _check_norm(norm)
+    _check_n(n)
+    if x.ndim == 0:
+        raise ValueError(f"{name}: needs at least 1 dimension, got a 0-d tensor")
+    a = normalize_axis(axis, x.ndim)
+    if n is None:
+        n = 2 * (x.shape[a] - 1) if hermitian else x.shape[a]
+    if n < 1:
+        raise ValueError(f"{name}: invalid number of data points ({n}) along axis {axis}")
+    return a, int(n)
+
+
 def _along(re: Tensor, im: Tensor | None, axis: int, sign: int) -> tuple[Tensor, Tensor]:
     """Unnormalized DFT of (re, im) along ``axis`` (any shape)."""
     shape = re.shape
     n = shape[axis]
-    P, Q = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    P, Q = _batch(shape, axis)
     if P * Q == 0:
         z = re.reshape(shape) * 0
         return z, z
@@ -246,20 +385,9 @@ def _along(re: Tensor, im: Tensor | None, axis: int, sign: int) -> tuple[Tensor,
 
 def _c2c(x: Any, n: int | None, axis: int, norm: str, inverse: bool, name: str) -> Tensor:
     x = _tensor(x)
-    _check_norm(norm)
-    _check_n(n)
-    if x.ndim == 0:
-        raise ValueError(f"{name}: needs at least 1 dimension, got a 0-d tensor")
-    a = normalize_axis(axis, x.ndim)
-    n = x.shape[a] if n is None else int(n)
-    if n < 1:
-        raise ValueError(f"{name}: invalid number of data points ({n}) along axis {axis}")
+    a, n = _axis_and_n(x, n, axis, norm, name)
     re, im = _parts(_resize(x, a, n))
-    yr, yi = _along(re, im, a, 1 if inverse else -1)
-    s = _scale(n, norm, inverse)
-    if s != 1.0:
-        yr, yi = yr * s, yi * s
-    return make_complex(yr, yi)
+    return _complex_result(*_along(re, im, a, 1 if inverse else -1), _scale(n, norm, inverse))
 
 
 def _axes_and_sizes(x: Tensor, s: Sequence[int] | None, axes: Sequence[int] | None,
@@ -295,10 +423,7 @@ def _c2c_n(x: Any, s: Sequence[int] | None, axes: Sequence[int] | None, norm: st
     re, im = _parts(x)
     for a in axes:
         re, im = _along(re, im, a, 1 if inverse else -1)
-    sc = _scale(math.prod(sizes), norm, inverse)
-    if sc != 1.0:
-        re, im = re * sc, im * sc
-    return make_complex(re, im)
+    return _complex_result(re, im, _scale(math.prod(sizes), norm, inverse))
 
 
 def _real_input(x: Any, name: str) -> Tensor:
@@ -350,21 +475,9 @@ def ifft2(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-
 def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
     """The DFT of a real input along ``axis``: the ``n // 2 + 1`` non-negative frequencies."""
     x = _real_input(x, "rfft")
-    y = _c2c(x, n, axis, norm, False, "rfft")
-    a = normalize_axis(axis, y.ndim)
-    return y[(slice(None),) * a + (slice(0, y.shape[a] // 2 + 1),)]
-
-
-def _hermitian_full(x: Tensor, a: int, n: int) -> Tensor:
-    """The length-n spectrum whose first n//2+1 entries are ``x`` (trimmed/padded) and the rest
-    their mirrored conjugates."""
-    x = _resize(x, a, n // 2 + 1)
-    tail = n - (n // 2 + 1)
-    if tail == 0:
-        return x
-    mirror = x[(slice(None),) * a + (slice(tail, 0, -1),)].conj()
-    from .ops.movement import cat
-    return cat([x, mirror], a)
+    a, n = _axis_and_n(x, n, axis, norm, "rfft")
+    re, _ = _parts(_resize(x, a, n))
+    return _complex_result(*_rfft_along(re, a), _scale(n, norm, False))
 
 
 def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
@@ -372,33 +485,31 @@ def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
     input of length m). The imaginary parts of the zero (and, for even n, Nyquist) frequency are
     ignored, as in numpy."""
     x = _tensor(x)
-    _check_n(n)
-    if x.ndim == 0:
-        raise ValueError("irfft: needs at least 1 dimension, got a 0-d tensor")
-    a = normalize_axis(axis, x.ndim)
-    n = 2 * (x.shape[a] - 1) if n is None else int(n)
-    if n < 1:
-        raise ValueError(f"irfft: invalid number of data points ({n}) along axis {axis}")
-    x = x.astype(_complex_type(x.dtype))
-    return _c2c(_hermitian_full(x, a, n), None, a, norm, True, "irfft").real
+    a, n = _axis_and_n(x, n, axis, norm, "irfft", hermitian=True)
+    return _scaled(_irfft_along(*_hermitian_parts(x), a, n), _scale(n, norm, True))
 
 
 def rfftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: str = "backward") -> Tensor:
-    """The N-D DFT of a real input; the last of ``axes`` keeps ``n // 2 + 1`` frequencies."""
+    """The N-D DFT of a real input; the last of ``axes`` keeps ``n // 2 + 1`` frequencies (the real
+    transform along it comes first, then complex ones along the others)."""
     x = _real_input(x, "rfftn")
+    _check_norm(norm)
     axes_, sizes = _axes_and_sizes(x, s, axes, "rfftn")
     if not axes_:
         raise ValueError("rfftn: needs at least one axis")
-    y = _c2c_n(x, sizes, axes_, norm, False, "rfftn")
-    last = axes_[-1]
-    return y[(slice(None),) * last + (slice(0, sizes[-1] // 2 + 1),)]
+    for a, n in zip(axes_, sizes):
+        x = _resize(x, a, n)
+    re, im = _rfft_along(_parts(x)[0], axes_[-1])
+    for a in axes_[:-1]:
+        re, im = _along(re, im, a, -1)
+    return _complex_result(re, im, _scale(math.prod(sizes), norm, False))
 
 
 def irfftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
            norm: str = "backward") -> Tensor:
     """The inverse of :func:`rfftn`: ``s[-1]`` (default ``2 (m - 1)``) is the real output length
-    along the last of ``axes``."""
+    along the last of ``axes`` (complex inverses along the others come first, the real one last)."""
     x = _tensor(x)
     _check_norm(norm)
     if axes is None:
@@ -419,10 +530,14 @@ def irfftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | N
         sizes.append(2 * (x.shape[axes_[-1]] - 1) if s[-1] == -1 else s[-1])
     for v in sizes:
         _check_n(v, "s")
-    x = x.astype(_complex_type(x.dtype))
-    if len(axes_) > 1:  # the complex inverse over the other axes, then the real one over the last
-        x = _c2c_n(x, sizes[:-1], axes_[:-1], norm, True, "irfftn")
-    return irfft(x, n=sizes[-1], axis=axes_[-1], norm=norm)
+    for a, n in zip(axes_[:-1], sizes[:-1]):
+        x = _resize(x, a, n)
+    re, im = _hermitian_parts(x)
+    if len(axes_) > 1:  # stored for the matrix products of the complex inverses along the other axes
+        re, im = re.contiguous(), im.contiguous()
+        for a in axes_[:-1]:
+            re, im = _along(re, im, a, 1)
+    return _scaled(_irfft_along(re, im, axes_[-1], sizes[-1]), _scale(math.prod(sizes), norm, True))
 
 
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}

@@ -116,6 +116,83 @@ def test_hfft_ihfft(norm):
                                rtol=1e-12, atol=1e-12)
 
 
+# rfft/irfft of even n run a length-n/2 complex transform: every code path of that half (dense: 4,
+# 6; radix: 64; a dense prime: 62; Bluestein: 2 * 1009) and odd n (the full transform). Small
+# lengths also with n trimming or zero-padding the input (not the large one: each length compiles)
+REAL_LENGTHS = [1, 2, 3, 4, 5, 6, 9, 62, 64, 2 * 1009]
+
+
+@pytest.mark.parametrize("n", REAL_LENGTHS)
+def test_rfft_and_irfft_half_length_paths_match_numpy(n):
+    x = RNG.standard_normal((3, n))
+    # not the rfft of a real signal: complex DC and Nyquist bins, whose imaginary parts irfft ignores
+    spec = crand(3, n // 2 + 1)
+    small = n <= 64
+    for real, cplx, tol in ((np.float32, np.complex64, 3e-6), (np.float64, np.complex128, 1e-13)):
+        tol *= max(1.0, np.log2(n))
+        xs = x.astype(real)
+        for m in (n, n - 1, n + 2) if small else (n,):  # as is, trimmed (the other parity), zero-padded
+            if m >= 1:
+                got = cv.fft.rfft(cv.Tensor(xs), n=m).numpy()
+                assert got.dtype == cplx and got.shape == (3, m // 2 + 1)
+                assert rel_err(got, np.fft.rfft(xs.astype(np.float64), n=m)) < tol
+        s = spec.astype(cplx)
+        for m in ((None,) if n > 1 else ()) + ((n, n + 1, 2 * n) if small else ()):  # default, odd/even, padded
+            got = cv.fft.irfft(cv.Tensor(s), n=m).numpy()
+            ref = np.fft.irfft(s.astype(np.complex128), n=m)
+            assert got.dtype == real and got.shape == ref.shape
+            assert rel_err(got, ref) < tol
+
+
+def test_rfft_irfft_batched_along_any_axis():
+    x = RNG.standard_normal((4, 10, 3))
+    cases = [(axis, n) for axis in (0, 1, -1) for n in (None, 7, 12)]  # each norm once per axis
+    for (axis, n), norm in zip(cases, ["backward", "ortho", "forward"] * 3):
+        got = cv.fft.rfft(cv.Tensor(x), n=n, axis=axis, norm=norm).numpy()
+        ref = np.fft.rfft(x, n=n, axis=axis, norm=norm)
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+        back = cv.fft.irfft(cv.Tensor(ref), n=n, axis=axis, norm=norm).numpy()
+        np.testing.assert_allclose(back, np.fft.irfft(ref, n=n, axis=axis, norm=norm), rtol=1e-12, atol=1e-12)
+
+
+def test_rfft_irfft_empty_batches():
+    for shape, axis in (((0, 8), -1), ((3, 0, 8), -1), ((8, 0), 0), ((2, 7, 0), 1)):
+        x = np.zeros(shape, np.float32)
+        got = cv.fft.rfft(cv.Tensor(x), axis=axis)
+        ref = np.fft.rfft(x, axis=axis)
+        assert got.shape == ref.shape and got.dtype == cv.complex64 and got.numpy().shape == ref.shape
+        for n in (6, 7):
+            back = cv.fft.irfft(got, n=n, axis=axis)
+            assert back.shape == np.fft.irfft(ref, n=n, axis=axis).shape and back.dtype == cv.float32
+            assert back.numpy().size == 0
+
+
+def test_irfft_ignores_imaginary_dc_and_nyquist_after_trimming_or_padding():
+    spec = crand(2, 6)
+    for n in (4, 5, 6, 10, 11, 12, 13):  # Nyquist inside (4, 6), the last bin (10), padded away (12)
+        ref = np.fft.irfft(spec, n=n)
+        np.testing.assert_allclose(cv.fft.irfft(cv.Tensor(spec), n=n).numpy(), ref, atol=1e-12)
+        dropped = spec.copy()
+        dropped[:, 0] = dropped[:, 0].real
+        if n % 2 == 0 and n // 2 < spec.shape[1]:
+            dropped[:, n // 2] = dropped[:, n // 2].real
+        np.testing.assert_allclose(cv.fft.irfft(cv.Tensor(dropped), n=n).numpy(), ref, atol=1e-12)
+
+
+def test_real_transforms_in_float32_through_the_n_dimensional_and_hermitian_forms():
+    x = RNG.standard_normal((6, 8)).astype(np.float32)
+    got = cv.fft.rfftn(cv.Tensor(x))
+    assert got.dtype == cv.complex64
+    assert rel_err(got.numpy(), np.fft.rfftn(x.astype(np.float64))) < 1e-5
+    back = cv.fft.irfftn(got)
+    assert back.dtype == cv.float32 and rel_err(back.numpy(), x) < 1e-5
+    spec = crand(6, 5, dtype=np.complex64)
+    for n in (8, 9):
+        assert rel_err(cv.fft.hfft(cv.Tensor(spec), n=n).numpy(), np.fft.hfft(spec.astype(np.complex128), n=n)) < 1e-5
+    assert rel_err(cv.fft.ihfft(cv.Tensor(x)).numpy(), np.fft.ihfft(x.astype(np.float64))) < 1e-6
+
+
 @pytest.mark.parametrize("n", [1, 2, 5, 8, 11])
 def test_fftfreq_rfftfreq(n):
     for d in (1.0, 0.25):
@@ -141,6 +218,13 @@ def test_empty_batches_and_length_one():
     assert cv.fft.rfft(cv.Tensor(np.zeros((3, 0, 4)))).shape == (3, 0, 3)
     x = crand(3, 1)
     np.testing.assert_allclose(cv.fft.fft(cv.Tensor(x)).numpy(), x)
+
+
+def test_quarter_turn_twiddles_are_exact():
+    # 1, -i, -1, i exactly (no 1e-16 imaginary parts from exp(-i pi)), in the complex and real paths
+    x = cv.Tensor([1.0, 2.0, 3.0, 4.0])
+    assert cv.fft.fft(x).numpy().tolist() == [10, -2 + 2j, -2, -2 - 2j]
+    assert cv.fft.rfft(x).numpy().tolist() == [10, -2 + 2j, -2]
 
 
 def test_special_values_propagate():
@@ -201,6 +285,37 @@ def test_grad_parseval_and_finite_differences():
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("n", [6, 7])
+def test_grad_through_rfft_and_irfft_against_finite_differences(n):
+    # rfft (real input) and irfft (complex input: the gradient is dL/dRe - 1j dL/dIm, the jax
+    # convention) against central differences, for the half-length path (even n) and the full one
+    # (odd n); trimmed and padded lengths, ortho scaling
+    x = RNG.standard_normal(n)
+    w = RNG.standard_normal(n // 2 + 1)
+    g = cv.grad(lambda t: (cv.Tensor(w) * cv.abs(cv.fft.rfft(t, norm="ortho")) ** 1.5).sum())(cv.Tensor(x)).numpy()
+    eps = 1e-6
+    fd = [((w * np.abs(np.fft.rfft(x + eps * e, norm="ortho")) ** 1.5).sum()
+           - (w * np.abs(np.fft.rfft(x - eps * e, norm="ortho")) ** 1.5).sum()) / (2 * eps) for e in np.eye(n)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+    spec = crand(5)
+
+    def check_irfft(m):
+        v = RNG.standard_normal(m)
+
+        def loss_np(s):
+            return (v * np.fft.irfft(s, n=m)).sum() + (np.fft.irfft(s, n=m) ** 2).sum()
+
+        def loss_cv(t):
+            return (cv.Tensor(v) * cv.fft.irfft(t, n=m)).sum() + (cv.fft.irfft(t, n=m) ** 2).sum()
+
+        g = cv.grad(loss_cv)(cv.Tensor(spec)).numpy()
+        fd = [(loss_np(spec + d) - loss_np(spec - d)) / (2 * eps) for e in np.eye(5) for d in (eps * e, 1j * eps * e)]
+        np.testing.assert_allclose(g, np.array(fd[0::2]) - 1j * np.array(fd[1::2]), rtol=1e-6, atol=1e-6)
+
+    for m in (n, n + 1, 2 * n):  # spec has 5 bins: 6 or 7 trims it, 8 uses it whole, 12 or 14 pads it
+        check_irfft(m)
+
+
 def test_backward_through_complex_input_follows_the_jax_convention():
     # L = Re(sum(c * fft(z))) = Re(sum(a * z)) with a = fft(c) (the DFT matrix is symmetric);
     # dL/dx - 1j dL/dy = Re(a) + 1j Im(a) = a
@@ -212,6 +327,12 @@ def test_backward_through_complex_input_follows_the_jax_convention():
     t = cv.Tensor(z.real, requires_grad=True)
     (cv.Tensor(c) * cv.fft.ifft(t)).sum().real.backward()
     np.testing.assert_allclose(t.grad.numpy(), np.fft.ifft(c).real, rtol=1e-10, atol=1e-10)
+    # through the real transforms' half-length paths: L = c . A x with A = irfft(s * rfft(.)), a real filter s
+    x, c, s = RNG.standard_normal(12), RNG.standard_normal(12), RNG.standard_normal(7)
+    t = cv.Tensor(x, requires_grad=True)
+    (cv.Tensor(c) * cv.fft.irfft(cv.fft.rfft(t) * cv.Tensor(s), n=12)).sum().backward()
+    a = np.stack([np.fft.irfft(np.fft.rfft(e) * s, n=12) for e in np.eye(12)], axis=1)
+    np.testing.assert_allclose(t.grad.numpy(), a.T @ c, rtol=1e-10, atol=1e-10)
 
 
 def test_jvp_is_the_transform_of_the_tangent():
@@ -219,6 +340,10 @@ def test_jvp_is_the_transform_of_the_tangent():
     y, ty = cv.jvp(lambda t: cv.fft.fft(t, norm="ortho"), (cv.Tensor(x),), (cv.Tensor(v),))
     np.testing.assert_allclose(y.numpy(), np.fft.fft(x, norm="ortho"), atol=1e-12)
     np.testing.assert_allclose(ty.numpy(), np.fft.fft(v, norm="ortho"), atol=1e-12)
+    x, v = RNG.standard_normal((3, 16)), RNG.standard_normal((3, 16))
+    y, ty = cv.jvp(lambda t: cv.fft.irfft(cv.fft.rfft(t) * 1j, n=16), (cv.Tensor(x),), (cv.Tensor(v),))
+    np.testing.assert_allclose(y.numpy(), np.fft.irfft(np.fft.rfft(x) * 1j, n=16), atol=1e-12)
+    np.testing.assert_allclose(ty.numpy(), np.fft.irfft(np.fft.rfft(v) * 1j, n=16), atol=1e-12)
 
 
 def test_vmap_and_jit_match_a_python_loop():
@@ -226,6 +351,10 @@ def test_vmap_and_jit_match_a_python_loop():
     got = cv.vmap(lambda t: cv.fft.fft2(t))(cv.Tensor(xs)).numpy()
     ref = np.stack([np.fft.fft2(x) for x in xs])
     np.testing.assert_allclose(got, ref, atol=1e-11)
+    xr = RNG.standard_normal((4, 3, 10))
+    got = cv.vmap(lambda t: cv.fft.irfft(cv.fft.rfft(t, axis=0) * 1j, n=4, axis=0))(cv.Tensor(xr)).numpy()
+    ref = np.stack([np.fft.irfft(np.fft.rfft(x, axis=0) * 1j, n=4, axis=0) for x in xr])
+    np.testing.assert_allclose(got, ref, atol=1e-12)
     f = cv.jit(lambda t: cv.fft.irfft(cv.fft.rfft(t) * 2, n=10))
     for _ in range(2):
         x = RNG.standard_normal((3, 10))
@@ -244,6 +373,9 @@ def test_hypothesis_fft_any_axis_and_n(shape, data):
     xr = x.real
     np.testing.assert_allclose(cv.fft.rfft(cv.Tensor(xr), n=n, axis=axis, norm=norm).numpy(),
                                np.fft.rfft(xr, n=n, axis=axis, norm=norm), rtol=1e-11, atol=1e-11)
+    if n is not None or x.shape[axis] > 1:
+        np.testing.assert_allclose(cv.fft.irfft(cv.Tensor(x), n=n, axis=axis, norm=norm).numpy(),
+                                   np.fft.irfft(x, n=n, axis=axis, norm=norm), rtol=1e-11, atol=1e-11)
 
 
 def test_large_power_of_two_and_large_prime_in_float32():
