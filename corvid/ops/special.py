@@ -103,7 +103,7 @@ def erfinv(x: Tensor) -> Tensor:
     """Inverse error function on [-1, 1]: ±inf at ±1, nan outside, -0.0 at -0.0.
 
     >>> import corvid as cv
-    >>> round(cv.erfinv(cv.Tensor(0.5, dtype=cv.float64)).item(), 12)
+    >>> print(f"{cv.erfinv(cv.Tensor(0.5, dtype=cv.float64)).item():.12f}")
     0.476936276204
     """
     return _in_f64(_erfinv64, x)
