@@ -208,8 +208,10 @@ def _fmt_ms(t: Timing | None) -> str:
 def format_table(rows: list[Row], names: list[str]) -> str:
     """The summary table: medians, throughputs, ratios (peer time / corvid time) and the targets."""
     peers = [n for n in names if n != "corvid"]
-    header = (["workload"] + [f"{n} ms" for n in names] + ["corvid rate"] + [f"{p} rate" for p in peers]
-              + [f"vs {p}" for p in peers] + ["target vs numpy", "first call ms (corvid)", "check"])
+    header = (["workload"] + [f"{n} ms" for n in names] + ["corvid rate", "corvid % of peak"]
+              + [f"{p} rate" for p in peers] + [f"vs {p}" for p in peers]
+              + ["target vs numpy", "first call ms (corvid)", "check"])
+    peak = _peak()
     lines = []
     for r in rows:
         amount, unit = r.work
@@ -223,13 +225,27 @@ def format_table(rows: list[Row], names: list[str]) -> str:
         elif c and "numpy" in r.timings:
             met = r.workload.target is None or r.timings["numpy"].median_s / c.median_s >= r.workload.target
             goal = f">= {r.workload.target:g}x: {'met' if met else 'MISSED'}"
-        lines.append([r.workload.name] + [_fmt_ms(r.timings.get(n)) for n in names] + [rate("corvid")]
+        roof = "-"
+        if c and peak is not None and unit in ("GFLOP/s", "GB/s"):
+            limit = peak.gflops if unit == "GFLOP/s" else peak.gbps
+            roof = f"{amount / c.median_s / 1e9 / limit * 100:.0f}% ({'compute' if unit == 'GFLOP/s' else 'memory'})"
+        lines.append([r.workload.name] + [_fmt_ms(r.timings.get(n)) for n in names] + [rate("corvid"), roof]
                      + [rate(p) for p in peers] + ratios
                      + [goal, f"{c.first_s * 1e3:.1f}" if c else "-", "FAIL" if r.failures else "ok"])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(line) for line in lines]
     return "\n".join(out)
+
+
+def _peak() -> Any:
+    """This machine's roofline (corvid/runtime/peak.py), or None if it cannot be measured."""
+    try:
+        from corvid.runtime.peak import cpu_peak
+
+        return cpu_peak()
+    except Exception:  # no compiler: the table goes without the column's figures
+        return None
 
 
 @contextlib.contextmanager
@@ -253,12 +269,21 @@ def _kernel_cache(cold: bool) -> Iterator[str]:
 ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS]
 
 
+LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new processes
+
+
+def _tokens(only: list[str] | None) -> list[str]:
+    return [t for item in only or [] for t in item.split(",") if t]
+
+
 def select(only: list[str] | None) -> list[Workload | Overhead]:
     """Workloads (array and overhead ones) whose name equals or starts with one of ``only`` (all when empty)."""
     if not only:
         return list(ALL)
-    tokens = [t for item in only for t in item.split(",") if t]
+    tokens = _tokens(only)
     chosen = [w for w in ALL if any(w.name == t or w.name.startswith(t) for t in tokens)]
+    if not chosen and any(LATENCY.startswith(t) for t in tokens):
+        return []
     if not chosen:
         raise ValueError(f"no workload matches {', '.join(tokens)}; choose from {', '.join(w.name for w in ALL)}")
     return chosen
@@ -268,6 +293,7 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
                    cold_cache: bool = True, out: TextIO = sys.stdout) -> list[Row | OverheadRow]:
     """Run the selected workloads on every available framework and print the tables to ``out``."""
     chosen = select(only)
+    latency_too = not only or any(LATENCY.startswith(t) for t in _tokens(only))
     workloads = [w for w in chosen if isinstance(w, Workload)]
     overheads = [w for w in chosen if isinstance(w, Overhead)]
     frameworks, skipped = available_frameworks()
@@ -284,14 +310,26 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
     if rows:
         print(file=out)
         print(format_table(rows, names), file=out)
+        peak = _peak()
         print("ms: median of the steady-state runs; *: one call only (first call, too slow to repeat). "
-              "rate: derived from the median. vs X: X's time / corvid's time (>1: corvid is faster).", file=out)
+              "rate: derived from the median. vs X: X's time / corvid's time (>1: corvid is faster). "
+              "% of peak: corvid's rate over this machine's measured limit"
+              + (f" ({peak.gflops:g} GFLOP/s float32, {peak.gbps:g} GB/s read; corvid/runtime/peak.py)"
+                 if peak is not None else "") + ".", file=out)
     if orows:
         print(file=out)
         print(format_overhead_table(orows, names), file=out)
         print("transform/overhead workloads: minimum time per unit over the steady-state runs (a run does many "
               "units). vs X: X's time / corvid's time. torch runs eagerly (no jit); targets: "
               + "; ".join(f"{w.name} {w.reference}" for w in overheads) + ".", file=out)
+    if latency_too:
+        from . import latency
+
+        print(file=out)
+        try:
+            latency.report(latency.measure(quick), out)
+        except RuntimeError as e:
+            print(f"FAIL {LATENCY}: {e}", file=out)
     return [*rows, *orows]
 
 
@@ -299,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
-                        + ", ".join(w.name for w in ALL))
+                        + ", ".join([w.name for w in ALL] + [LATENCY]))
     p.add_argument("--repeat", type=int, default=10, metavar="N", help="steady-state runs per measurement (default 10)")
     p.add_argument("--budget", type=float, default=10.0, metavar="SECONDS",
                    help="stop repeating a measurement after this long (default 10)")

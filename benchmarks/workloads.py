@@ -234,5 +234,33 @@ SCATTER = Workload(
     rate=lambda ins: (ins[1].size * 4 * 3, "GB/s"), target=None, rtol=1e-4, atol=1e-4)
 
 
-WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), SOLVE, CHOLESKY,
+# --- convolution (issue 5: >= PyTorch's 85 GFLOP/s on this machine class) -----------------------------
+
+def _conv_inputs(rng: np.random.Generator, quick: bool) -> tuple[np.ndarray, ...]:
+    n, c, hw, o = (2, 4, 8, 4) if quick else (32, 64, 56, 64)
+    return (rng.standard_normal((n, c, hw, hw), dtype=np.float32),
+            (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32))
+
+
+def _np_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """3x3, padding 1, stride 1: windows of the padded input contracted with the weights (BLAS)."""
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
+    return np.tensordot(windows, w, axes=((1, 4, 5), (1, 2, 3))).transpose(0, 3, 1, 2)
+
+
+def _jax_conv(x, w):
+    import jax
+
+    return jax.lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1)))
+
+
+CONV2D = Workload(
+    "conv2d", "conv2d(x, w, padding=1): x 32x64x56x56, w 64x64x3x3, float32", _conv_inputs,
+    {"corvid": lambda x, w: _cv().conv2d(x, w, padding=1), "numpy": _np_conv2d,
+     "torch": lambda x, w: _torch().nn.functional.conv2d(x, w, padding=1), "jax": _jax_conv},
+    rate=lambda ins: (2.0 * ins[0].shape[0] * ins[1].shape[0] * ins[0].shape[1] * 9 * ins[0].shape[2] * ins[0].shape[3],
+                      "GFLOP/s"), target=None, rtol=1e-3, atol=1e-3)
+
+
+WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), CONV2D, SOLVE, CHOLESKY,
                              SOLVE_KERNELS, CHOLESKY_KERNELS, GATHER, SCATTER, FFT_POW2, FFT_PRIME, FFT_REAL]

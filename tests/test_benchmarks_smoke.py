@@ -56,3 +56,24 @@ def test_a_wrong_corvid_result_is_reported_as_fail():
     row = harness.Row(WORKLOADS[0])
     harness._check(row, np.array([1.0, 2.0], np.float32), np.array([1.0, 2.5], np.float32))
     assert row.failures and "1 of 2 elements" in row.failures[0]
+
+
+def test_latency_benchmark_runs_cold_then_warm_in_new_processes():
+    """benchmarks.latency: two child processes over one fresh cache; the warm one finds the kernels
+    the cold one compiled (so its first step compiles nothing and is faster), and both train."""
+    from benchmarks import latency
+
+    res = latency.measure(quick=True)
+    for run in (res.cold, res.warm):
+        assert math.isfinite(run["loss0"]) and run["loss1"] < run["loss0"]
+    assert res.warm["first_s"] < res.cold["first_s"]
+    out = io.StringIO()
+    latency.report(res, out)
+    assert "cold cache" in out.getvalue() and "warm cache" in out.getvalue()
+
+
+def test_table_reports_the_fraction_of_the_roofline():
+    out = io.StringIO()
+    harness.run_benchmarks(only=["sum", "conv2d"], repeat=1, budget_s=2.0, quick=True, cold_cache=False, out=out)
+    text = out.getvalue()
+    assert "% of peak" in text and "(memory)" in text and "(compute)" in text
