@@ -391,3 +391,14 @@ def test_array_namespace_has_fft():
     assert xp.fft is cv.fft
     for name in cv.fft.__all__:
         assert callable(getattr(xp.fft, name))
+
+
+def test_large_rfft_index_arithmetic_does_not_overflow_int32():
+    """At n = 2^19 the split pass reads the transposed last stage through a flip, and the index
+    simplifier writes (-i) % 16384 as (i*16383) % 16384, whose product leaves int range: the C
+    renderer must compute such indices in 64 bits (it once gave wrong values for half the bins)."""
+    n = 1 << 19
+    x = np.random.default_rng(19).standard_normal(n).astype(np.float32)
+    got = cv.fft.rfft(cv.Tensor(x)).numpy()
+    want = np.fft.rfft(x.astype(np.float64))
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

@@ -19,7 +19,7 @@ from ..codegen.ir import Kernel, U
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType, reduce_identity
 from ..graph.node import Op
-from ..graph.symbolic import Num, Var
+from ..graph.symbolic import Lin, Num, Sym, Var
 
 _STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
@@ -170,6 +170,10 @@ class CRenderer:
                 if any(self.lane in x.vars() for x in u.syms()) or any(id(x) in self.vec for x in u.src):
                     self.vec.add(id(u))
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
+        # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
+        # (i*16383) % 16384) is computed in 64 bits, as is everything when sizes need it
+        big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
+            any(_magnitude(st.index) >= 1 << 31 for st in k.stores)
         self.index_t = "long long" if big else "int"
         self._emit_block(linearize(k), 1)
         args = ", ".join(
@@ -480,6 +484,15 @@ class CRenderer:
                 out.append(f"{t} fmod{sfx}({t}, {t}); {t} copysign{sfx}({t}, {t}); {t} floor{sfx}({t});")
         return out
 
+
+
+def _magnitude(x: Sym) -> int:
+    """The largest absolute value ``x`` or any part of it can take while it is computed (each
+    term and partial sum of a linear form included), from the variables' bounds."""
+    m = max(abs(x.vmin), abs(x.vmax))
+    if isinstance(x, Lin):
+        m = max(m, sum(abs(c) * _magnitude(a) for a, c in x.terms.items()) + abs(x.const))
+    return max([m] + [_magnitude(c) for c in x._children()])
 
 
 _SET_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "cv_bits128"}
