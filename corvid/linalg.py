@@ -19,14 +19,16 @@ environment variable ``CORVID_LINALG`` read at import; the choice applies when a
 * ``"lapack"`` (the default): host kernels over ``numpy.linalg`` (LAPACK; see
   :mod:`corvid.engine.host`), one ``CUSTOM`` node each;
 * ``"kernels"``: :mod:`corvid.linalg_kernels`, the same functions written only in corvid Tensor
-  ops (blocked Cholesky, LU with partial pivoting, Householder QR, Jacobi eigh/SVD), so they run
-  wherever corvid's generated kernels run. It covers real dtypes, and complex ones for
-  ``cholesky``, ``inv``, ``solve``, ``det`` and ``slogdet``; ``eig``/``eigvals`` always use LAPACK
-  (a general eigensolver is not written in kernels); other complex calls raise
-  NotImplementedError when called. Called on plain (untraced) tensors, its functions run at once:
-  their kernels are captured with ``jit`` per input shape and replayed (the first call of a shape
-  also builds, schedules and compiles them); inside ``grad``/``jvp``/``vmap``/``jit`` they become
-  part of the traced graph. Its error behaviour differs (see below).
+  ops (blocked Cholesky, LU with partial pivoting, Householder QR, Jacobi eigh/SVD, and Hessenberg
+  reduction with shifted QR iterations for ``eig``/``eigvals``), for real and complex dtypes, so
+  they run wherever corvid's generated kernels run. The iterative methods (``eigh``, ``svd``,
+  ``pinv``, ``eig``) compute in float64 (complex128) whatever the input precision, so float32
+  results are as accurate as LAPACK's. ``eig`` returns the eigenvalues in Schur order (not
+  LAPACK's), and for real input its real eigenvalues may carry an imaginary part at the rounding
+  level (it works in complex arithmetic). Called on plain (untraced) tensors, its functions run at
+  once: their kernels are captured with ``jit`` per input shape and replayed (the first call of a
+  shape also builds, schedules and compiles them); inside ``grad``/``jvp``/``vmap``/``jit`` they
+  become part of the traced graph. Its error behaviour differs (see below).
 
 Dtypes: integer and bool inputs compute in the default float dtype; float16 and bfloat16 are
 computed in float32 and cast back. complex64/complex128 work everywhere (Hermitian for
@@ -41,10 +43,10 @@ LAPACK, a failure (a singular matrix in ``inv``/``solve``, a matrix that is not 
 in ``cholesky``, nan or inf in ``eig``) can only be seen when the value is computed, so it raises
 :class:`LinAlgError` (a ValueError) at realize time (``.numpy()``, ``.realize()``, a jitted
 call). With the kernels backend nothing raises at realize: a singular matrix gives inf/nan
-entries from ``inv``/``solve``, and a matrix that is not positive definite gives nan entries
-from ``cholesky``. Either way ``det`` of a singular matrix is 0, ``slogdet`` is ``(0, -inf)``, and
-``cond`` is inf (for ``p`` None or ±2, as large as rounding leaves the smallest singular value, as
-numpy's).
+entries from ``inv``/``solve``, a matrix that is not positive definite gives nan entries from
+``cholesky``, and a matrix with nan or inf gives nan eigenvalues and eigenvectors from ``eig``.
+Either way ``det`` of a singular matrix is 0, ``slogdet`` is ``(0, -inf)``, and ``cond`` is inf
+(for ``p`` None or ±2, as large as rounding leaves the smallest singular value, as numpy's).
 
 Derivatives, and where they do not exist. Complex inputs follow the JAX convention of
 :mod:`corvid.transforms.reverse` (``grad`` of a real loss of a complex ``z`` is
@@ -190,14 +192,11 @@ def use_backend(name: str) -> Iterator[None]:
 _K: Any = None
 
 
-def _kernels(name: str, a: Tensor, complex_ok: bool = False) -> Any:
+def _kernels() -> Any:
     """The :mod:`corvid.linalg_kernels` module when the kernels backend is active, else None."""
     global _K
     if _backend != "kernels":
         return None
-    if a.dtype.is_complex and not complex_ok:
-        raise NotImplementedError(f"linalg.{name}: the 'kernels' backend supports real dtypes only for {name} "
-                                  f"(got {a.dtype.name}); use cv.linalg.use_backend('lapack')")
     if _K is None:
         from . import linalg_kernels as _K
     return _K
@@ -446,7 +445,7 @@ def _gap_recip(w: Tensor, squares: bool = False) -> Tensor:
 
 # --- inv, det, slogdet, solve ------------------------------------------------------------------------
 def _inv_impl(a: Tensor) -> Tensor:
-    k = _kernels("inv", a, complex_ok=True)
+    k = _kernels()
     return k.inv(a) if k else _host("inv", a, shapes=[a.shape])[0]
 
 
@@ -474,7 +473,7 @@ def inv(x: Tensor, /) -> Tensor:
 
 
 def _inv_or_nan_impl(a: Tensor) -> Tensor:
-    k = _kernels("inv", a, complex_ok=True)
+    k = _kernels()
     return k.inv(a) if k else _host("inv_or_nan", a, shapes=[a.shape])[0]
 
 
@@ -482,7 +481,7 @@ _inv_or_nan = _Fn(_inv_or_nan_impl, _inv_vjp, _inv_jvp, "x")
 
 
 def _det_impl(a: Tensor) -> Tensor:
-    k = _kernels("det", a, complex_ok=True)
+    k = _kernels()
     return k.det(a) if k else _host("det", a, shapes=[a.shape[:-2]])[0]
 
 
@@ -499,7 +498,7 @@ def det(x: Tensor, /) -> Tensor:
 
 
 def _slogdet_impl(a: Tensor) -> tuple[Tensor, Tensor]:
-    k = _kernels("slogdet", a, complex_ok=True)
+    k = _kernels()
     if k:
         return k.slogdet(a)
     sign, logabs = _host("slogdet", a, shapes=[a.shape[:-2]] * 2)
@@ -533,7 +532,7 @@ def slogdet(x: Tensor, /) -> SlogdetResult:
 
 
 def _solve_impl(a: Tensor, b: Tensor) -> Tensor:
-    k = _kernels("solve", a, complex_ok=True)
+    k = _kernels()
     return k.solve(a, b) if k else _host("solve", a, b, shapes=[b.shape])[0]
 
 
@@ -576,7 +575,7 @@ def _phi(a: Tensor) -> Tensor:
 
 
 def _cholesky_impl(a: Tensor) -> Tensor:
-    k = _kernels("cholesky", a, complex_ok=True)
+    k = _kernels()
     return k.cholesky(a) if k else _host("cholesky", a, shapes=[a.shape])[0]
 
 
@@ -604,7 +603,7 @@ def cholesky(x: Tensor, /, *, upper: bool = False) -> Tensor:
 
 
 def _eigh_impl(a: Tensor) -> tuple[Tensor, Tensor]:
-    k = _kernels("eigh", a)
+    k = _kernels()
     if k:
         return k.eigh(a)
     w, v = _host("eigh", a, shapes=[a.shape[:-1], a.shape])
@@ -635,7 +634,7 @@ def eigh(x: Tensor, /) -> EighResult:
 
 
 def _eigvalsh_impl(a: Tensor) -> Tensor:
-    k = _kernels("eigvalsh", a)
+    k = _kernels()
     return k.eigvalsh(a) if k else _host("eigvalsh", a, shapes=[a.shape[:-1]], dtype=a.dtype.real_dtype)[0]
 
 
@@ -660,6 +659,9 @@ def eigvalsh(x: Tensor, /) -> Tensor:
 
 # --- eig, eigvals ---------------------------------------------------------------------------------
 def _eig_impl(a: Tensor) -> tuple[Tensor, Tensor]:
+    k = _kernels()
+    if k:
+        return k.eig(a)
     c = dt.complex128 if a.dtype in (dt.float64, dt.complex128) else dt.complex64
     return tuple(_host("eig", a, shapes=[a.shape[:-1], a.shape], dtype=c))
 
@@ -689,9 +691,10 @@ _eig = _Fn(_eig_impl, _eig_vjp, _eig_jvp, "cc")
 def eig(x: Tensor, /) -> EigResult:
     """Eigenvalues (..., M) and right eigenvectors (columns, (..., M, M), unit length) of each
     square matrix of ``x``, not necessarily symmetric: ``x @ v = v * w[..., None, :]``. Results
-    are complex (complex64 for float32 input, complex128 for float64), in LAPACK's order, as
-    numpy.linalg.eig. Always computed by LAPACK (also with the kernels backend). LinAlgError at
-    realize for nan or inf entries. Differentiable (see the module notes)."""
+    are complex (complex64 for float32 input, complex128 for float64). LAPACK backend: LAPACK's
+    order, as numpy.linalg.eig, and LinAlgError at realize for nan or inf entries. Kernels
+    backend (:mod:`corvid.linalg_kernels_eig`): Schur order, each vector's largest component
+    real, nan results for nan or inf entries. Differentiable (see the module notes)."""
     x = _matrix(x, "eig", square=True)
     w, v = _eig(_on_host(x))
     return EigResult(w, v)
@@ -699,14 +702,14 @@ def eig(x: Tensor, /) -> EigResult:
 
 def eigvals(x: Tensor, /) -> Tensor:
     """The eigenvalues of each square matrix of ``x`` (complex, (..., M)): ``eig(x).eigenvalues``
-    (the same LAPACK call, so the order is the same as ``eig``'s)."""
+    (the same computation, so the order is the same as ``eig``'s)."""
     x = _matrix(x, "eigvals", square=True)
     return eig(x).eigenvalues
 
 
 # --- qr ------------------------------------------------------------------------------------------
 def _qr_impl(a: Tensor, mode: str) -> tuple[Tensor, Tensor]:
-    k = _kernels("qr", a)
+    k = _kernels()
     if k:
         return k.qr(a, mode)
     *batch, m, n = a.shape
@@ -779,7 +782,7 @@ def qr(x: Tensor, /, *, mode: str = "reduced") -> QRResult:
 
 # --- svd, svdvals, pinv ------------------------------------------------------------------------------
 def _svd_impl(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
-    k = _kernels("svd", a)
+    k = _kernels()
     if k:
         return k.svd(a, full_matrices)
     *batch, m, n = a.shape
@@ -845,7 +848,7 @@ def svd(x: Tensor, /, *, full_matrices: bool = True) -> SVDResult:
 
 
 def _svdvals_impl(a: Tensor) -> Tensor:
-    k = _kernels("svdvals", a)
+    k = _kernels()
     if k:
         return k.svdvals(a)
     return _host("svdvals", a, shapes=[a.shape[:-2] + (min(a.shape[-2:]),)], dtype=a.dtype.real_dtype)[0]
@@ -871,7 +874,7 @@ def svdvals(x: Tensor, /) -> Tensor:
 
 
 def _pinv_impl(a: Tensor, rtol: float) -> Tensor:
-    k = _kernels("pinv", a)
+    k = _kernels()
     if k:
         return k.pinv(a, rtol)
     return _host("pinv", a, shapes=[a.shape[:-2] + (a.shape[-1], a.shape[-2])], rtol=rtol)[0]

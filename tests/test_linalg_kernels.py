@@ -1,6 +1,8 @@
 """corvid.linalg_kernels, the "kernels" backend of cv.linalg (no LAPACK): values against numpy.linalg in
-float32 and float64 on well-conditioned inputs, batches, 0x0 and 1x1, singular inputs, the kernel structure
-of the sequential steps, derivatives and transforms through the backend."""
+float32, float64, complex64 and complex128 on well-conditioned inputs, batches, 0x0 and 1x1, singular inputs,
+general eigenvalues (eig: residuals and eigenvalue multisets, since the order differs from LAPACK's), the
+accuracy of the iterative methods at a larger size, the kernel structure of the sequential steps, derivatives
+and transforms through the backend."""
 
 import math
 
@@ -10,16 +12,34 @@ import pytest
 import corvid as cv
 from _data import numeric_grad
 from corvid import linalg_kernels as K
+from corvid import linalg_kernels_eig as E
 
 la = cv.linalg
 RNG = np.random.default_rng(11)
 TOL = {np.float32: 1e-5, np.float64: 1e-10}  # relative to the largest entry of the reference
 DTYPES = [np.float32, np.float64]
+ALL_DTYPES = DTYPES + [np.complex64, np.complex128]
 
 
-def orth(n, batch=()):
-    q, r = np.linalg.qr(RNG.normal(size=batch + (n, n)))
-    return q * np.sign(np.diagonal(r, 0, -2, -1))[..., None, :]
+def cplx(dtype):
+    return np.issubdtype(dtype, np.complexfloating)
+
+
+def rand(shape, dtype=np.float64):
+    """Standard normal entries, complex ones for a complex ``dtype``."""
+    x = RNG.normal(size=shape)
+    return x + 1j * RNG.normal(size=shape) if cplx(dtype) else x
+
+
+def orth(n, batch=(), dtype=np.float64):
+    """Random orthogonal (unitary for a complex ``dtype``) matrices."""
+    q, r = np.linalg.qr(rand(batch + (n, n), dtype))
+    d = np.diagonal(r, 0, -2, -1)
+    return q * (d / np.abs(d))[..., None, :]
+
+
+def herm(x):
+    return np.swapaxes(x, -1, -2).conj()
 
 
 def spd(n, batch=()):
@@ -34,20 +54,29 @@ def general(n, batch=()):
         @ orth(n, batch)
 
 
-def rect(m, n, batch=()):
+def rect(m, n, batch=(), dtype=np.float64):
     k = min(m, n)
-    u, v = orth(m, batch)[..., :k], orth(n, batch)[..., :k, :]
+    u, v = orth(m, batch, dtype)[..., :k], orth(n, batch, dtype)[..., :k, :]
     return (u * RNG.uniform(1, 2, size=batch + (1, k))) @ v
 
 
 def close(got, want, dtype, factor=1.0):
+    """The largest error relative to the largest entry of ``want`` is at most TOL of ``dtype``'s
+    precision times ``factor``."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
     if want.size == 0:
         return
     scale = max(float(np.abs(want).max()), 1e-30)
     err = float(np.abs(got.astype(np.complex128) - want).max()) / scale
-    assert err <= TOL[dtype] * factor, f"relative error {err:.2e} > {TOL[dtype] * factor:.0e}"
+    tol = TOL[np.finfo(dtype).dtype.type] * factor
+    assert err <= tol, f"relative error {err:.2e} > {tol:.0e}"
+
+
+def close_orthonormal(q, dtype, factor=3.0):
+    """The columns of each matrix of ``q`` are orthonormal."""
+    k = q.shape[-1]
+    close(herm(q) @ q, np.broadcast_to(np.eye(k), q.shape[:-2] + (k, k)), dtype, factor)
 
 
 def T(x, dtype):
@@ -87,15 +116,20 @@ def test_lu_solve_inv_det_slogdet(dtype, n, batch):
 
 def test_blocked_paths_with_small_blocks(monkeypatch):
     """Several LU panels, several Householder panels and a deep Cholesky recursion at a small size
-    (the block sizes are read when a shape is first traced: these shapes are used only here)."""
+    (the block sizes are read when a shape is first traced: these shapes are used only here); the
+    steps of all panels are one traced program."""
     monkeypatch.setattr(K, "LU_BLOCK", 8)
     monkeypatch.setattr(K, "QR_BLOCK", 4)
     a, s = general(21, (3,)), spd(37, (1,))
+    traces = K._lu_panel.jitted.traces
     close(K.inv(T(a, np.float64)).numpy(), np.linalg.inv(a), np.float64)
+    assert K._lu_panel.jitted.traces == traces + 1  # 3 panels
     close(K.det(T(a, np.float64)).numpy() / np.linalg.det(a), np.ones(3), np.float64, factor=10)
-    for shape, mode in (((3, 21, 10), "reduced"), ((3, 10, 21), "complete")):
+    for shape, mode in (((3, 21, 10), "reduced"), ((3, 10, 21), "complete"), ((3, 13, 21), "reduced")):
         x = RNG.normal(size=shape)
+        traces = K._qr_panel.jitted.traces
         q, r = K.qr(T(x, np.float64), mode)
+        assert K._qr_panel.jitted.traces == traces + 1  # 3 or 4 panels
         wq, wr = np.linalg.qr(x, mode=mode)
         close(q.numpy(), wq, np.float64)
         close(r.numpy(), wr, np.float64)
@@ -114,51 +148,57 @@ def test_triangular_inverse_and_solve(dtype):
           np.linalg.solve(low, b), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
 @pytest.mark.parametrize("shape", [(2, 7, 4), (2, 4, 7), (2, 7, 7)])
 def test_qr_matches_numpy(dtype, shape):
-    x = RNG.normal(size=shape)
+    x = rand(shape, dtype)
     for mode in ("reduced", "complete"):
         q, r = K.qr(T(x, dtype), mode)
-        wq, wr = np.linalg.qr(x, mode=mode)  # the same sign convention (LAPACK's): no sign fix-up needed
-        close(q.numpy(), wq, dtype)
-        close(r.numpy(), wr, dtype)
+        assert q.dtype == r.dtype == T(x, dtype).dtype
+        wq, wr = np.linalg.qr(x, mode=mode)  # the same conventions (LAPACK's, R's diagonal real): no fix-up
+        close(q.numpy(), wq, dtype, factor=3)
+        close(r.numpy(), wr, dtype, factor=3)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
 @pytest.mark.parametrize("n,batch", [(1, (2,)), (6, (2, 3)), (24, (2,))])
 def test_eigh(dtype, n, batch):
-    q = orth(n, batch)
+    q = orth(n, batch, dtype)
     vals = np.sort(RNG.uniform(-2, 2, size=batch + (n,)), -1)
-    a = (q * vals[..., None, :]) @ np.swapaxes(q, -1, -2)
-    garbage = a + np.triu(RNG.normal(size=a.shape), 1)  # only the lower triangle is read
+    a = (q * vals[..., None, :]) @ herm(q)
+    garbage = a + np.triu(rand(a.shape, dtype), 1)  # only the lower triangle is read ...
+    if cplx(dtype):
+        garbage = garbage + 1j * np.eye(n) * RNG.normal(size=batch + (n, 1))  # ... and the diagonal's real part
     w, v = K.eigh(T(garbage, dtype))
+    assert w.dtype == T(vals, np.finfo(dtype).dtype).dtype and v.dtype == T(a, dtype).dtype
     close(w.numpy(), np.linalg.eigvalsh(a), dtype)
-    vn = v.numpy().astype(np.float64)
-    close(vn @ (w.numpy()[..., None] * np.swapaxes(vn, -1, -2)), a, dtype, factor=3)
-    close(np.swapaxes(vn, -1, -2) @ vn, np.broadcast_to(np.eye(n), a.shape), dtype, factor=3)
+    vn = v.numpy().astype(np.complex128)
+    close(vn @ (w.numpy()[..., None] * herm(vn)), a, dtype, factor=3)
+    close_orthonormal(vn, dtype)
     close(K.eigvalsh(T(a, dtype)).numpy(), np.linalg.eigvalsh(a), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
 @pytest.mark.parametrize("shape", [(2, 9, 5), (2, 5, 9), (2, 6, 6), (2, 1, 1)])
 def test_svd_svdvals_pinv(dtype, shape):
-    x = rect(*shape[1:], batch=shape[:1])
+    x = rect(*shape[1:], batch=shape[:1], dtype=dtype)
     m, n = shape[1:]
     k = min(m, n)
     want = np.linalg.svd(x, compute_uv=False)
-    close(K.svdvals(T(x, dtype)).numpy(), want, dtype)
+    sv = K.svdvals(T(x, dtype))
+    assert sv.dtype == T(want, np.finfo(dtype).dtype).dtype
+    close(sv.numpy(), want, dtype)
     for full in (False, True):
-        u, s, vh = (t.numpy().astype(np.float64) for t in K.svd(T(x, dtype), full))
+        u, s, vh = (t.numpy().astype(np.complex128) for t in K.svd(T(x, dtype), full))
         wu, _, wvh = np.linalg.svd(x, full_matrices=full)
         assert u.shape == wu.shape and vh.shape == wvh.shape
         close(s, want, dtype)
         close((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], x, dtype, factor=3)
-        close(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(u.shape[-1]), (shape[0],) + (u.shape[-1],) * 2),
-              dtype, factor=3)
-        close(vh @ np.swapaxes(vh, -1, -2), np.broadcast_to(np.eye(vh.shape[-2]), (shape[0],) + (vh.shape[-2],) * 2),
-              dtype, factor=3)
-    close(K.pinv(T(x, dtype), 1e-6).numpy(), np.linalg.pinv(x), dtype, factor=3)
+        close_orthonormal(u, dtype)
+        close_orthonormal(herm(vh), dtype)
+    p = K.pinv(T(x, dtype), 1e-6)
+    assert p.dtype == T(x, dtype).dtype
+    close(p.numpy(), np.linalg.pinv(x), dtype, factor=3)
 
 
 def test_svd_of_rank_deficient_matrices_completes_u():
@@ -185,8 +225,99 @@ def test_complex_lu_and_cholesky_families():
         close(sign.numpy(), np.linalg.slogdet(a)[0], real, factor=10)
         close(logabs.numpy(), np.linalg.slogdet(a)[1], real, factor=10)
         close(K.cholesky(T(h, dtype)).numpy(), np.linalg.cholesky(h), real, factor=10)
-    with la.use_backend("kernels"), pytest.raises(NotImplementedError, match="real dtypes only for eigh"):
-        la.eigh(T(h, np.complex128))
+
+
+def test_iterative_methods_reach_lapack_accuracy_at_n48():
+    """eigh and svd at n = 48: float32 within 2e-6 of the float64 reference (Jacobi rotations rounded in
+    float32 left ~1e-5; they now run in float64) and float64 within 1e-13 (numpy's level)."""
+    n = 48
+    q = orth(n, (1,))
+    a = (q * np.sort(RNG.uniform(-2, 2, size=(1, 1, n)), -1)) @ herm(q)
+    x = rect(n, n, (1,))
+    for dtype, factor in ((np.float32, 0.2), (np.float64, 1e-3)):
+        w, v = (t.numpy().astype(np.float64) for t in K.eigh(T(a, dtype)))
+        close(w, np.linalg.eigvalsh(a), dtype, factor)
+        close(v @ (w[..., None] * herm(v)), a, dtype, factor)
+        close_orthonormal(v, dtype, factor)
+        u, sv, vh = (t.numpy().astype(np.float64) for t in K.svd(T(x, dtype)))
+        close(sv, np.linalg.svd(x, compute_uv=False), dtype, factor)
+        close((u * sv[..., None, :]) @ vh, x, dtype, factor)
+        close_orthonormal(u, dtype, factor)
+        close_orthonormal(herm(vh), dtype, factor)
+
+
+# --- eig: general eigenvalues --------------------------------------------------------------------------------
+def matched(got, want):
+    """``got`` (n,) reordered to pair each value of ``want`` with its nearest unused one: the kernels give the
+    eigenvalues in Schur order, LAPACK in its own, so multisets are compared."""
+    rest, out = list(got), []
+    for w in want:
+        out.append(rest.pop(int(np.argmin(np.abs(np.array(rest) - w)))))
+    return np.array(out)
+
+
+def check_eig(a, w, v, dtype, factor=1.0):
+    """``a @ v = v * w`` relative to ``|a|``, unit columns whose largest entry is real and positive, and the
+    eigenvalues of numpy.linalg.eig in float64 on the same (rounded) input."""
+    a = np.asarray(a).astype(dtype).astype(np.complex128)
+    want_dtype = np.complex64 if np.finfo(dtype).dtype == np.float32 else np.complex128
+    assert w.numpy().dtype == v.numpy().dtype == want_dtype and w.shape == a.shape[:-1] and v.shape == a.shape
+    w, v = w.numpy().astype(np.complex128), v.numpy().astype(np.complex128)
+    tol = TOL[np.finfo(dtype).dtype.type] * factor
+    assert np.abs(a @ v - v * w[..., None, :]).max() <= tol * np.abs(a).max()
+    close(np.linalg.norm(v, axis=-2), np.ones(w.shape), dtype, factor)
+    top = np.take_along_axis(v, np.abs(v).argmax(-2)[..., None, :], -2)
+    assert np.all(top.imag == 0) and np.all(top.real > 0)
+    want = np.linalg.eigvals(a).reshape(-1, a.shape[-1])
+    for got_i, want_i in zip(w.reshape(want.shape), want):
+        close(matched(got_i, want_i), want_i, dtype, factor)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("n,batch", [(1, (2,)), (2, (3,)), (6, (2, 3)), (24, (2,))])
+def test_eig(dtype, n, batch):
+    a = rand(batch + (n, n), dtype)
+    w, v = K.eig(T(a, dtype))
+    check_eig(a, w, v, dtype, factor=3)
+
+
+@pytest.mark.parametrize("name,a", [
+    ("repeated", np.diag([1.0, 1, 2, 2, 3])),
+    ("defective (Jordan block)", 2 * np.eye(5) + np.eye(5, k=1)),
+    ("cyclic permutation (exceptional shifts)", np.roll(np.eye(6), 1, 0)),
+    ("triangular", np.triu(RNG.normal(size=(5, 5)))),
+    ("rotation", np.array([[0.0, -1.0], [1.0, 0.0]])),
+    ("rank one", np.outer(RNG.normal(size=5), RNG.normal(size=5))),
+    ("graded", np.diag(10.0 ** np.arange(5)) @ RNG.normal(size=(5, 5)) @ np.diag(10.0 ** -np.arange(5))),
+])
+def test_eig_of_special_matrices(name, a):
+    w, v = K.eig(T(a, np.float64))
+    check_eig(a, w, v, np.float64, factor=1e-3 if name != "graded" else 1.0)
+
+
+def test_eig_of_empty_nan_and_through_linalg(monkeypatch):
+    assert [(t.shape, t.dtype) for t in K.eig(cv.Tensor(np.zeros((0, 3, 3))))] == [((0, 3), cv.complex128),
+                                                                                  ((0, 3, 3), cv.complex128)]
+    assert [(t.shape, t.dtype) for t in K.eig(cv.Tensor(np.zeros((2, 0, 0), np.float32)))] == [
+        ((2, 0), cv.complex64), ((2, 0, 0), cv.complex64)]
+    ok = general(3)
+    w, v = K.eig(cv.Tensor(np.stack([ok, np.where(np.eye(3, k=1) > 0, np.nan, ok)])))  # nan in, nan out
+    check_eig(ok, w[0], v[0], np.float64, factor=1e-2)
+    assert np.isnan(w.numpy()[1]).all() and np.isnan(v.numpy()[1]).all()
+
+    def no_host(*args, **kwargs):
+        raise AssertionError("a LAPACK host kernel was built")
+    monkeypatch.setattr(la, "_host", no_host)
+    a = rand((2, 4, 4), np.complex128)
+    with la.use_backend("kernels"):  # every factorization of a complex input runs in kernels, eig too
+        w, v = la.eig(cv.Tensor(a))
+        check_eig(a, w, v, np.complex128)
+        close(matched(la.eigvals(cv.Tensor(a)).numpy()[0], w.numpy()[0]), w.numpy()[0], np.float64)
+        h = a + herm(a)
+        close(la.eigvalsh(cv.Tensor(h)).numpy(), np.linalg.eigvalsh(h), np.complex128)
+        close(la.svdvals(cv.Tensor(a)).numpy(), np.linalg.svd(a, compute_uv=False), np.complex128)
+        close(la.pinv(cv.Tensor(a)).numpy(), np.linalg.pinv(a), np.complex128, factor=10)
+        close(np.abs(la.qr(cv.Tensor(a)).R.numpy()), np.abs(np.linalg.qr(a)[1]), np.complex128, factor=10)
 
 
 # --- edge shapes and singular inputs -----------------------------------------------------------------------
@@ -241,6 +372,9 @@ def test_each_sequential_step_is_one_or_two_kernels():
     n = K.CHOL_BASE
     base = K._chol_base(cv.Tensor(spd(n, (2,))))[0].schedule()
     assert sum(k.name.startswith(f"E_2_{n}_{2 * n}") for k in base) == 1  # the whole base elimination: one kernel
+    s = cv.Tensor(rand((2, 17, 32), np.complex128)).realize()  # eig: [H | Zᴴ] of n = 16 and its state row
+    assert len(E._chase_step(s).contiguous().schedule()) == 1  # a QR step, starting an iteration or not
+    assert len(E._backsub_step(s).contiguous().schedule()) == 2  # a row of the triangular eigenvectors
 
 
 def test_rounds_pair_every_index_once_per_round_and_every_pair_once_per_sweep():
@@ -255,12 +389,15 @@ def test_rounds_pair_every_index_once_per_round_and_every_pair_once_per_sweep():
 
 
 def test_a_second_call_replays_without_tracing():
+    """Every piece of a factorization is captured per shape and replayed; the steps of every panel
+    are one program (traced once however many panels there are)."""
     a = T(general(6, (2,)), np.float64)
     K.det(a).numpy()
-    traces = K.det.jitted.traces
+    pieces = (K._lu_start, K._lu_panel, K._lu_finish, K._det_lu)
+    traces = [f.jitted.traces for f in pieces]
     b = T(general(6, (2,)), np.float64)
     close(K.det(b).numpy(), np.linalg.det(b.numpy()), np.float64, factor=10)
-    assert K.det.jitted.traces == traces
+    assert [f.jitted.traces for f in pieces] == traces
 
 
 # --- derivatives and transforms through the backend ----------------------------------------------------------
@@ -281,6 +418,8 @@ GRAD_CASES = {
     "svd": (lambda a: (la.svd(a, full_matrices=False).S * cv.Tensor(W[0, :3])).sum()
             + (la.svd(a, full_matrices=False).U ** 4).sum(), rect(4, 3)),
     "pinv": (lambda a: (la.pinv(a) * cv.Tensor(W[:3])).sum(), rect(4, 3)),
+    "eig": (lambda a: (la.eig(a).eigenvalues.abs() ** 2).sum() + (la.eig(a).eigenvectors.abs() ** 4).sum(),
+            general(4)),
 }
 
 
@@ -325,3 +464,13 @@ def test_vmap_and_jit_through_the_kernels_backend():
             close(w.numpy(), np.linalg.eigvalsh(s), np.float64)
             close(np.abs(r.numpy()), np.abs(np.linalg.qr(a)[1]), np.float64)
         assert f.traces == 1
+
+
+def test_eig_under_jit_and_vmap_runs_a_fixed_number_of_sweeps():
+    f = cv.jit(cv.vmap(lambda m: la.eig(m)))
+    with la.use_backend("kernels"):
+        for _ in range(2):
+            a = RNG.normal(size=(2, 3, 3))
+            w, v = f(cv.Tensor(a))
+            check_eig(a, w, v, np.float64)
+    assert f.traces == 1
