@@ -122,3 +122,10 @@ def test_schedule_runs_nothing_and_realize_runs_it_once():
 def test_bad_device_name():
     with pytest.raises(ValueError, match="unknown device 'TPU'"):
         cv.Tensor([1.0], device="TPU")
+
+
+def test_an_empty_stored_input_needs_no_kernel():
+    y = cv.Tensor(np.ones((2, 3))) * 2
+    np.testing.assert_array_equal((cv.cat([y, y[:0].contiguous()], 0) + 1).numpy(), np.full((2, 3), 3.0))
+    g = cv.grad(lambda t: (cv.cat([t, t[:0].contiguous()], 0) ** 2).sum())(cv.Tensor(np.ones((2, 3))))
+    np.testing.assert_array_equal(g.numpy(), np.full((2, 3), 2.0))

@@ -102,6 +102,10 @@ def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
                 plan.append((pos[id(n)], [pos[id(i)] for i in sk.inputs[:len(sk.inputs) - bool(consts)]],
                              sk.compiled, consts))
         _plans[key] = plan
+    for _, ins, _, _ in plan:  # an empty stored input needs no kernel: its value is an empty buffer
+        for i in ins:
+            if every[i].buffer is None and every[i].numel == 0:
+                every[i].buffer = Buffer(device, every[i].dtype, 0)
     return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins] +
                             _const_input([every[i] for i in cs], device), c) for r, ins, c, cs in plan]
 
