@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -256,7 +256,7 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
     return SearchResult(best.opts, best_t, base, tried)
 
 
-def _safe(fn):
+def _safe(fn: Callable[[Kernel], Program]) -> Callable[[Kernel], Program | None]:
     def call(c: Kernel) -> Program | None:
         try:
             return fn(c)

@@ -96,11 +96,8 @@ def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
         plan = []
         for n in every:
             if id(n) in stored and n.buffer is None and n.numel > 0:
-                sk = _make_kernel(n, stored, device)
-                nodes = _region(n, stored)[0]
-                consts = [pos[id(nodes[i])] for i in sk.compiled.const_pos]
-                plan.append((pos[id(n)], [pos[id(i)] for i in sk.inputs[:len(sk.inputs) - bool(consts)]],
-                             sk.compiled, consts))
+                compiled, ins, consts = _make_kernel(n, stored, device)
+                plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts]))
         _plans[key] = plan
     for _, ins, _, _ in plan:  # an empty stored input needs no kernel: its value is an empty buffer
         for i in ins:
@@ -312,11 +309,11 @@ def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
     return "_".join([prefix] + [str(lp.size) for lp in kernel.loops])
 
 
-def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledKernel:
-    if root.op is Op.CUSTOM:
-        return _host_kernel(root, device)
-    if root.op is Op.SCATTER:
-        return _scatter_kernel(root, device)
+def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Compiled, list[Node], list[Node]]:
+    """(the compiled kernel computing ``root``, its input nodes, its runtime-constant nodes)."""
+    if root.op in (Op.CUSTOM, Op.SCATTER):
+        sk = (_host_kernel if root.op is Op.CUSTOM else _scatter_kernel)(root, device)
+        return sk.compiled, sk.inputs, []
     nodes, inputs = _region(root, stored)
     key = (device, _structure_key(nodes, inputs))
     compiled = _cache.get(key)
@@ -328,8 +325,7 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> ScheduledK
         where = {id(n): i for i, n in enumerate(nodes)}
         compiled = _cache[key] = _Compiled(kernel, get_device(device).renderer.render(kernel), device,
                                            tuple(where[id(c)] for c in lw.consts))
-    consts = [nodes[i] for i in compiled.const_pos]
-    return ScheduledKernel(compiled.kernel.name, root, inputs + _const_input(consts, device), compiled)
+    return compiled, inputs, [nodes[i] for i in compiled.const_pos]
 
 
 def _const_input(consts: list[Node], device: str) -> list[Node]:
