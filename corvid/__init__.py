@@ -35,3 +35,13 @@ from . import fft  # noqa: E402,F401
 from .dtype import complex64, complex128  # noqa: E402,F401
 from .ops.elementwise import make_complex as complex  # noqa: E402,F401,A001
 from .codegen.search import beam  # noqa: E402,F401
+
+
+def __getattr__(name: str):
+    """``cv.nn``, ``cv.optim`` and ``cv.data`` are imported on first use (they cost import time
+    that array code does not need)."""
+    if name in ("nn", "optim", "data"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'corvid' has no attribute {name!r}")
