@@ -10,7 +10,7 @@ import corvid as cv
 from corvid.codegen import search
 from corvid.codegen.ir import Opt
 from corvid.codegen.lower import lower_unmerged, merge_loops
-from corvid.codegen.opt import OptError, apply_opt, apply_opts, reduce_loops
+from corvid.codegen.opt import OptError, apply_heuristics, apply_opt, apply_opts, reduce_loops
 from corvid.engine import schedule as sched
 from corvid.runtime.device import get_device
 
@@ -37,6 +37,7 @@ def _kernels():
         "softmax": a.softmax(-1),
         "gather": cv.take(a, idx, axis=0) * 3,
         "int": (ints * 7 + 3) % 5 - ints.sum(axis=1, keepdims=True),
+        "awkward_matmul": _real(13, 9, seed=3) @ _real(9, 21, seed=4),
     }
 
 
@@ -97,11 +98,35 @@ def test_each_action_kind_applies_and_is_recorded():
     assert "omp parallel" not in get_device("CPU").renderer.render(apply_opt(k, Opt("thread", -1)))
 
 
+def test_pad_rounds_an_awkward_loop_up_and_gates_the_extra_iterations():
+    k = _base(_real(13, 32) @ _real(32, 16, seed=1))
+    out = apply_opts(k, [Opt("pad", 0, 8), Opt("upcast", 0, 8), Opt("vectorize", 1, 16)])
+    assert [lp.size for lp in out.loops] == [2, 1] and all(st.gate is not None for st in out.stores)
+    assert "if (" in get_device("CPU").renderer.render(out)
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(out, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
+    # the heuristics pad a row count no register tile divides (27) rather than tile it by 1 or 3
+    k = _base(_real(27, 64) @ _real(64, 32, seed=1))
+    heur = apply_heuristics(k)
+    pad = next(o for o in heur.opts if o.op == "pad")  # (to 8 rows with 32 vector registers, to 6 with 16)
+    assert pad.axis == 0 and pad.arg >= 6 and Opt("upcast", 0, pad.arg) in heur.opts
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(heur, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_heuristics_pick_a_narrower_vector_when_the_native_one_does_not_divide():
+    k = _base(_real(16, 32) @ _real(32, 40, seed=1))  # 40 columns: 5 vectors of 8
+    heur = apply_heuristics(k)
+    assert Opt("vectorize", 1, 8) in heur.opts and Opt("upcast", 1, 5) in heur.opts
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(heur, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("opt,match", [
     (Opt("upcast", 0, 5), "does not divide"), (Opt("upcast", 7, 2), "not an output loop"),
     (Opt("vectorize", 0, 16), "does not vectorize"), (Opt("permute", 0, (0, 0)), "not a permutation"),
     (Opt("group", 0, 7), "must divide"), (Opt("unroll", 3, 2), "not a reduce loop"),
-    (Opt("split", 1, 16), "between 1 and"), (Opt("warp", 0, 2), "unknown optimization action")])
+    (Opt("split", 1, 16), "between 1 and"), (Opt("pad", 0, 8), "already a multiple"), (Opt("warp", 0, 2), "unknown optimization action")])
 def test_bad_actions_raise_opt_error(opt, match):
     k = _base(_real(24, 32) @ _real(32, 16, seed=1))  # loops (24, 16), reduce 32
     with pytest.raises(OptError, match=match):

@@ -88,9 +88,19 @@ class Param:
 
 @dataclass
 class Store:
+    """``param[index] = value``, only where ``gate`` (when set) is non-zero."""
+
     param: int
     index: Sym
     value: U
+    gate: Sym | None = None
+
+    def moved(self, mapping: dict[Var, Sym], value: U) -> Store:
+        """This store with loop variables replaced and ``value`` as its value."""
+        if not mapping:
+            return Store(self.param, self.index, value, self.gate)
+        return Store(self.param, self.index.substitute(mapping), value,
+                     None if self.gate is None else self.gate.substitute(mapping))
 
 
 @dataclass
@@ -155,7 +165,7 @@ class Kernel:
             if u.op == "reduce" and reduce_loops and id(u) in reduce_loops:
                 arg = (arg[0], reduce_loops[id(u)])
             memo[id(u)] = out.u(u.op, u.dtype, src, arg)
-        out.stores = [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in self.stores]
+        out.stores = [s.moved(mapping, memo[id(s.value)]) for s in self.stores]
         return out
 
     # cost model, for DEBUG and the roofline report -------------------------------------------

@@ -21,6 +21,8 @@ counts the kernel's output loops (outermost first), except for ``unroll`` and ``
 * ``unroll(axis, amount)``: the compiler unrolls reduce loop ``axis`` ``amount`` times.
 * ``group(axis, amount)``: reduce loop ``axis`` becomes partial reductions over chunks of
   ``amount`` iterations, then a reduction of the partials (two-step reduce).
+* ``pad(axis, multiple)``: round output loop ``axis`` up to a multiple of ``multiple`` (so an
+  awkward size such as 1023 takes a tile of 8); the extra iterations' loads and stores are gated.
 * ``thread(axis)``: output loop ``axis`` is the one that runs across threads; ``thread(-1)``
   keeps the kernel on one thread. Without it the linearizer chooses.
 
@@ -35,15 +37,17 @@ import functools
 from collections.abc import Callable
 
 from ..graph.node import Op
-from ..graph.symbolic import Lin, Num, Sym, Var
-from .ir import Kernel, Loop, Opt, Store, U, substitute_arg
+from ..graph.symbolic import Lin, Num, Sym, Var, sym_and
+from .ir import Kernel, Loop, Opt, U, substitute_arg
 
-# register tile of a matmul-like kernel: ROW_TILES rows (tried in order, the first that divides the
-# row count wins) x COL_TILES vectors. 8x2 keeps 16 vector accumulators and, per step of the reduce,
-# loads 2 vectors of the right operand and 8 scalars of the left one: measured on a 2-core AVX-512
-# machine it runs 1024x1024 f32 at numpy's speed, where 4x1 reached a fifth of it.
-ROW_TILES = (8, 6, 4, 2)
-COL_TILES = (2,)
+# register tile of a matmul-like kernel: ROW_TILES rows (the largest that divides the row count and
+# fits the accumulator budget wins) x COL_TILES vectors (the first that divides the vector columns).
+# 8x2 keeps 16 vector accumulators and, per step of the reduce, loads 2 vectors of the right
+# operand and 8 scalars of the left one: measured on a 2-core AVX-512 machine it runs 1024x1024 f32
+# at numpy's speed, where 4x1 reached a fifth of it. With 16 vector registers (AVX2) 6x2 fits.
+ROW_TILES = (8, 6, 4, 3, 2)
+COL_TILES = (2, 3, 5)
+SPARE_REGISTERS = 4  # vector registers a tile leaves for the column loads and the broadcast row value
 SMALL_UPCAST = 16  # a matmul-like kernel's innermost output loop up to this size is unrolled whole
 VECTOR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.MIN})
 
@@ -60,6 +64,12 @@ def vector_bytes() -> int:
             return 64 if " avx512f" in f.read() else 32
     except OSError:
         return 32
+
+
+@functools.cache
+def vector_registers() -> int:
+    """Vector registers of this CPU (32 with AVX-512, else 16)."""
+    return 32 if vector_bytes() == 64 else 16
 
 
 def _copy_into(dst: Kernel, src: Kernel, mapping: dict[Var, Sym], memo_out: dict[int, U]) -> None:
@@ -103,7 +113,7 @@ def upcast(k: Kernel, axis: int, amount: int) -> Kernel:
         memo: dict[int, U] = {}
         mapping = {lp.var: outer * amount + i if keep else Num(i)}
         _copy_into(out, k, mapping, memo)
-        out.stores += [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in k.stores]
+        out.stores += [s.moved(mapping, memo[id(s.value)]) for s in k.stores]
     return out
 
 
@@ -141,7 +151,7 @@ def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
         elif not (u.op == "alu" and u.arg in VECTOR_OPS):
             return False
     return all(_contiguous_in(st.index, lane) and k.params[st.param].dtype.name in ("float32", "float64")
-               for st in trial.stores)
+               and (st.gate is None or lane not in st.gate.vars()) for st in trial.stores)
 
 
 def _vectorized(k: Kernel, axis: int, width: int) -> Kernel:
@@ -151,7 +161,7 @@ def _vectorized(k: Kernel, axis: int, width: int) -> Kernel:
     memo: dict[int, U] = {}
     mapping = {lp.var: outer * width + lane_var(width)}
     _copy_into(out, k, mapping, memo)
-    out.stores = [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in k.stores]
+    out.stores = [s.moved(mapping, memo[id(s.value)]) for s in k.stores]
     return out
 
 
@@ -218,7 +228,36 @@ def group(k: Kernel, axis: int, amount: int) -> Kernel:
             continue
         inner = out.u("reduce", u.dtype, src, (u.arg[0], (Loop(c, amount, "reduce", lp.unroll),) + loops[j + 1:]))
         memo[id(u)] = out.u("reduce", u.dtype, (inner,), (u.arg[0], loops[:j] + (Loop(g, lp.size // amount, "reduce"),)))
-    out.stores = [Store(s.param, s.index.substitute(mapping), memo[id(s.value)]) for s in k.stores]
+    out.stores = [s.moved(mapping, memo[id(s.value)]) for s in k.stores]
+    return out
+
+
+def pad(k: Kernel, axis: int, multiple: int) -> Kernel:
+    """Round output loop ``axis`` up to a multiple of ``multiple`` so that tiles divide it: the
+    extra iterations read nothing out of bounds (their loads are gated) and store nothing (their
+    stores are gated); what they compute is thrown away."""
+    lp = _output_loop(k, axis)
+    if multiple < 2 or lp.size % multiple == 0:
+        raise OptError(f"pad: loop {axis} of size {lp.size} is already a multiple of {multiple}")
+    size = -(-lp.size // multiple) * multiple
+    v = Var(f"{lp.var.name}p", 0, size - 1)
+    inside = v.lt(lp.size)
+    mapping = {lp.var: v}
+    out = k.empty_like(k.loops[:axis] + [Loop(v, size, lp.kind, lp.unroll)] + k.loops[axis + 1:])
+    memo: dict[int, U] = {}
+    for u in k.values():
+        arg = substitute_arg(u, mapping)
+        if u.op == "load" and lp.var in u.arg[1].vars():
+            arg = (arg[0], arg[1], inside if arg[2] is None else sym_and(arg[2], inside))
+        elif u.op == "gather" and lp.var in u.arg[1].vars():
+            arg = (*arg[:4], inside if arg[4] is None else sym_and(arg[4], inside))
+        memo[id(u)] = out.u(u.op, u.dtype, tuple(memo[id(s)] for s in u.src), arg)
+    for st in k.stores:
+        moved = st.moved(mapping, memo[id(st.value)])
+        moved.gate = inside if moved.gate is None else sym_and(moved.gate, inside)
+        out.stores.append(moved)
+    if out.parallel == lp.var:
+        out.parallel = v
     return out
 
 
@@ -230,7 +269,7 @@ def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
 
 ACTIONS: dict[str, Callable[..., Kernel]] = {
     "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
-    "split": split, "local": local, "unroll": unroll, "group": group, "thread": thread,
+    "split": split, "local": local, "unroll": unroll, "group": group, "thread": thread, "pad": pad,
 }
 
 
@@ -272,28 +311,37 @@ def apply_heuristics(k: Kernel) -> Kernel:
     # a matmul-like reduce: some load walks the reduce axis with a stride, another is contiguous in the output
     strided = any(_stride(u.arg[1], r) > 1 for u in loads for r in red_vars)
     contiguous_out = any(_stride(u.arg[1], inner.var) == 1 for u in loads)
-    width = vector_bytes() // store.dtype.itemsize
-    if strided and not can_vectorize(k, len(k.loops) - 1, width) and 1 < inner.size <= SMALL_UPCAST:
+    # the native vector width, or a half or quarter of it when that divides the columns (1000 = 125 x 8)
+    full = vector_bytes() // store.dtype.itemsize
+    width = next((w for w in (full, full // 2, full // 4) if w >= 4 and can_vectorize(k, len(k.loops) - 1, w)), 0)
+    if strided and not width and 1 < inner.size <= SMALL_UPCAST:
         # a narrow output (a 10-class head): all its columns share one pass over the reduce, with
         # one accumulator each, instead of one strided pass per column
         return apply_opt(k, Opt("upcast", len(k.loops) - 1, inner.size))
-    if not (strided and contiguous_out) or not can_vectorize(k, len(k.loops) - 1, width):
+    if not (strided and contiguous_out) or not width:
         return k
     # rows: the innermost output loop that the vector (column) loads do not depend on, so one
     # vector load serves every row of the tile (in a matmul, the loop right above the columns;
     # in a batched DFT stage written in natural order it can be further out)
     vector_loads = [u for u in loads if _stride(u.arg[1], inner.var) == 1]
-    row_var = next((lp.var for lp in reversed(k.loops[:-1])
-                    if not any(lp.var in u.arg[1].vars() for u in vector_loads)
-                    and any(lp.size % r == 0 for r in ROW_TILES)), None)
+    free = [i for i in reversed(range(len(k.loops) - 1))
+            if not any(k.loops[i].var in u.arg[1].vars() for u in vector_loads)]
+    cols = next((c for c in COL_TILES if (inner.size // width) % c == 0), 1)
+    budget = vector_registers() - SPARE_REGISTERS
+    tiles = [r for r in ROW_TILES if r * cols <= budget]
+    row_axis = next((i for i in free if any(k.loops[i].size % r == 0 for r in tiles if 2 * r > tiles[0])), None)
+    if row_axis is None and free and k.loops[free[0]].size > tiles[0]:
+        # an awkward row count (1021, 1023): pad it to a multiple of the tile, gating the extra rows
+        row_axis = free[0]
+        k = apply_opt(k, Opt("pad", row_axis, tiles[0]))
+    row_var = None if row_axis is None else k.loops[row_axis].var
     k = apply_opt(k, Opt("vectorize", len(k.loops) - 1, width))
-    cols = next((c for c in COL_TILES if k.loops[-1].size % c == 0), 1)
     whole = cols == k.loops[-1].size  # the tile takes every column: the vector loop disappears
     if cols > 1:
         k = apply_opt(k, Opt("upcast", len(k.loops) - 1, cols))
     adjacent = len(k.loops) - (1 if whole else 2)  # the loop right above the columns
     row_axis = next((i for i, lp in enumerate(k.loops) if lp.var == row_var), adjacent)
-    rows = next((r for r in ROW_TILES if row_axis >= 0 and k.loops[row_axis].size % r == 0), 1)
+    rows = next((r for r in tiles if row_axis >= 0 and k.loops[row_axis].size % r == 0), 1)
     if rows > 1:
         n_loops = len(k.loops)
         k = apply_opt(k, Opt("upcast", row_axis, rows))

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..dtype import DType
 from ..graph.node import Op
-from .ir import Kernel, Store, U, substitute_arg
+from .ir import Kernel, U, substitute_arg
 
 _FOLDABLE = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.CMPLT: np.less, Op.CMPEQ: np.equal,
              Op.CMPNE: np.not_equal, Op.AND: np.bitwise_and, Op.OR: np.bitwise_or, Op.XOR: np.bitwise_xor}
@@ -132,7 +132,7 @@ def simplify(k: Kernel) -> Kernel:
             memo[id(u)] = out.u("const", u.dtype, (), found)
         else:
             memo[id(u)] = out.u(u.op, u.dtype, src, arg)
-    out.stores = [Store(s.param, s.index, memo[id(s.value)]) for s in k.stores]
+    out.stores = [s.moved({}, memo[id(s.value)]) for s in k.stores]
     return out
 
 
@@ -156,7 +156,7 @@ def fuse_multiply_add(k: Kernel) -> Kernel:
                 memo[id(u)] = out.u(u.op, u.dtype, src, u.arg)
             continue
         memo[id(u)] = out.u(u.op, u.dtype, src, substitute_arg(u, {}))
-    out.stores = [Store(s.param, s.index, memo[id(s.value)]) for s in k.stores]
+    out.stores = [s.moved({}, memo[id(s.value)]) for s in k.stores]
     return out
 
 

@@ -43,6 +43,7 @@ UPCASTS = (2, 3, 4, 8)
 SPLITS = (4, 8, 16, 32, 64)
 UNROLLS = (2, 4, 8)
 GROUPS = (16, 256)
+PADS = (8, 16)
 
 _override: list[int] = []
 
@@ -117,6 +118,7 @@ def candidate_opts(k: Kernel) -> list[Opt]:
         if k.vector_width == 1 and can_vectorize(k, a, width):
             out.append(Opt("vectorize", a, width))
         out += [Opt("split", a, s) for s in SPLITS if lp.size % s == 0 and s < lp.size]
+        out += [Opt("pad", a, m) for m in PADS if lp.size % m and lp.size > m]
         if k.parallel is None and lp.kind == "global":
             out.append(Opt("thread", a))
         if a + 1 < n:

@@ -205,9 +205,12 @@ class CRenderer:
                 dt = self.k.params[p].dtype
                 if self.lane is not None and self.lane in idx.vars():
                     v = self._ref(value) if id(value) in self.vec else self._broadcast(self._ref(value), dt)
-                    self.lines.append(f"{pad}*({self._vtype(dt)}*)(p{p} + {self._lane0(idx)}) = {v};")
+                    line = f"*({self._vtype(dt)}*)(p{p} + {self._lane0(idx)}) = {v};"
                 else:
-                    self.lines.append(f"{pad}p{p}[{idx.render(self._var)}] = {self._to_storage(self._ref(value), dt)};")
+                    line = f"p{p}[{idx.render(self._var)}] = {self._to_storage(self._ref(value), dt)};"
+                if s.store.gate is not None:  # (a padded loop: the gate never depends on the lane)
+                    line = f"if ({s.store.gate.render(self._var)}) {line}"
+                self.lines.append(pad + line)
             elif isinstance(s, For):
                 pragma = self._pragma(s)
                 if pragma:
