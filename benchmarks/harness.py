@@ -343,9 +343,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="stop repeating a measurement after this long (default 10)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, measures nothing useful")
     p.add_argument("--warm-cache", action="store_true", help="use the on-disk kernel cache instead of a fresh one")
+    p.add_argument("--heuristics", action="store_true",
+                   help="instead: time every kernel the default heuristics change against its unoptimized form")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    if args.heuristics:
+        from . import heuristics
+
+        with _kernel_cache(not args.warm_cache):
+            results = heuristics.check_heuristics(args.quick)
+        heuristics.report(results, sys.stdout)
+        return 0 if all(r.ok for r in results) else 1
     try:
         rows = run_benchmarks(args.only, args.repeat, args.budget, args.quick, cold_cache=not args.warm_cache)
     except ValueError as e:

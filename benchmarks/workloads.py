@@ -117,7 +117,7 @@ def _matmul(n: int, quick_n: int) -> Workload:
         f"matmul_{n}", f"a @ b, {n}x{n} float32", inputs,
         {"corvid": mm, "numpy": mm, "torch": mm, "jax": mm},
         rate=lambda ins: (2.0 * ins[0].shape[0] ** 3, "GFLOP/s"),
-        target=0.5, rtol=1e-3, atol=1e-3)
+        target=0.8, rtol=1e-3, atol=1e-3)  # issue 5: >= 0.8x numpy with the heuristics, >= 1.0x with beam search
 
 
 # --- array namespace (issue 4): linalg and indexing; the issue asks to report these ----------------
