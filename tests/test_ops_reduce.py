@@ -286,6 +286,27 @@ def test_matmul_transposed_views():
     check(ta.mT[:, ::2] @ tb.T[::2, ::-1], a.T[:, ::2] @ b.T[::2, ::-1], cd.float32)
 
 
+def test_large_matmul_reads_a_packed_copy_of_b(monkeypatch):
+    """Past _PACK_MIN_BYTES the right operand is copied into column panels first (lowered to a
+    3-loop kernel over the panels); values, batching, transposed views and gradients unchanged."""
+    import corvid.ops.reduce as red
+
+    monkeypatch.setattr(red, "_PACK_MIN_BYTES", 1)
+    monkeypatch.setattr(red, "_PACK_MIN_ROWS", 8)
+    a, b = data(cd.float64, (2, 16, 24), 1), data(cd.float64, (24, 32), 2)
+    ta, tb = cv.Tensor(a, requires_grad=True), cv.Tensor(b, requires_grad=True)
+    out = ta @ tb
+    names = [k.name for k in out.schedule()]
+    assert names[0].startswith("copy") and names[-1] == "r_32_2_16", names  # rows, panels, panel columns
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-12)
+    out.sum().backward()
+    np.testing.assert_allclose(ta.grad.numpy(), np.ones((2, 16, 32)) @ b.T, rtol=1e-12)
+    np.testing.assert_allclose(tb.grad.numpy(), (a.transpose(0, 2, 1) @ np.ones((2, 16, 32))).sum(0), rtol=1e-12)
+    check(cv.Tensor(a) @ cv.Tensor(b.T.copy()).T, a @ b, cd.float64)
+    check(cv.Tensor(a[:, :4]) @ cv.Tensor(b), a[:, :4] @ b, cd.float64)  # 4 rows: no copy pays off
+    assert not (cv.Tensor(a[:, :4]) @ cv.Tensor(b)).schedule()[0].name.startswith("copy")
+
+
 # --- cat / stack / split / chunk -------------------------------------------------------------------------
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_cat(axis):

@@ -23,7 +23,7 @@ from typing import Callable
 from ..dtype import bool_ as _BOOL
 from ..dtype import float64 as _F64
 from ..graph.node import ELEMENTWISE, IDENTITY, Node, Op
-from ..graph.symbolic import Num, Sym, Var, count_divmod, sym_and
+from ..graph.symbolic import FloorDiv, Mod, Num, Sym, Var, count_divmod, sym_and
 from .ir import Kernel, Loop, Param, Store, U
 
 
@@ -215,8 +215,51 @@ def _merge_pair(a: Loop, b: Loop, fresh: Var) -> tuple[Loop, dict[Var, Sym]]:
     return merged, {a.var: fresh // b.size, b.var: fresh % b.size}
 
 
+def _divisors(k: Kernel, v: Var) -> list[int]:
+    """The ``d`` of every ``v // d`` and ``v % d`` in the kernel's indices, in order of appearance."""
+    found: list[int] = []
+
+    def visit(x: Sym) -> None:
+        if isinstance(x, (FloorDiv, Mod)) and x.x == v and x.d not in found:
+            found.append(x.d)
+        for c in x._children():
+            visit(c)
+
+    for u in k.values():
+        for x in u.syms():
+            visit(x)
+    for st in k.stores:
+        visit(st.index)
+    return found
+
+
+def split_divided_loops(k: Kernel) -> Kernel:
+    """Split an output loop whose variable the indices take apart (``v // d`` and ``v % d``, as a
+    reshape of a permuted view writes them) into an outer and an inner loop, when that leaves fewer
+    divisions: the inner loop is then a plain stride that the optimizer can vectorize and tile."""
+    cost = _divmod_cost(k)
+    d = 0
+    while d < len(k.loops):
+        lp = k.loops[d]
+        for div in _divisors(k, lp.var):
+            if not 1 < div < lp.size or lp.size % div:
+                continue
+            o, i = Var(f"{lp.var.name}o", 0, lp.size // div - 1), Var(f"{lp.var.name}i", 0, div - 1)
+            trial = k.substitute({lp.var: o * div + i},
+                                 k.loops[:d] + [Loop(o, lp.size // div, lp.kind), Loop(i, div, lp.kind)] + k.loops[d + 1:])
+            trial_cost = _divmod_cost(trial)
+            if trial_cost < cost:
+                k, cost = trial, trial_cost
+                break
+        else:
+            d += 1
+    return k
+
+
 def merge_loops(k: Kernel) -> Kernel:
-    """Merge adjacent loops (output loops, and loops of each reduce) while no index gets costlier."""
+    """Merge adjacent loops (output loops, and loops of each reduce) while no index gets costlier
+    (after :func:`split_divided_loops`, which undoes a merge a reshape made costly)."""
+    k = split_divided_loops(k)
     cost = _divmod_cost(k)
     names = count()
     d = len(k.loops) - 2

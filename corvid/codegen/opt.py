@@ -349,4 +349,9 @@ def apply_heuristics(k: Kernel) -> Kernel:
             # walk column panels outermost: a panel of the right operand stays in cache while all rows pass
             order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
             k = apply_opt(k, Opt("permute", 0, tuple(order)))
+        elif whole and len(k.loops) == n_loops and row_axis + 2 == len(k.loops) and \
+                any(k.loops[-1].var in u.arg[1].vars() for u in vector_loads):
+            # the same with a packed right operand (its panels are a loop of their own): panels outermost
+            order = list(range(len(k.loops) - 2)) + [len(k.loops) - 1, len(k.loops) - 2]
+            k = apply_opt(k, Opt("permute", 0, tuple(order)))
     return k
