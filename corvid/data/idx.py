@@ -1,0 +1,64 @@
+"""The IDX file format (MNIST's): a magic number, the dimensions, then the raw big-endian data.
+
+Header: two zero bytes, a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32,
+0x0E float64), the number of dimensions, then each dimension as a big-endian uint32. Files may be
+gzipped (detected from their first bytes, not their name). Every size is checked against the file:
+a truncated or malformed file raises :class:`corvid.CorruptFileError` naming the problem.
+
+>>> import gzip, io
+>>> raw = bytes([0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3]) + bytes(range(6))
+>>> parse_idx(raw).tolist()
+[[0, 1, 2], [3, 4, 5]]
+>>> parse_idx(gzip.compress(raw)).shape
+(2, 3)
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import zlib
+
+import numpy as np
+
+from ..io import CorruptFileError
+
+__all__ = ["parse_idx", "read_idx"]
+
+_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+          0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
+    """The array stored in ``data`` (IDX bytes, gzipped or not), in native byte order.
+
+    CorruptFileError (a ValueError) for a bad gzip stream, a bad magic number, an unknown type
+    code, or a data size that differs from what the dimensions announce."""
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CorruptFileError(f"{name}: not a valid gzip stream ({e})") from e
+    if len(data) < 4:
+        raise CorruptFileError(f"{name}: {len(data)} bytes is too short for an IDX header")
+    if data[0] != 0 or data[1] != 0 or data[2] not in _TYPES:
+        raise CorruptFileError(f"{name}: bad IDX magic number 0x{data[:4].hex()} (expected 0x0000TTNN with "
+                               f"type TT in {', '.join(f'{t:02x}' for t in _TYPES)})")
+    dtype, ndim = _TYPES[data[2]], data[3]
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise CorruptFileError(f"{name}: truncated header ({len(data)} bytes, {ndim} dimensions need {header})")
+    shape = tuple(int(d) for d in np.frombuffer(data, ">u4", ndim, 4))
+    expected = math.prod(shape) * dtype.itemsize
+    if len(data) - header != expected:
+        raise CorruptFileError(f"{name}: dimensions {shape} of {dtype.name} need {expected} bytes of data, the file "
+                               f"has {len(data) - header}")
+    return np.frombuffer(data, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """The array in the IDX file at ``path`` (gzipped or not); see :func:`parse_idx`."""
+    with open(path, "rb") as f:
+        return parse_idx(f.read(), os.fspath(path))

@@ -1,0 +1,164 @@
+"""The DataLoader: batches of a dataset as corvid tensors, shuffled reproducibly, prepared in a
+background thread while the model computes.
+
+Batches are built as numpy arrays in the background thread (array-backed datasets are sliced,
+others collated sample by sample) and become tensors on the consumer's thread, without a copy
+(:func:`corvid.dlpack.from_numpy`). corvid's allocator and graph caches take no locks, so no
+tensor is created or computed in the background thread.
+
+>>> ds = cv.data.TensorDataset(np.arange(10.0), np.arange(10) % 2)
+>>> loader = DataLoader(ds, batch_size=4, shuffle=True, seed=0)
+>>> [len(x) for x, y in loader]
+[4, 4, 2]
+>>> sorted(float(v) for x, _ in loader for v in x.tolist()) == list(range(10))
+True
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..dlpack import from_numpy
+from ..tensor import Tensor
+from .dataset import Dataset, array_backed
+
+__all__ = ["DataLoader", "default_collate"]
+
+
+def default_collate(samples: list[Any]) -> Any:
+    """Stack a list of samples into one batch of numpy arrays, field by field.
+
+    Tensors and arrays are stacked along a new first axis (tensors must be computed already, as
+    datasets return them); Python numbers become an array (ints int64, floats float64, as
+    PyTorch); tuples, lists and dicts are collated per field; strings stay a list. TypeError
+    for anything else.
+
+    >>> batch = default_collate([(np.zeros(2), 1), (np.ones(2), 0)])
+    >>> batch[0].shape, batch[1].tolist()
+    ((2, 2), [1, 0])
+    """
+    first = samples[0]
+    if isinstance(first, Tensor):
+        return np.stack([s.numpy() for s in samples])
+    if isinstance(first, np.ndarray):
+        return np.stack(samples)
+    if isinstance(first, (bool, int, float, np.number, np.bool_)):
+        return np.asarray(samples)
+    if isinstance(first, str):
+        return list(samples)
+    if isinstance(first, dict):
+        return {k: default_collate([s[k] for s in samples]) for k in first}
+    if isinstance(first, (tuple, list)):
+        fields = [default_collate(list(column)) for column in zip(*samples)]
+        return type(first)(*fields) if hasattr(first, "_fields") else type(first)(fields)
+    raise TypeError(f"default_collate: cannot batch samples of type {type(first).__name__}; pass collate_fn=")
+
+
+def _to_tensors(batch: Any) -> Any:
+    """numpy arrays in a collated batch become tensors (sharing their memory); the rest is kept."""
+    if isinstance(batch, np.ndarray):
+        return from_numpy(batch)
+    if isinstance(batch, dict):
+        return {k: _to_tensors(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)) and not (batch and isinstance(batch[0], str)):
+        items = [_to_tensors(v) for v in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
+    return batch
+
+
+class DataLoader:
+    """Iterate over ``dataset`` in batches of ``batch_size`` samples.
+
+    ``DataLoader(dataset, batch_size=1, shuffle=False, seed=None, drop_last=False, collate_fn=None,
+    prefetch=2)``. Each pass (each ``iter``) visits every sample once: in order, or with
+    ``shuffle`` in a new permutation per epoch drawn from ``(seed, epoch)`` (so the same seed
+    gives the same epochs; ``seed=None`` picks a random one). The last batch is smaller unless
+    ``drop_last``. ``set_epoch(n)`` sets the epoch the next pass uses (to resume).
+
+    Batches of array-backed datasets (:class:`TensorDataset`, :class:`MNIST`, their
+    :class:`Subset`) are sliced from the arrays at once; other datasets are read sample by sample
+    and stacked by ``collate_fn`` (default :func:`default_collate`), which may return numpy
+    arrays (made tensors here) or anything else. ``prefetch`` batches are prepared ahead in one
+    background thread (0: none, everything on the caller's thread); an exception there is raised
+    by the iteration, and the thread stops when the iteration ends or is abandoned."""
+
+    def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, seed: int | None = None,
+                 drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None, prefetch: int = 2):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be non-negative, got {prefetch}")
+        self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
+        self.collate_fn, self.prefetch = collate_fn, prefetch
+        self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass epoch ``epoch`` (its shuffle order); passes count up from there."""
+        self.epoch = epoch
+
+    def _index_batches(self) -> list[np.ndarray]:
+        n = len(self.dataset)
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(n) if self.shuffle else np.arange(n)
+        stop = n - n % self.batch_size if self.drop_last else n
+        return [order[i:i + self.batch_size] for i in range(0, stop, self.batch_size)]
+
+    def _make(self, indices: np.ndarray) -> Any:
+        if self.collate_fn is None and array_backed(self.dataset):
+            return tuple(np.ascontiguousarray(a) for a in self.dataset.batch(indices))  # type: ignore[attr-defined]
+        collate = self.collate_fn or default_collate
+        return collate([self.dataset[int(i)] for i in indices])
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = self._index_batches()
+        self.epoch += 1
+        if self.prefetch == 0:
+            return (_to_tensors(self._make(b)) for b in batches)
+        return self._prefetched(batches)
+
+    def _prefetched(self, batches: list[np.ndarray]) -> Iterator[Any]:
+        ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+
+        def put(item: tuple[str, Any]) -> bool:
+            while not stop.is_set():
+                try:
+                    ready.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def work() -> None:
+            try:
+                for b in batches:
+                    if not put(("batch", self._make(b))):
+                        return
+            except BaseException as e:  # handed to the consumer, which raises it
+                put(("error", e))
+                return
+            put(("done", None))
+
+        worker = threading.Thread(target=work, name="corvid-DataLoader", daemon=True)
+        worker.start()
+        try:
+            while True:
+                kind, payload = ready.get()
+                if kind == "done":
+                    return
+                if kind == "error":
+                    raise payload
+                yield _to_tensors(payload)
+        finally:
+            stop.set()
+            worker.join()

@@ -1,0 +1,306 @@
+"""The optimizer base: parameter groups, ``step``, ``zero_grad``, state dicts, and the pure
+functional form every optimizer derives from the same update rule.
+
+An optimizer is written once, as three class methods on plain tensors:
+
+* ``_slots(p, hp)``: the initial per-parameter state (``{"exp_avg": zeros, ...}``);
+* ``_scalars(t, hp)``: the values that change from step to step (the learning rate, bias
+  corrections), from the step count ``t`` (an int, or a Tensor in the functional form);
+* ``_update(p, g, slots, hp, s)``: the new parameter and the new slots, lazily.
+
+``hp`` is a parameter group (the hyperparameters); ``s`` holds the ``_scalars``. Two front ends
+share those rules:
+
+* the PyTorch-style :class:`Optimizer` (``opt = Adam(model.parameters(), lr=1e-3)``, then
+  ``opt.step()``) builds every parameter's and every slot's new value lazily, computes them all
+  in one schedule (``cv.realize``: each value is one fused kernel, and the kernels compile in
+  parallel), then points the parameters at the results. The per-step scalars travel in one small
+  buffer per group and dtype, so no value of the learning rate or of a bias correction ever
+  changes a kernel: only the first step compiles.
+* the functional form (``tx = Adam.functional(lr=1e-3)``; ``state = tx.init(params)``;
+  ``params, state = tx.update(grads, state, params)``) is pure on pytrees, so it runs under
+  ``cv.jit``, ``cv.grad`` and ``cv.vmap``.
+
+>>> w = cv.Tensor([1.0, 2.0], requires_grad=True)
+>>> opt = cv.optim.SGD([w], lr=0.5)
+>>> (w * w).sum().backward()
+>>> opt.step()
+>>> w.tolist()
+[0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from ..autograd import enable_grad, no_grad
+from ..dtype import DType
+from ..engine import capture
+from ..tensor import Tensor, realize
+from ..tree import tree_flatten, tree_unflatten
+from .state import restore_like, unflatten_state_dict
+
+Scalar = float | Tensor
+
+
+class Optimizer:
+    """Base class: holds ``param_groups`` (a list of dicts, each with ``"params"`` and the
+    hyperparameters) and ``state`` (per parameter: ``{"step": int, slot: Tensor, ...}``).
+
+    ``params`` is an iterable of tensors, or of dicts ``{"params": [...], "lr": ..., ...}``
+    whose missing hyperparameters come from the constructor's arguments (as PyTorch). A tensor
+    may appear in only one group (ValueError). Subclasses define ``__init__`` with their
+    hyperparameters as keyword arguments and the three rule methods described in the module."""
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
+        self._check(defaults)
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict[str, Any]] = []
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        groups = [params] if isinstance(params, Tensor) else list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        for group in groups if isinstance(groups[0], dict) else [{"params": groups}]:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group: ``{"params": tensors, **hyperparameters}``; unset ones take the defaults."""
+        if not isinstance(param_group, dict) or "params" not in param_group:
+            raise TypeError("a parameter group is a dict with a 'params' entry")
+        params = param_group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer parameters must be Tensors, got {type(p).__name__}")
+            if not p.dtype.is_float:
+                raise TypeError(f"optimizer parameters must be floating point, got {p.dtype.name}")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if len({id(p) for p in params}) != len(params) or any(id(p) in seen for p in params):
+            raise ValueError("a parameter appears more than once among the optimizer's parameter groups")
+        unknown = set(param_group) - set(self.defaults) - {"params", "initial_lr"}
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unknown hyperparameters {sorted(unknown)}")
+        group = {**self.defaults, **param_group, "params": params}
+        self._check(group)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient (``grad = None``), or set it to zeros."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = None if set_to_none else Tensor(np.zeros(p.shape, p.dtype.np), device=p.device)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient; returns ``closure()``'s value (or None).
+
+        ``closure`` (optional) re-evaluates the model and returns the loss; it runs with
+        gradients enabled. All new values are computed in one schedule. Inside ``cv.jit`` use
+        :meth:`functional` instead (RuntimeError here): the step counts and the learning rate of
+        this form live in Python and would be frozen into the trace."""
+        if capture.tracing():
+            raise RuntimeError(f"{type(self).__name__}.step() cannot be traced by cv.jit: its step counts and "
+                               f"learning rate live in Python. Use {type(self).__name__}.functional(...) inside "
+                               "the jitted function")
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            params, values, pending = [], [], []
+            for group in self.param_groups:
+                scalars: dict[tuple[int, DType], dict[str, Scalar]] = {}
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state.get(p)
+                    if state is None:
+                        state = self.state[p] = {"step": 0, **self._slots(p.detach(), group)}
+                    t = state["step"] + 1
+                    key = (t, p.dtype)
+                    if key not in scalars:
+                        scalars[key] = _scalar_buffer(self._scalars(t, group), p.dtype, p.device)
+                    slots = {k: v for k, v in state.items() if k != "step"}
+                    g = p.grad.detach().astype(p.dtype)
+                    new_p, new_slots = self._update(p.detach(), g, slots, group, scalars[key])
+                    params.append(p)
+                    values.append(new_p)
+                    pending.append((state, t, new_slots))
+            realize(*values, *(v for _, _, slots in pending for v in slots.values()))
+            for p, v in zip(params, values):
+                p.assign(v)
+            for state, t, slots in pending:
+                state.update(slots)
+                state["step"] = t
+        return loss
+
+    # --- saving and loading --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {"step": int, slot: Tensor}}, "param_groups": [{..., "params": [index]}]}``
+        with parameters numbered in group order (PyTorch's layout). Every value is a tensor, a
+        number or a tuple of numbers: :func:`corvid.optim.flatten_state_dict` turns it into a dict
+        of tensors for ``cv.save``."""
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": ids})
+        state = {index[id(p)]: dict(st) for p, st in self.state.items() if id(p) in index}
+        return {"state": dict(sorted(state.items())), "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore hyperparameters and per-parameter state from :meth:`state_dict`, or from its
+        flattened form (as ``cv.load`` returns it). The groups must have the same sizes (ValueError).
+        Values are converted to the types of the current ones (tensors to the parameter's dtype)."""
+        if any("." in k for k in state_dict):
+            state_dict = unflatten_state_dict(state_dict)
+        groups = state_dict["param_groups"]
+        groups = [groups[k] for k in sorted(groups)] if isinstance(groups, dict) else list(groups)
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"the state dict has {len(groups)} parameter groups, the optimizer "
+                             f"{len(self.param_groups)}")
+        params: dict[int, Tensor] = {}
+        for mine, saved in zip(self.param_groups, groups):
+            ids = [int(i) for i in restore_like(saved["params"], [])]
+            if len(ids) != len(mine["params"]):
+                raise ValueError(f"a saved parameter group has {len(ids)} parameters, this one {len(mine['params'])}")
+            params.update(zip(ids, mine["params"]))
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = restore_like(v, mine.get(k, self.defaults.get(k)))
+        saved_state = state_dict.get("state", {})
+        items = saved_state.items() if isinstance(saved_state, dict) else enumerate(saved_state)
+        self.state = {}
+        for i, st in items:
+            p = params[int(i)]
+            self.state[p] = {k: int(restore_like(v, 0)) if k == "step" else
+                             Tensor(v, device=p.device).astype(p.dtype).realize() for k, v in st.items()}
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            hp = ", ".join(f"{k}={v}" for k, v in g.items() if k != "params")
+            lines.append(f"  group {i}: {len(g['params'])} tensors, {hp}")
+        return "\n".join(lines + [")"])
+
+    # --- the functional form ---------------------------------------------------------------------------
+    @classmethod
+    def functional(cls, **hyperparameters: Any) -> Functional:
+        """The pure form of this optimizer, for pytrees of parameters (see :class:`Functional`).
+
+        Takes the constructor's hyperparameters (TypeError for unknown names).
+
+        >>> tx = cv.optim.SGD.functional(lr=0.5)
+        >>> params = {"w": cv.Tensor([1.0, 2.0])}
+        >>> state = tx.init(params)
+        >>> params, state = tx.update({"w": cv.Tensor([2.0, 4.0])}, state, params)
+        >>> params["w"].tolist()
+        [0.0, 0.0]
+        """
+        sig = inspect.signature(cls.__init__)
+        defaults = {k: p.default for k, p in list(sig.parameters.items())[2:]}
+        unknown = set(hyperparameters) - set(defaults)
+        if unknown:
+            raise TypeError(f"{cls.__name__}.functional: unknown hyperparameters {sorted(unknown)}")
+        hp = {**defaults, **hyperparameters}
+        cls._check(hp)
+        return Functional(cls, hp)
+
+    # --- the rule (subclasses) ----------------------------------------------------------------------------
+    @classmethod
+    def _check(cls, hp: dict[str, Any]) -> None:
+        """Raise ValueError for invalid hyperparameters (subclasses extend it)."""
+        lr = hp["lr"]
+        if not isinstance(lr, Tensor) and not lr >= 0:
+            raise ValueError(f"invalid learning rate: {lr}")
+
+    @classmethod
+    def _slots(cls, p: Tensor, hp: dict[str, Any]) -> dict[str, Tensor]:
+        return {}
+
+    @classmethod
+    def _scalars(cls, t: int | Tensor, hp: dict[str, Any]) -> dict[str, Scalar]:
+        return {"lr": hp["lr"]}
+
+    @classmethod
+    def _update(cls, p: Tensor, g: Tensor, slots: dict[str, Tensor], hp: dict[str, Any],
+                s: dict[str, Scalar]) -> tuple[Tensor, dict[str, Tensor]]:
+        raise NotImplementedError
+
+
+class Functional:
+    """An optimizer as two pure functions on pytrees (the optax style), built by
+    ``Optimizer.functional(**hyperparameters)``.
+
+    ``init(params)`` returns the state: ``{"step": int32 0-d tensor, "lr": float64 0-d tensor,
+    slot: tree like params, ...}``. ``update(grads, state, params)`` returns
+    ``(new_params, new_state)``; ``grads`` has the structure of ``params``. The learning rate
+    lives in the state, so a schedule can change it between calls of a jitted step
+    (``state["lr"] = cv.Tensor(new_lr, dtype=cv.float64)``) without retracing."""
+
+    def __init__(self, rule: type[Optimizer], hyperparameters: dict[str, Any]):
+        self.rule, self.hyperparameters = rule, hyperparameters
+
+    def init(self, params: Any) -> dict[str, Any]:
+        leaves, treedef = tree_flatten(params)
+        per_leaf = [self.rule._slots(_as_tensor(p), self.hyperparameters) for p in leaves]
+        names = list(per_leaf[0]) if per_leaf else []
+        state: dict[str, Any] = {"step": Tensor(np.int32(0)),
+                                 "lr": Tensor(np.float64(self.hyperparameters["lr"]))}
+        for name in names:
+            state[name] = tree_unflatten(treedef, [slots[name] for slots in per_leaf])
+        return state
+
+    def update(self, grads: Any, state: dict[str, Any], params: Any) -> tuple[Any, dict[str, Any]]:
+        leaves, treedef = tree_flatten(params)
+        grad_leaves, grad_def = tree_flatten(grads)
+        if grad_def != treedef:
+            raise ValueError(f"update: grads have structure {grad_def}, params {treedef}")
+        names = [k for k in state if k not in ("step", "lr")]
+        slot_leaves = {name: tree_flatten(state[name])[0] for name in names}
+        count = state["step"] + 1
+        scalars: dict[DType, dict[str, Scalar]] = {}
+        new_params, new_slots = [], {name: [] for name in names}
+        for i, (p, g) in enumerate(zip(leaves, grad_leaves)):
+            p, g = _as_tensor(p), _as_tensor(g)
+            if p.dtype not in scalars:
+                hp = {**self.hyperparameters, "lr": state["lr"].astype(p.dtype)}
+                values = self.rule._scalars(count.astype(p.dtype), hp)
+                scalars[p.dtype] = {k: v.astype(p.dtype) if isinstance(v, Tensor) else v for k, v in values.items()}
+            new_p, slots = self.rule._update(p, g.astype(p.dtype), {n: slot_leaves[n][i] for n in names},
+                                             self.hyperparameters, scalars[p.dtype])
+            new_params.append(new_p)
+            for name in names:
+                new_slots[name].append(slots[name])
+        new_state = {"step": count, "lr": state["lr"],
+                     **{name: tree_unflatten(treedef, new_slots[name]) for name in names}}
+        return tree_unflatten(treedef, new_params), new_state
+
+    def __repr__(self) -> str:
+        hp = ", ".join(f"{k}={v}" for k, v in self.hyperparameters.items())
+        return f"{self.rule.__name__}.functional({hp})"
+
+
+# --- helpers shared by the rules ----------------------------------------------------------------------
+def zeros_slot(p: Tensor, fill: float = 0.0) -> Tensor:
+    """A state tensor like ``p`` filled with ``fill``, as a real buffer: the first step's kernels
+    then read state exactly as every later step does, so they compile once."""
+    return Tensor(np.full(p.shape, fill, p.dtype.np), device=p.device)
+
+
+def _as_tensor(x: Any) -> Tensor:
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _scalar_buffer(values: dict[str, Scalar], dtype: DType, device: str) -> dict[str, Scalar]:
+    """The per-step scalars as views of one small buffer of ``dtype``: values enter kernels as data,
+    so a learning rate that reaches 0 or 0.5 (constants kernels bake in) changes nothing."""
+    names = [k for k, v in values.items() if not isinstance(v, Tensor)]
+    buf = Tensor(np.array([float(values[k]) for k in names], dtype=dtype.np), device=device)
+    out: dict[str, Scalar] = dict(values)
+    out.update({k: buf[i] for i, k in enumerate(names)})
+    return out
