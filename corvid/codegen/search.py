@@ -6,13 +6,15 @@ structure is searched once per (kernel, device) and the winning actions are stor
 database in the cache directory (``search.sqlite``), so later processes apply them without
 searching. A corrupt database is moved aside and rebuilt, never trusted.
 
-The search (:func:`beam_search`) starts from the unoptimized kernel and the heuristics' choice.
-Each round applies every legal next action (:func:`candidate_opts`) to each kernel of the beam,
-compiles the new candidates in parallel (the compiler runs as separate processes from a thread
-pool), runs each on the same random inputs, drops a candidate whose result differs from the
-unoptimized kernel's or whose first run takes ``CUTOFF`` times longer than the best so far (the
-time limit), and keeps the ``N`` fastest. It stops when a round brings no candidate faster than
-the best by ``MIN_GAIN`` or after ``MAX_ROUNDS``.
+The search (:func:`beam_search`) runs the unoptimized kernel once for the reference result and
+starts from it and the heuristics' choice (a start ``CUTOFF`` times slower than the best is
+dropped: its neighbours are as slow). Each round applies every legal next action
+(:func:`candidate_opts`) to each kernel of the beam, compiles the new candidates in parallel (the
+compiler runs as separate processes from a thread pool), runs each on the same random inputs,
+drops a candidate whose result differs from the unoptimized kernel's or whose first run takes
+``CUTOFF`` times longer than the fastest so far (the time limit), and keeps the ``N`` fastest. It
+stops when a round brings no candidate faster than the best by ``MIN_GAIN`` or after
+``MAX_ROUNDS``.
 """
 
 from __future__ import annotations
@@ -166,13 +168,13 @@ class _Runner:
         bufs = [Buffer(device, p.dtype, p.size).copyin(a) for p, a in zip(k.params[1:], random_inputs(k))]
         return cls(device, k, bufs)
 
-    def run(self, program: Program, limit: float | None) -> tuple[np.ndarray, float] | None:
-        """(output, best time of RUNS runs), or None when the first run exceeds ``limit`` seconds."""
+    def run(self, program: Program, limit: float | None, runs: int = RUNS) -> tuple[np.ndarray, float] | None:
+        """(output, best time of ``runs`` runs), or None when the first run exceeds ``limit`` seconds."""
         dev = get_device(self.device)
         out = Buffer(self.device, self.kernel.params[0].dtype, self.kernel.params[0].size)
         handles = [out.handle] + [b.handle for b in self.inputs]
         best = float("inf")
-        for i in range(RUNS):
+        for i in range(runs):
             t0 = time.perf_counter()
             program(handles)
             dev.synchronize()
@@ -202,28 +204,30 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
     """The fastest action sequence found for ``k`` on ``device`` (see the module docstring)."""
     dev = get_device(device)
     runner = _Runner.make(k, device)
+
     def compile_one(c: Kernel) -> Program:
         c = finalize(c)
         return dev.compile(c, dev.renderer.render(c))
 
-    ref = runner.run(compile_one(k), None)
+    ref = runner.run(compile_one(k), None, runs=1)  # the reference result (an unoptimized matmul is slow: once)
     assert ref is not None
     want, base = ref
-    best_t, best = base, k
-    beam_: list[tuple[float, Kernel]] = [(base, k)]
-    seen = {tuple(k.opts)}
-    tried = 0
+    start = [(base, k)]
+    h = apply_heuristics(k)
+    if h.opts:  # the heuristics' choice competes from the start
+        got = runner.run(compile_one(h), CUTOFF * base)
+        if got is not None and _same(got[0], want):
+            start.append((got[1], h))
+    start.sort(key=lambda x: x[0])
+    best_t, best = start[0]
+    # a kernel CUTOFF times slower than the best is no starting point (its neighbours are as slow)
+    beam_ = [x for x in start if x[0] <= CUTOFF * best_t][:width]
+    seen = {x[1].opts for x in start}
+    tried = len(start)
     pool = ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1))
     try:
-        first = True
         for _ in range(rounds):
             cands: list[Kernel] = []
-            if first:  # the heuristics' choice competes from the start
-                h = apply_heuristics(k)
-                if h.opts:
-                    cands.append(h)
-                    seen.add(h.opts)
-                first = False
             for _, kb in beam_:
                 for opt in candidate_opts(kb):
                     try:
@@ -237,18 +241,20 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
                 break
             programs = list(pool.map(_safe(compile_one), cands))
             timed: list[tuple[float, Kernel]] = []
+            fastest = best_t
             for c, prog in zip(cands, programs):
                 if prog is None:
                     continue
                 tried += 1
-                got = runner.run(prog, CUTOFF * best_t)
+                got = runner.run(prog, CUTOFF * fastest)  # the time limit: CUTOFF x the fastest so far
                 if got is None or not _same(got[0], want):
                     continue
                 timed.append((got[1], c))
+                fastest = min(fastest, got[1])
             if not timed:
                 break
             timed.sort(key=lambda x: x[0])
-            beam_ = timed[:width]
+            beam_ = [x for x in timed[:width] if x[0] <= CUTOFF * timed[0][0]]
             if timed[0][0] < best_t * (1 - MIN_GAIN):
                 best_t, best = timed[0]
             else:
