@@ -703,3 +703,15 @@ def test_grad_of_vmap_of_a_custom_vjp_function():
     got = cv.grad(lambda w: cv.vmap(lambda x: sq(x * w[0]).sum())(w).sum())(w).numpy()
     want = cv.grad(lambda w: sum((sq(w[i] * w[0])).sum() for i in range(2)))(w).numpy()
     np.testing.assert_allclose(got, want)
+
+
+def test_sigmoid_is_stable_at_the_extremes_and_its_gradient_finite():
+    """The naive 1/(1+exp(-x)) gives gradient 0*inf = nan at x = -100 in float32 and rounds tiny
+    values to 0; the stable form keeps both (float64 reference)."""
+    a = np.array([-100.0, -20.0, -1.0, 0.0, 1.0, 20.0, 100.0], np.float32)
+    x = cv.Tensor(a, requires_grad=True)
+    y = x.sigmoid()
+    y.sum().backward()
+    ref = 1 / (1 + np.exp(-a.astype(np.float64)))
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-6, atol=1e-44)  # (sigmoid(-100) is subnormal in float32)
+    np.testing.assert_allclose(x.grad.numpy(), ref * (1 - ref), rtol=1e-5, atol=1e-44)

@@ -397,8 +397,14 @@ class ElementwiseMixin:
         return self.maximum(0)
 
     def sigmoid(self: Tensor) -> Tensor:
+        """``1 / (1 + exp(-x))``, from ``e = exp(-|x|)`` (which never overflows): ``1/(1+e)`` for
+        x >= 0, ``e/(1+e)`` below, so tiny results keep their relative precision and the gradient
+        is finite everywhere (the naive form's is 0 * inf = nan at x = -100 in float32)."""
         x = _as_float(self)
-        return (1 + (-x).exp()).reciprocal()
+        up = x >= 0
+        e = up.where(-x, x).exp()  # not -|x|: abs has slope 0 at 0, which would lose sigmoid'(0)
+        r = (1 + e).reciprocal()
+        return up.where(r, e * r)
 
     def silu(self: Tensor) -> Tensor:
         x = _as_float(self)
