@@ -129,3 +129,17 @@ def test_an_empty_stored_input_needs_no_kernel():
     np.testing.assert_array_equal((cv.cat([y, y[:0].contiguous()], 0) + 1).numpy(), np.full((2, 3), 3.0))
     g = cv.grad(lambda t: (cv.cat([t, t[:0].contiguous()], 0) ** 2).sum())(cv.Tensor(np.ones((2, 3))))
     np.testing.assert_array_equal(g.numpy(), np.full((2, 3), 2.0))
+
+
+def test_openmp_threads_sleep_when_idle_unless_the_user_chose():
+    import os
+    import subprocess
+    import sys
+
+    code = "import corvid, os; corvid.ones(2).numpy(); print(os.environ.get('OMP_WAIT_POLICY'))"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "passive"
+    env["OMP_WAIT_POLICY"] = "active"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "active"
