@@ -7,8 +7,17 @@ when installed), in one process, and prints one table of medians, throughputs an
 See ``python -m benchmarks --help`` and :mod:`benchmarks.harness`.
 """
 
-from .harness import ALL, main, run_benchmarks
-from .transforms import OVERHEADS
-from .workloads import WORKLOADS
+import os
+
+# Every framework's OpenMP pool gets the policy corvid uses (idle threads sleep), set before any of
+# them loads its OpenMP runtime: otherwise the figures depend on import order, and a pool left
+# spinning by one framework slows the next one's kernels (torch's CNN step on 2 busy cores: 140 ms
+# sleeping, 350-680 ms spinning). Set OMP_WAIT_POLICY yourself to compare another policy.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+
+from .harness import ALL, main, run_benchmarks  # noqa: E402
+from .transforms import OVERHEADS  # noqa: E402
+from .workloads import WORKLOADS  # noqa: E402
 
 __all__ = ["ALL", "OVERHEADS", "WORKLOADS", "main", "run_benchmarks"]

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, TextIO
 import numpy as np
 
 from .frameworks import Framework, available_frameworks
+from .training import CNN_TRAIN
 from .transforms import OVERHEADS, Overhead
 from .workloads import WORKLOADS, Workload
 
@@ -266,7 +267,7 @@ def _kernel_cache(cold: bool) -> Iterator[str]:
                 os.environ["CORVID_CACHE_DIR"] = old
 
 
-ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS]
+ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN]
 
 
 LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new processes
