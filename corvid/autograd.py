@@ -197,7 +197,7 @@ class AutogradMixin:
         calls; set ``leaf.grad = None`` to reset. The graph is immutable, so calling backward twice
         works (no ``retain_graph``). The new ``.grad`` tensors are computed at once, in one
         schedule; with ``create_graph=True`` they stay differentiable (for higher derivatives)."""
-        from .engine.realize import realize
+        from .engine.realize import holder, realize
         from .tensor import Tensor
         from .transforms.reverse import backprop
 
@@ -236,7 +236,8 @@ class AutogradMixin:
                 for owner, g in updates:
                     owner.grad = g
                 return
-            realize([g.node for _, g in updates], self.device)  # one schedule for all of them
+            held = [holder(g.node) for _, g in updates]
+            realize(held, self.device)  # one schedule for all of them
             for owner, g in updates:
                 owner.grad = g.realize()
 

@@ -17,6 +17,7 @@ from . import dtype as dt
 from .autograd import AutogradMixin, cut_under_no_grad, grad_mode, leaf_node
 from .dtype import DType, DTypeLike
 from .engine import capture as _capture
+from .engine.realize import holder
 from .engine.realize import realize as _realize
 from .engine.schedule import ScheduledKernel, create_schedule
 from .graph.node import COMPARISON, Node, Op, node
@@ -129,9 +130,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
             self.node = leaf_node(Tensor._from_node(n.src[0], self.device).realize().node, n.arg)
         elif n.op is not Op.BUFFER:
-            _realize([n], self.device)
+            h = holder(n)
+            _realize([h], self.device)
             if not n.traced:
-                self.node = node(Op.BUFFER, (), n.buffer, n.dtype, n.shape)
+                self.node = node(Op.BUFFER, (), h.buffer, n.dtype, n.shape)
         return self
 
     def numpy(self) -> np.ndarray:
@@ -357,11 +359,11 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
         if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
             n = n.src[0]
         if n.op is not Op.BUFFER and n.buffer is None:
-            by_device.setdefault(t.device, []).append(n)
+            by_device.setdefault(t.device, []).append(holder(n))
     for device, nodes in by_device.items():
         _realize(nodes, device)
     for t in tensors:
-        t.realize()  # now only rebinds to the computed buffers
+        t.realize()  # now only rebinds to the computed buffers (``by_device`` keeps literals' holders alive)
     return tensors
 
 

@@ -143,3 +143,17 @@ def test_openmp_threads_sleep_when_idle_unless_the_user_chose():
     env["OMP_WAIT_POLICY"] = "active"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "active"
+
+
+def test_computing_a_literal_leaves_the_shared_literal_a_literal():
+    """Nodes are hash-consed: a buffer on the literal 1.0 (computed by ones(()).realize(), or as the
+    gradient seed of a 0-d backward) made every later kernel using 1.0 read it from memory."""
+    one = cv.ones(()).realize()
+    w = cv.Tensor(np.float32(3.0), requires_grad=True)
+    w.backward()  # d w / d w: the literal 1.0 itself
+    half = cv.full((), 0.25, dtype=cv.float32)
+    cv.realize(half)
+    x = cv.Tensor(np.arange(4, dtype=np.float32))
+    (sk,) = (x * 1.0 + 0.25).schedule()
+    assert sk.inputs[0] is x.node and not any(n.op.name == "CONST" and n.buffer is not None for n in sk.inputs)
+    assert one.item() == 1.0 and w.grad.item() == 1.0 and half.item() == 0.25

@@ -14,7 +14,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..graph.node import Node, graph_dot
+from ..graph.node import Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
 from .schedule import ScheduledKernel, create_schedule
 
@@ -26,9 +26,17 @@ def debug_level() -> int:
         return 0
 
 
+def holder(n: Node) -> Node:
+    """The node whose buffer holds ``n``'s computed value: ``n`` itself, except for a literal
+    (CONST), which gets a CONTIGUOUS copy. Nodes are shared (hash-consed): a buffer on the literal
+    ``1.0`` would make every later kernel that uses 1.0 read it from memory."""
+    return node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape) if n.op is Op.CONST else n
+
+
 def realize(roots: list[Node], device: str) -> None:
-    """Compute every node in ``roots`` that has no buffer yet."""
-    todo = [r for r in roots if r.buffer is None]
+    """Compute every node in ``roots`` that has no buffer yet. A literal (CONST) root is left
+    alone: pass its :func:`holder` (and keep a reference to it: nodes are weakly interned)."""
+    todo = [r for r in roots if r.buffer is None and r.op is not Op.CONST]
     if not todo:
         return
     for r in todo:

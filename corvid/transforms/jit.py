@@ -442,10 +442,11 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
                 t = n.arg.data() if callable(n.arg.data) else None
                 if n.buffer is None:  # a captured parameter: its value at each call
                     inner = n.src[0]
-                    if inner.buffer is None:
-                        from ..engine.realize import realize
-                        realize([inner], device)
-                    n.buffer = inner.buffer
+                    from ..engine.realize import holder, realize
+
+                    h = holder(inner)
+                    realize([h], device)
+                    n.buffer = h.buffer
                 add(n, _Slot("leaf", weakref.ref(t) if t is not None else (lambda: None), n.dtype, n.shape, device,
                              fallback=n.buffer))
                 if t is not None:
