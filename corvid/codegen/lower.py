@@ -57,9 +57,14 @@ def runtime_const(n: Node) -> bool:
             and not (a == 0.0 and math.copysign(1.0, a) < 0))
 
 
+class LoweringTooLarge(RuntimeError):
+    """A region whose fused kernel would have more values than the lowering's ``limit`` (a
+    reduce re-evaluated inside another, level after level: a recurrence over a matmul)."""
+
+
 class _Lowerer:
-    def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None]):
-        self.k, self.param_of = kernel, param_of
+    def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None], limit: float = math.inf):
+        self.k, self.param_of, self.limit = kernel, param_of, limit
         self.consts: list[Node] = []  # runtime constants, in the order of their slots
         self.const_slot: dict[int, int] = {}
         self.const_param: int | None = None
@@ -74,6 +79,8 @@ class _Lowerer:
         key = (id(n), idx, gate)
         found = self.memo.get(key)
         if found is None:
+            if len(self.memo) >= self.limit:
+                raise LoweringTooLarge(f"more than {self.limit} distinct values")
             found = self.memo[key] = self._emit(n, idx, gate, root)
         return found
 
@@ -175,13 +182,14 @@ class _Lowerer:
         raise NotImplementedError(f"cannot lower {op}")
 
 
-def lower_unmerged(name: str, root: Node, inputs: list[Node]) -> tuple[Kernel, _Lowerer]:
+def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = math.inf) -> tuple[Kernel, _Lowerer]:
     """Lower the graph under ``root`` into a kernel storing ``root`` into param 0, one loop per
-    output dimension. ``inputs`` are the nodes read from buffers (params 1..n)."""
+    output dimension. ``inputs`` are the nodes read from buffers (params 1..n).
+    :class:`LoweringTooLarge` when it would emit more than ``limit`` values."""
     params = [Param(root.dtype, root.numel, True)] + [Param(n.dtype, n.numel, False) for n in inputs]
     index_of = {id(n): i + 1 for i, n in enumerate(inputs)}
     kernel = Kernel(name, params, [])
-    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)))
+    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit)
     loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
     value = lw.emit(root, idx, Num(1), root=True)

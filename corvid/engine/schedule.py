@@ -27,7 +27,7 @@ import numpy as np
 from .. import dtype as dt
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
-from ..codegen.lower import lower_unmerged, merge_loops, runtime_const
+from ..codegen.lower import LoweringTooLarge, lower_unmerged, merge_loops, runtime_const
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
 from ..runtime.device import Buffer, Program, get_device
@@ -162,6 +162,9 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
 # (``a * 2``, ``relu(a)``) stay fused: re-reading is then as costly as recomputing.
 RECOMPUTE_RATIO, RECOMPUTE_COST = 8, 3
 RECOMPUTE_MIN_EXTRA = 1 << 15  # ... and the extra evaluations outweigh a kernel launch
+# a probe that would lower more values than this gives up: the region nests reduces level after
+# level (a recurrence through a matmul: 4^t values at step t), and its nested reduces are stored
+PROBE_LIMIT = 10_000
 _EXPENSIVE = frozenset({Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS, Op.TAN,
                         Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
                         Op.ERF, Op.POW, Op.ATAN2, Op.DIV, Op.IDIV, Op.MOD, Op.SQRT})
@@ -174,7 +177,10 @@ def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
     nodes, inputs = _region(root, stored)
     if not any(n.op is Op.REDUCE for n in nodes):
         return []
-    k, lw = lower_unmerged("probe", root, inputs)
+    try:
+        k, lw = lower_unmerged("probe", root, inputs, limit=PROBE_LIMIT)
+    except LoweringTooLarge:  # the fused kernel would blow up: store the reduces nested in others
+        return _nested_reduces(root, nodes, inputs)
     values, place = placement(k)
     size = {lp.var: lp.size for lp in k.loops}
     size.update({lp.var: lp.size for u in values if u.op == "reduce" for lp in u.arg[1]})
@@ -189,6 +195,25 @@ def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
     if out:
         return out
     return _recomputed_elementwise(root, nodes, inputs, lw, place, size)
+
+
+def _nested_reduces(root: Node, nodes: list[Node], inputs: list[Node]) -> list[Node]:
+    """The reduces of the region that lie in the body of another of its reduces."""
+    region = {id(n) for n in nodes} - {id(n) for n in inputs}
+    nested: dict[int, Node] = {}
+    for m in nodes:
+        if m.op is not Op.REDUCE:
+            continue
+        stack, seen = list(m.src), set()
+        while stack:
+            x = stack.pop()
+            if id(x) in seen or id(x) not in region:
+                continue
+            seen.add(id(x))
+            if x.op is Op.REDUCE and x is not root:
+                nested[id(x)] = x
+            stack.extend(x.src)
+    return list(nested.values())
 
 
 def _recomputed_elementwise(root: Node, nodes: list[Node], inputs: list[Node], lw: Any,
