@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, TextIO
 import numpy as np
 
 from .frameworks import Framework, available_frameworks
+from .models import MODELS
 from .training import CNN_TRAIN
 from .transforms import OVERHEADS, Overhead
 from .workloads import WORKLOADS, Workload
@@ -267,7 +268,7 @@ def _kernel_cache(cold: bool) -> Iterator[str]:
                 os.environ["CORVID_CACHE_DIR"] = old
 
 
-ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN]
+ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN, *MODELS]
 
 
 LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new processes
