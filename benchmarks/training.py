@@ -46,9 +46,7 @@ def rss_mb() -> float:
 
 def _cnn_corvid(quick: bool) -> Prepared:
     import corvid as cv
-    from corvid.nn import functional as F
-
-    from examples.mnist import CNN
+    from examples.mnist import CNN, make_step  # the example's own step, not a copy of it
 
     cv.manual_seed(0)
     model = CNN()
@@ -56,12 +54,7 @@ def _cnn_corvid(quick: bool) -> Prepared:
     state = {"model": model, "opt": tx.init(model)}
     xn, yn = _batch(quick)
     x, y = cv.Tensor(xn).realize(), cv.Tensor(yn).realize()
-
-    @cv.jit
-    def step(m: Any, s: Any, x: Any, y: Any) -> Any:
-        loss, grads = cv.value_and_grad(lambda m: F.cross_entropy(m(x), y))(m)
-        m, s = tx.update(grads, s, m)
-        return m, s, loss
+    step = make_step(tx)
 
     def one() -> Any:
         state["model"], state["opt"], loss = step(state["model"], state["opt"], x, y)

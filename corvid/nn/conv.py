@@ -14,15 +14,13 @@ initialization are PyTorch's: weight ``(C_out, C_in/groups, *kernel)`` (transpos
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from ..creation import empty
 from ..ops.conv import conv, conv_transpose
 from ..tensor import Tensor
-from . import init
-from .linear import bias_bound
+from .linear import reset_affine
 from .module import Module, check_input, shape_error
 from .padding import pad
 from .parameter import Parameter
@@ -77,10 +75,7 @@ class _ConvNd(Module):
 
     def reset_parameters(self) -> None:
         """PyTorch's default: ``kaiming_uniform_(weight, a=sqrt(5))``, bias ``U(±1/sqrt(fan_in))``."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            b = bias_bound(self.weight)
-            init.uniform_(self.bias, -b, b)
+        reset_affine(self.weight, self.bias)
 
     def _batched(self, x: Any) -> tuple[Tensor, bool]:
         """``x`` as ``(N, C, *spatial)`` and whether it came without the batch axis."""

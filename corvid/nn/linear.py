@@ -35,10 +35,14 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-def bias_bound(weight: Tensor) -> float:
-    """PyTorch's default bias range for a layer with this weight: ``1 / sqrt(fan_in)``."""
-    fan_in = math.prod(weight.shape[1:])
-    return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+def reset_affine(weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's default initialization of a linear or convolution layer:
+    ``kaiming_uniform_(weight, a=sqrt(5))``, bias uniform in ``±1/sqrt(fan_in)``."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in = math.prod(weight.shape[1:])
+        b = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(bias, -b, b)
 
 
 class Linear(Module):
@@ -62,10 +66,7 @@ class Linear(Module):
 
     def reset_parameters(self) -> None:
         """PyTorch's default: ``kaiming_uniform_(weight, a=sqrt(5))``, bias ``U(±1/sqrt(in_features))``."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            b = bias_bound(self.weight)
-            init.uniform_(self.bias, -b, b)
+        reset_affine(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x if isinstance(x, Tensor) else Tensor(x)
