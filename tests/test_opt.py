@@ -38,6 +38,13 @@ def _kernels():
         "gather": cv.take(a, idx, axis=0) * 3,
         "int": (ints * 7 + 3) % 5 - ints.sum(axis=1, keepdims=True),
         "awkward_matmul": _real(13, 9, seed=3) @ _real(9, 21, seed=4),
+        # lane-dependent values with no vector form (computed lane by lane when vectorized): a
+        # where over comparisons inside a column sum, an epilogue libm call, a gated load along
+        # the columns, a bf16 load widened to float
+        "where_colsum": cv.where(a > 0, a * 3, 0.5).sum(axis=0),
+        "matmul_tanh": (a @ b).tanh(),
+        "gated_columns": a @ b.pad(((0, 0), (1, 1)))[:, :16],
+        "bf16_columns": a @ b.astype(cv.bfloat16).astype(cv.float32),
     }
 
 
@@ -81,6 +88,21 @@ def test_random_action_sequences_keep_results(name):
         else:
             np.testing.assert_array_equal(got, want, err_msg=str([str(o) for o in k.opts]))
     assert applied > 0
+
+
+def test_values_without_a_vector_form_are_computed_lane_by_lane():
+    """Vectorizing a loop whose values include a where, comparisons and tanh keeps the contiguous
+    loads and the sum as vectors and computes the rest in a loop over the lanes (issue 5: a
+    matmul with a tanh epilogue or a relu-masked column sum still gets its register tiles)."""
+    a, b = _real(32, 64), _real(64, 32, seed=1)
+    for t in (cv.where(a > 0, b.T, 0.0).sum(axis=0), (a @ b).tanh()):
+        k = _base(t)
+        heur = apply_heuristics(k)
+        assert any(o.op == "vectorize" for o in heur.opts), heur.opts
+        src = get_device("CPU").renderer.render(heur)
+        assert "for (int lane = 0; lane <" in src and "*(const cv_float32x" in src
+        arrays = search.random_inputs(k)
+        np.testing.assert_allclose(_run(heur, arrays), _run(k, arrays), rtol=1e-5, atol=1e-6)
 
 
 def test_each_action_kind_applies_and_is_recorded():

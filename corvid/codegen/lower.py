@@ -24,7 +24,7 @@ from ..dtype import bool_ as _BOOL
 from ..dtype import float64 as _F64
 from ..graph.node import ELEMENTWISE, IDENTITY, Node, Op
 from ..graph.symbolic import FloorDiv, Mod, Num, Sym, Var, count_divmod, sym_and
-from .ir import Kernel, Loop, Param, Store, U
+from .ir import Kernel, Loop, Param, Store, U, substitute_arg
 
 
 def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -71,6 +71,7 @@ class _Lowerer:
         self.memo: dict[tuple, U] = {}
         self.reduce_origin: dict[int, Node] = {}  # id of a reduce value -> the graph node it computes
         self.names = count()
+        self.stand_ins: dict[Var, Sym] = {}  # a padded dimension's in-bounds index -> its expression
 
     def new_var(self, prefix: str, size: int) -> Var:
         return Var(f"{prefix}{next(self.names)}", 0, size - 1)
@@ -169,8 +170,18 @@ class _Lowerer:
             new_idx, conds = [], []
             for i, (before, _), size in zip(idx, pads, shape):
                 j = i - before
+                c = [j.ge(0), j.lt(size)]
+                conds += c
+                if size > 0 and not isinstance(j, Num) and sym_and(*c) != Num(1):
+                    # Inside the gate j is in [0, size): the source is indexed by a stand-in
+                    # variable with that range, which the simplifier can use (a reshape's // and %
+                    # of it vanish), and which becomes j again when lowering ends. Out of the gate
+                    # the stand-in's arithmetic may differ, but there every load is gated and the
+                    # value is replaced by the pad value.
+                    v = self.new_var("p", size)
+                    self.stand_ins[v] = j
+                    j = v
                 new_idx.append(j)
-                conds += [j.ge(0), j.lt(size)]
             valid = sym_and(*conds)
             if valid == Num(0):
                 return self.k.u("const", n.dtype, (), value)
@@ -197,7 +208,31 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = mat
         kernel.params[lw.const_param] = Param(_F64, len(lw.consts), False)
     kernel.loops = [lp for lp in loops if lp.size > 1]
     kernel.stores = [Store(0, flat_index(idx, root.shape), value)]
+    if lw.stand_ins:
+        kernel = _substituted(kernel, lw, _resolved(lw.stand_ins))
     return kernel, lw
+
+
+def _substituted(k: Kernel, lw: _Lowerer, mapping: dict[Var, Sym]) -> Kernel:
+    """``k`` with ``mapping`` applied, and the lowerer's maps of values (``memo``,
+    ``reduce_origin``) pointing at the new values."""
+    out = k.empty_like(k.loops)
+    memo: dict[int, U] = {}
+    for u in k.values():
+        memo[id(u)] = out.u(u.op, u.dtype, tuple(memo[id(x)] for x in u.src), substitute_arg(u, mapping))
+    out.stores = [st.moved(mapping, memo[id(st.value)]) for st in k.stores]
+    lw.memo = {key: memo[id(u)] for key, u in lw.memo.items() if id(u) in memo}
+    lw.reduce_origin = {id(memo[i]): n for i, n in lw.reduce_origin.items() if i in memo}
+    return out
+
+
+def _resolved(stand_ins: dict[Var, Sym]) -> dict[Var, Sym]:
+    """The stand-ins of padded dimensions with the stand-ins inside their own expressions (a pad
+    of a pad) replaced too, so that one substitution removes them all."""
+    out: dict[Var, Sym] = {}
+    for v, e in stand_ins.items():  # in creation order: an outer pad's stand-in comes first
+        out[v] = e.substitute(out) if out else e
+    return out
 
 
 def lower(name: str, root: Node, inputs: list[Node], device: str | None = None) -> Kernel:

@@ -126,7 +126,11 @@ def _contiguous_in(expr: Sym, lane: Var) -> bool:
 
 
 def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
-    """Whether ``vectorize(k, axis, width)`` would give only contiguous vector accesses and vector ops."""
+    """Whether ``vectorize(k, axis, width)`` would give a kernel the renderers can write: its
+    stores contiguous float vectors, its lane-dependent reduces float sums. Other lane-dependent
+    values need no vector form: a value with none (``exp``, a comparison, a gated or strided
+    load) is computed lane by lane (see ``render/c.py``), so whether that pays is the
+    heuristics' and the beam search's call."""
     if not 0 <= axis < len(k.loops) or k.vector_width > 1:
         return False
     lp = k.loops[axis]
@@ -140,15 +144,7 @@ def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
         if not dep:
             continue
         vec.add(id(u))
-        if u.dtype.name not in ("float32", "float64"):
-            return False
-        if u.op == "load":
-            if u.arg[2] is not None or not _contiguous_in(u.arg[1], lane):
-                return False
-        elif u.op == "reduce":
-            if u.arg[0] != "sum":
-                return False
-        elif not (u.op == "alu" and u.arg in VECTOR_OPS):
+        if u.op == "reduce" and (u.arg[0] != "sum" or u.dtype.name not in ("float32", "float64")):
             return False
     return all(_contiguous_in(st.index, lane) and k.params[st.param].dtype.name in ("float32", "float64")
                and (st.gate is None or lane not in st.gate.vars()) for st in trial.stores)

@@ -16,6 +16,7 @@ import functools
 import math
 
 from ..codegen.ir import Kernel, U
+from ..codegen.opt import VECTOR_OPS
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType, reduce_identity
 from ..graph.node import Op
@@ -154,6 +155,16 @@ def render_const(value, dt: DType) -> str:
     return f"(({t}){v}{suffix})"
 
 
+def _vector_valued(u: U) -> bool:
+    """Lane-dependent values of these dtypes are held in vector registers; others (bool, ints,
+    16-bit floats) only as scalars inside a lane loop."""
+    return u.dtype.name in ("float32", "float64")
+
+
+def _lane_contiguous(expr: Sym, lane: Var) -> bool:
+    return expr.substitute({lane: Num(0)}) + lane == expr
+
+
 class CRenderer:
     """Kernel IR → C source. Subclasses for other C-like languages override the hooks."""
 
@@ -165,6 +176,7 @@ class CRenderer:
         self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
         self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
         self.vec: set[int] = set()
+        self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names
         if self.lane is not None:
             for u in k.values():
                 if any(self.lane in x.vars() for x in u.syms()) or any(id(x) in self.vec for x in u.src):
@@ -186,6 +198,10 @@ class CRenderer:
         pad = "  " * depth
         for s in stmts:
             if isinstance(s, Def):
+                if id(s.u) in self.vec and not self._native(s.u):
+                    if _vector_valued(s.u):
+                        self._emit_lane_def(s.u, pad)
+                    continue  # a lane scalar: computed inside the lane loops of its users
                 self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {self._expr(s.u)};")
             elif isinstance(s, AccInit):
                 init = render_const(reduce_identity(s.u.dtype, s.u.arg[0]), s.u.dtype)
@@ -284,6 +300,48 @@ class CRenderer:
     def _lane0(self, idx) -> str:
         return idx.substitute({self.lane: Num(0)}).render(self._var)
 
+    def _native(self, u: U) -> bool:
+        """Whether vector value ``u`` has a vector form of its own: a contiguous ungated load, an
+        arithmetic op of ``VECTOR_OPS``, a multiply-add or a sum. Any other lane-dependent value is
+        computed lane by lane (see :meth:`_emit_lane_def`)."""
+        if not _vector_valued(u):
+            return False
+        if u.op == "load":
+            return u.arg[2] is None and _lane_contiguous(u.arg[1], self.lane)
+        return u.op in ("mulacc", "reduce") or (u.op == "alu" and u.arg in VECTOR_OPS)
+
+    def _emit_lane_def(self, u: U, pad: str) -> None:
+        """A vector value with no vector form (``exp``, a ``where``, a gated or strided load...):
+        a loop over the lanes computes it as scalars, each lane-dependent non-float value it needs
+        (a comparison, an index, a bf16 load) inlined in that loop. The compiler vectorizes such
+        a loop where it can (libmvec gives ``exp`` a vector form); where it cannot, the kernel
+        still gets its register tiles around a scalar step."""
+        order: list[U] = []
+        seen: set[int] = set()
+
+        def visit(x: U) -> None:
+            if id(x) in seen or id(x) not in self.vec or (_vector_valued(x) and x is not u):
+                return
+            seen.add(id(x))
+            for src in x.src:
+                visit(src)
+            if x is not u:
+                order.append(x)
+
+        visit(u)
+        name = self._name(u)
+        self.lines.append(f"{pad}{self._vtype(u.dtype)} {name};")
+        self.lines.append(f"{pad}for (int lane = 0; lane < {self.k.vector_width}; lane++) {{")
+        self._lane_ctx = {}
+        try:
+            for j, x in enumerate(order):
+                self.lines.append(f"{pad}  {compute_type(x.dtype)} {name}_{j} = {self._expr(x)};")
+                self._lane_ctx[id(x)] = f"{name}_{j}"
+            self.lines.append(f"{pad}  {name}[lane] = {self._expr(u)};")
+        finally:
+            self._lane_ctx = None
+        self.lines.append(f"{pad}}}")
+
     def _vector_alu(self, u: U) -> str:
         args = [self._ref(x) if id(x) in self.vec else self._broadcast(self._ref(x), u.dtype) for x in u.src]
         if u.op == "mulacc":  # the compiler contracts a vector a*b + c into fused multiply-adds
@@ -305,7 +363,11 @@ class CRenderer:
         return self.names[id(u)]
 
     def _ref(self, u: U) -> str:
-        return render_const(u.arg, u.dtype) if u.op == "const" else self._name(u)
+        if u.op == "const":
+            return render_const(u.arg, u.dtype)
+        if self._lane_ctx is not None and id(u) in self.vec:  # inside a lane loop: this lane's value
+            return self._lane_ctx.get(id(u)) or f"{self._name(u)}[lane]"
+        return self._name(u)
 
     def _to_storage(self, expr: str, dt: DType) -> str:
         if dt.name == "bfloat16":
@@ -315,7 +377,7 @@ class CRenderer:
         return expr
 
     def _expr(self, u: U) -> str:
-        if id(u) in self.vec:
+        if id(u) in self.vec and self._lane_ctx is None:
             if u.op == "load":
                 return f"*(const {self._vtype(u.dtype)}*)(p{u.arg[0]} + {self._lane0(u.arg[1])})"
             return self._vector_alu(u)
