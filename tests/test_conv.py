@@ -286,8 +286,9 @@ def test_mnist_conv_grad_kernels_are_few_vectorized_and_without_divmod():
     x, w, g = buf(128, 32, 26, 26), buf(64, 32, 3, 3), buf(128, 64, 24, 24)
     dx, dw = cv.grad(lambda x, w: (cv.conv2d(x, w) * g).sum(), argnums=(0, 1))(x, w)
     kernels = dx.schedule() + dw.schedule()
-    # dx: a weight copy, the transposed conv, its permute; dw: g channels-last, partial sums, their sum, a permute
-    assert len(kernels) <= 7, [k.name for k in kernels]
+    # dx: the cotangent stored, its padded copy (an ungated inner loop), a weight copy, the
+    # transposed conv, its permute; dw: g channels-last, partial sums, their sum, a permute
+    assert len(kernels) <= 9, [k.name for k in kernels]
     reduces = [k for k in kernels if k.name.startswith("r_")]
     for k in reduces:
         body = _kernel_body(k.source)

@@ -19,12 +19,16 @@ What a slot can be:
   new numbers and ``manual_seed`` makes the sequence reproducible;
 * a constant: any other tensor captured from the enclosing scope is frozen at trace time (as in
   JAX): pass it as an argument if it changes between calls;
+* a *scalar input*: a Python number read at each call (:func:`scalar_input`; an optimizer's
+  learning rate, so a scheduler can change it without a retrace);
 * the output of an earlier kernel (freed as soon as its last reader has run).
 
 The signature is the pytree structure of the arguments, the shape/dtype/device of each tensor
 leaf, and the value of each non-tensor leaf (Python numbers, strings… are static: a new value
 traces again). Before replaying, guards recorded while tracing are checked (shapes of state and
-captured leaves, whether a ``.grad`` existed); if one fails the function is traced again.
+captured leaves, whether a ``.grad`` existed, and those the traced code adds with
+:func:`add_guard`); if one fails the function is traced again. A signature keeps its
+``MAX_PROGRAMS`` most recent programs.
 
 Anything that needs a concrete value while tracing (``item()``, ``bool()``, ``numpy()``, printing
 a tensor, Python control flow on tensor values) raises :class:`JitError` naming the problem: a
@@ -34,6 +38,7 @@ captured program is never silently wrong.
 from __future__ import annotations
 
 import functools
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -41,6 +46,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..engine.capture import Recorder as _Recorder, recorders as _recorders
+from ..engine.realize import _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
 from ..runtime.device import Buffer, get_device
 from ..tree import tree_flatten, tree_unflatten
@@ -55,8 +61,8 @@ class JitError(ValueError):
 
 @dataclass
 class _Slot:
-    kind: str  # "arg" | "state" | "leaf" | "rng" | "const" | "kernel" | "empty"
-    ref: Any = None  # arg index; (tensor weakref, attr); leaf weakref; draw index; Buffer; kernel index
+    kind: str  # "arg" | "state" | "leaf" | "rng" | "scalar" | "const" | "kernel" | "empty"
+    ref: Any = None  # arg index; (tensor weakref, attr); leaf weakref; draw index; reader; Buffer; kernel index
     dtype: Any = None
     shape: tuple[int, ...] = ()
     device: str = "CPU"
@@ -101,6 +107,8 @@ class _Captured:
                 others.append((i, lambda dyn, b=s.ref: b))
             elif s.kind == "empty":
                 others.append((i, lambda dyn, s=s: Buffer(s.device, s.dtype, 0)))
+            elif s.kind == "scalar":
+                others.append((i, lambda dyn, s=s: _scalar_buffer(s.ref(), s.dtype, s.device)))
             elif s.kind == "rng":
                 rngs.append((i, lambda s=s: rnd.params_buffer(self.draws[s.ref], s.device)))
         launches = tuple((ln.sk.program, ln.sk.device, ln.sk.output.dtype, ln.sk.output.numel,
@@ -125,10 +133,17 @@ class _Captured:
             bufs[i] = read(dyn)
         for i, draw in rngs:  # after the reads, in draw order (as before)
             bufs[i] = draw()
-        for program, device, dtype, numel, alloc, nbytes, o, ins, free in launches:
+        dbg = _debug_level()
+        for k, (program, device, dtype, numel, alloc, nbytes, o, ins, free) in enumerate(launches):
             out = Buffer(device, dtype, numel)
             out._handle = h = alloc(nbytes)  # what out.handle would do, minus the device lookup
-            program([h] + [bufs[j].handle for j in ins])
+            if dbg >= 2:  # DEBUG=2 reports each replayed kernel as a plain realize does
+                t0 = time.perf_counter()
+                program([h] + [bufs[j].handle for j in ins])
+                get_device(device).synchronize()
+                _report(self.launches[k].sk, time.perf_counter() - t0, dbg)
+            else:
+                program([h] + [bufs[j].handle for j in ins])
             bufs[o] = out
             for j in free:
                 bufs[j] = None
@@ -177,6 +192,11 @@ def _state_reader(ref: tuple[Any, str], fallback: Buffer | None) -> Callable[[li
     return read
 
 
+def _scalar_buffer(value: float, dtype: Any, device: str) -> Buffer:
+    t = _tensor_class()(np.array(value, dtype=dtype.np), device=device)
+    return _buffer_of(t)
+
+
 def _rewrap(old: Node, value: Node) -> Node:
     """The new node of a tensor whose value was replaced: a leaf keeps its mark."""
     if old.op is Op.VAR and old.src and old.arg.kind == "leaf":  # a new value: a new mark (as assign)
@@ -194,7 +214,69 @@ def _buffer_of(t: Any) -> Buffer:
     return n.buffer
 
 
+# --- what code running inside a trace can ask for (the optimizers' step uses both) ------------------------
+
+
+@dataclass
+class _Requests:
+    guards: list[Callable[[], bool]] = field(default_factory=list)
+    scalars: list[tuple[Node, Callable[[], float]]] = field(default_factory=list)
+
+
+_requests: list[_Requests] = []  # one per running trace, innermost last
+
+
+def add_guard(check: Callable[[], bool]) -> None:
+    """Inside a ``jit`` trace: replay the captured program only while ``check()`` is true, and
+    trace the function again when it is false. Outside a trace: nothing.
+
+    For Python state that the traced code read and the program has frozen (an optimizer's
+    hyperparameters, which tensors hold its state): the check says whether it is still the same.
+
+    >>> scale = [2.0]
+    >>> def f(x):
+    ...     add_guard(lambda s=scale[0]: scale[0] == s)
+    ...     return x * scale[0]
+    >>> g = cv.jit(f)
+    >>> g(cv.ones(2)).tolist(), g.traces
+    ([2.0, 2.0], 1)
+    >>> scale[0] = 3.0
+    >>> g(cv.ones(2)).tolist(), g.traces
+    ([3.0, 3.0], 2)
+    """
+    if _requests:
+        _requests[-1].guards.append(check)
+
+
+def scalar_input(read: Callable[[], float], dtype: Any, device: str = "CPU") -> Any:
+    """A 0-d tensor of ``dtype`` holding ``read()``, a Python number. Inside a ``jit`` trace it is
+    a placeholder that the captured program fills with ``read()`` at every call, so a number that
+    changes between calls (a learning rate a scheduler sets) is neither frozen nor a reason to
+    trace again. Outside a trace: ``Tensor(read())`` now.
+
+    >>> lr = [0.5]
+    >>> step = cv.jit(lambda x: x * scalar_input(lambda: lr[0], cv.float32))
+    >>> step(cv.ones(2)).tolist()
+    [0.5, 0.5]
+    >>> lr[0] = 2.0
+    >>> step(cv.ones(2)).tolist(), step.traces
+    ([2.0, 2.0], 1)
+    """
+    from .. import dtype as dt
+
+    d = dt.to_dtype(dtype)
+    tensor = _tensor_class()
+    if not _requests:
+        return tensor(np.array(read(), dtype=d.np), device=device)
+    req = _requests[-1]
+    p = node(Op.VAR, (), Mark("jit-scalar", len(req.scalars)), d, ())
+    req.scalars.append((p, read))
+    return tensor._from_node(p, device)
+
+
 # --- jit itself ---------------------------------------------------------------------------------------
+
+MAX_PROGRAMS = 8  # per signature: guards that keep failing (a value that changes every call) cannot grow it
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
@@ -270,6 +352,8 @@ class Jitted:
         cap = self._trace(leaves, tree, dyn)
         caps = self._cache.setdefault(key, [])
         caps.append(cap)
+        if len(caps) > MAX_PROGRAMS:
+            del caps[0]
         if fast is not None:
             self._fast[fast] = caps
         return cap.run(dyn)
@@ -299,6 +383,8 @@ class Jitted:
         args, kwargs = tree_unflatten(tree, traced_leaves)
         rec = _Recorder()
         _recorders.append(rec)
+        req = _Requests()
+        _requests.append(req)
         rnd._interceptors.append(_rng_interceptor(rec))
         try:
             out = self.fun(*args, **kwargs)
@@ -316,9 +402,10 @@ class Jitted:
             raise
         finally:
             rnd._interceptors.pop()
+            _requests.pop()
             _recorders.pop()
             rec.restore()  # the tensors the function updated get their real new values when it runs
-        return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn)
+        return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn, req)
 
 
 def _tensor_class() -> type:
@@ -386,7 +473,7 @@ def _rng_interceptor(rec: _Recorder) -> Callable:
 
 
 def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: list[tuple[Any, str, Node | None]],
-             holders: dict[int, int], marks: dict[int, int], dyn: list[Any]) -> _Captured:
+             holders: dict[int, int], marks: dict[int, int], dyn: list[Any], req: _Requests) -> _Captured:
     """Schedule the traced graph once and resolve every kernel input to a slot.
 
     ``writes_src`` lists the updated tensors with their new values (the roots written back)."""
@@ -409,7 +496,8 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
     # state read by the function: the value a mutated attribute held before the first update
     # (an argument's old value is the argument itself, handled as one)
     old_state = {id(old): (t, attr) for t, attr, old in rec.mutated.values() if old is not None and id(t) not in holders}
-    guards: list[Callable[[], bool]] = []
+    guards: list[Callable[[], bool]] = list(req.guards)
+    scalar_reads = {id(p): read for p, read in req.scalars}
     for t, attr, old in rec.mutated.values():
         if id(t) not in holders:  # an argument's shape is part of the signature already
             guards.append(_state_guard(t, attr, old))
@@ -434,6 +522,11 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
                     add(n, _Slot("rng", draw_slot[id(n)], n.dtype, n.shape, device))
                     keep.append(n)
                     n.buffer = Buffer(device, n.dtype, n.numel)
+                elif id(n) in scalar_reads:
+                    read = scalar_reads[id(n)]
+                    add(n, _Slot("scalar", read, n.dtype, n.shape, device))
+                    keep.append(n)
+                    n.buffer = _scalar_buffer(read(), n.dtype, device)
                 else:
                     raise JitError(f"jit: the function's result depends on a placeholder of an enclosing "
                                    f"{n.arg.kind} trace; call jit inside the transform instead")
