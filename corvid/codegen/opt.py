@@ -34,6 +34,7 @@ divide, lanes that would not be contiguous). ``apply_heuristics`` picks actions 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 from ..graph.node import Op
@@ -295,9 +296,39 @@ def _stride(expr: Sym, v: Var) -> int:
 
 
 def apply_heuristics(k: Kernel) -> Kernel:
-    """Choose and apply actions for ``k`` (no search)."""
+    """Choose and apply actions for ``k`` (no search): register tiles for a matmul-like sum,
+    else a loop order that walks memory contiguously."""
     if not k.loops or len(k.stores) != 1:
         return k
+    out = _matmul_heuristics(k)
+    return _access_order(k) if out is k else out
+
+
+def _access_order(k: Kernel) -> Kernel:
+    """Put innermost the output loop along which clearly the most bytes are read and written
+    contiguously (each access weighted by the elements it touches: the product of the sizes of
+    the loops its index uses): a max-pool or a copy whose input is channels-last and whose output
+    is not then reads whole cache lines, writing with a stride instead of reading with one."""
+    if len(k.loops) < 2:
+        return k
+    size = {lp.var: lp.size for lp in k.loops}
+    size.update({lp.var: lp.size for lp in k.reduce_loops()})
+    score = [0] * len(k.loops)
+    accesses = [(u.arg[1], u.dtype.itemsize) for u in k.values() if u.op == "load"]
+    accesses += [(st.index, k.params[st.param].dtype.itemsize) for st in k.stores]
+    for index, itemsize in accesses:
+        touched = math.prod(size.get(v, 1) for v in index.vars()) * itemsize
+        for i, lp in enumerate(k.loops):
+            if _stride(index, lp.var) == 1:
+                score[i] += touched
+    best = max(range(len(k.loops)), key=lambda i: (score[i], i))
+    if score[best] < 2 * score[-1] or k.loops[best].size < 8 or best == len(k.loops) - 1:
+        return k
+    order = tuple(i for i in range(len(k.loops)) if i != best) + (best,)
+    return apply_opt(k, Opt("permute", 0, order))
+
+
+def _matmul_heuristics(k: Kernel) -> Kernel:
     inner = k.loops[-1]
     store = next((u for u in k.values() if u.op == "reduce"), None)
     if store is None or store.arg[0] != "sum" or not store.dtype.is_float:
