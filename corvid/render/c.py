@@ -20,7 +20,7 @@ from ..codegen.opt import VECTOR_OPS
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType, reduce_identity
 from ..graph.node import Op
-from ..graph.symbolic import Lin, Num, Sym, Var
+from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var
 
 _STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
@@ -155,6 +155,37 @@ def render_const(value, dt: DType) -> str:
     return f"(({t}){v}{suffix})"
 
 
+def _body_syms(body: list):
+    """Every index expression in a loop body's statements, nested loops included."""
+    for st in body:
+        if isinstance(st, Def):
+            yield from st.u.syms()
+        elif isinstance(st, StoreStmt):
+            yield st.store.index
+            if st.store.gate is not None:
+                yield st.store.gate
+        elif isinstance(st, For):
+            yield from _body_syms(st.body)
+
+
+def _cmps(x: Sym):
+    """The comparisons inside a 0/1 expression."""
+    if isinstance(x, Cmp):
+        yield x
+    elif isinstance(x, And):
+        for item in x.items:
+            yield from _cmps(item)
+
+
+def _linear_in(x: Sym, v: Var) -> tuple[int, int]:
+    """``(a, b)`` with ``x == a*v + b``, or ``(0, 0)`` when it is not of that form."""
+    if x == v:
+        return 1, 0
+    if isinstance(x, Lin) and len(x.terms) == 1 and v in x.terms:
+        return x.terms[v], x.const
+    return 0, 0
+
+
 def _vector_valued(u: U) -> bool:
     """Lane-dependent values of these dtypes are held in vector registers; others (bool, ints,
     16-bit floats) only as scalars inside a lane loop."""
@@ -177,6 +208,7 @@ class CRenderer:
         self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
         self.vec: set[int] = set()
         self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names
+        self._narrow: dict[Var, Var] = {}  # inside a piece of a split loop: its variable with the piece's range
         if self.lane is not None:
             for u in k.values():
                 if any(self.lane in x.vars() for x in u.syms()) or any(id(x) in self.vec for x in u.src):
@@ -217,26 +249,63 @@ class CRenderer:
             elif isinstance(s, AccUpdate):
                 self.lines.append(f"{pad}{self._accumulate(s.u)}")
             elif isinstance(s, StoreStmt):
-                p, idx, value = s.store.param, s.store.index, s.store.value
+                p, idx, value = s.store.param, self._s(s.store.index), s.store.value
                 dt = self.k.params[p].dtype
+                gate = None if s.store.gate is None else self._s(s.store.gate)
+                if gate == Num(0):  # (a piece of a split loop where this store never happens)
+                    continue
                 if self.lane is not None and self.lane in idx.vars():
                     v = self._ref(value) if id(value) in self.vec else self._broadcast(self._ref(value), dt)
                     line = f"*({self._vtype(dt)}*)(p{p} + {self._lane0(idx)}) = {v};"
                 else:
                     line = f"p{p}[{idx.render(self._var)}] = {self._to_storage(self._ref(value), dt)};"
-                if s.store.gate is not None:  # (a padded loop: the gate never depends on the lane)
-                    line = f"if ({s.store.gate.render(self._var)}) {line}"
+                if gate is not None and gate != Num(1):  # (a padded loop: the gate never depends on the lane)
+                    line = f"if ({gate.render(self._var)}) {line}"
                 self.lines.append(pad + line)
             elif isinstance(s, For):
-                pragma = self._pragma(s)
-                if pragma:
-                    self.lines.append(f"{pad}{pragma}")
-                elif s.loop.unroll > 1:  # (an omp loop must follow its pragma: simd loops unroll anyway)
-                    self.lines.append(f"{pad}#pragma GCC unroll {s.loop.unroll}")
-                v = self._var(s.loop.var)
-                self.lines.append(f"{pad}for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
-                self._emit_block(s.body, depth + 1)
-                self.lines.append(f"{pad}}}")
+                pieces = self._pieces(s)
+                outer = self._narrow
+                for lo, hi in pieces:
+                    if len(pieces) > 1:  # this piece's conditions on the loop variable are constants
+                        self._narrow = {**outer, s.loop.var: Var(s.loop.var.name, lo, hi - 1)}
+                    pragma = self._pragma(s)
+                    if pragma:
+                        self.lines.append(f"{pad}{pragma}")
+                    elif s.loop.unroll > 1:  # (an omp loop must follow its pragma: simd loops unroll anyway)
+                        self.lines.append(f"{pad}#pragma GCC unroll {s.loop.unroll}")
+                    v = self._var(s.loop.var)
+                    self.lines.append(f"{pad}for ({self.index_t} {v} = {lo}; {v} < {hi}; {v}++) {{")
+                    self._emit_block(s.body, depth + 1)
+                    self.lines.append(f"{pad}}}")
+                self._narrow = outer
+
+    def _s(self, x: Sym) -> Sym:
+        """An index expression as seen inside the pieces of split loops (see :meth:`_pieces`)."""
+        return x.substitute(self._narrow) if self._narrow and x.vars() & self._narrow.keys() else x
+
+    def _pieces(self, s: For) -> list[tuple[int, int]]:
+        """Index-set splitting: the ranges a loop is cut into so that every bounds test of a padded
+        read on its variable alone (``i - 4 >= 0``, ``i - 4 < 20``) is constant in each, making
+        the middle piece a plain ungated copy and the others constants. Not for a parallel loop
+        (one OpenMP loop), a vectorized kernel, or more than 3 pieces or 9 copies of a body."""
+        whole = [(0, s.loop.size)]
+        if s.parallel or self.lane is not None or len(self._narrow) >= 2:
+            return whole
+        v = s.loop.var
+        cuts: set[int] = set()
+        for x in _body_syms(s.body):
+            for c in _cmps(self._s(x)):  # (those an enclosing piece already decides are gone)
+                if c.x.vars() != {v}:
+                    continue
+                terms, const = _linear_in(c.x, v)
+                if terms > 0:  # a*v + const (< or >=) c changes at v = ceil((c - const) / a)
+                    t = -((const - c.c) // terms)
+                    if 0 < t < s.loop.size:
+                        cuts.add(t)
+        if not cuts or len(cuts) > 2:
+            return whole
+        bounds = [0, *sorted(cuts), s.loop.size]
+        return list(zip(bounds, bounds[1:]))
 
     @staticmethod
     def _nan_flag(u: U) -> bool:
@@ -383,6 +452,11 @@ class CRenderer:
             return self._vector_alu(u)
         if u.op == "gather":
             param, base, stride, size, gate = u.arg
+            base, gate = self._s(base), None if gate is None else self._s(gate)
+            if gate == Num(1):
+                gate = None
+            elif gate == Num(0):
+                return render_const(0, u.dtype)
             v = self._ref(u.src[0])
             ok = f"(({v}) >= 0) & (({v}) < {size})" + ("" if gate is None else f" & ({gate.render(self._var)})")
             off = f"({base.render(self._var)}) + (long long)({v}) * {stride}"
@@ -394,6 +468,11 @@ class CRenderer:
             return self._select(ok, val, render_const(0, u.dtype), u.dtype)
         if u.op == "load":
             param, idx, gate = u.arg
+            idx, gate = self._s(idx), None if gate is None else self._s(gate)
+            if gate == Num(1):
+                gate = None
+            elif gate == Num(0):  # (a piece of a split loop that reads only padding)
+                return render_const(0, u.dtype)
             src = f"p{param}[{idx.render(self._var)}]"
             st = self.k.params[param].dtype.name
             val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
@@ -408,7 +487,7 @@ class CRenderer:
             val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
             return self._select(g, val, render_const(0, u.dtype), u.dtype)
         if u.op == "index":
-            return f"({compute_type(u.dtype)}){u.arg.render(self._var)}"
+            return f"({compute_type(u.dtype)}){self._s(u.arg).render(self._var)}"
         if u.op == "cast":
             return self._cast(self._ref(u.src[0]), u.src[0].dtype, u.dtype)
         if u.op == "bitcast":
