@@ -526,3 +526,17 @@ def test_fused_chain_matches_numpy():
     x = f64(a)
     ref = np.tanh(np.log1p(np.exp(x * 2 + 1) / (1 + np.abs(x)))) - 1 / (1 + np.exp(-x))
     check(out, ref, cv.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exp_through_its_underflow_range_matches_numpy(dtype):
+    """exp shifts arguments whose result underflows (to keep libmvec's vector exp off its scalar
+    fallback, render/c.py): zeros, subnormals, -inf, nan and the edges must still match numpy."""
+    edges = [-np.inf, -1e30, -1000, -760, -745.2, -744, -720, -708.5, -708, -707.9, -200, -104, -103.9,
+             -103.3, -100, -90, -87.4, -87.0, -86.99, -1, -0.0, 0, 1, 80, 88.7, np.inf, np.nan]
+    x = np.array(edges, dtype)
+    x = np.concatenate([x, np.linspace(-120 if dtype == np.float32 else -760, -60, 1001).astype(dtype)])
+    got = cv.Tensor(x).exp().numpy()
+    with np.errstate(over="ignore"):
+        want = np.exp(x)
+    np.testing.assert_array_max_ulp(got, want, maxulp=4)  # (libmvec: a few ulp in float32)

@@ -19,10 +19,12 @@ from ..codegen.ir import Kernel, U
 from ..codegen.opt import VECTOR_OPS
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType, reduce_identity
+from ..dtype import float32 as _F32, float64 as _F64
 from ..graph.node import Op
 from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var
 
-_STORAGE = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+_STORAGE = {"bool": "uint8_t",  # (not _Bool: gcc has no vector type for _Bool loads)
+             "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
             "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
             "complex64": "float _Complex", "complex128": "double _Complex"}
@@ -33,6 +35,10 @@ _MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2
          Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.ERFC: "erfc", Op.LGAMMA: "lgamma", Op.FLOOR: "floor", Op.CEIL: "ceil",
          Op.ROUND: "rint", Op.TRUNC: "trunc", Op.ABS: "fabs", Op.ATAN2: "atan2", Op.POW: "pow"}
 _BINARY_MATH = {"atan2", "pow"}
+# exp where its result is subnormal or 0, kept off libmvec's slow path: (below this, add this
+# exact constant c (the sum is exact there), keep the sum at least this, multiply by exp(-c))
+_EXP_UNDERFLOW = {"float": ("-87.34", "24.0", "-82.0", "3.775134544279098e-11"),
+                  "double": ("-708.4", "48.0", "-700.0", "1.4251640827409352e-21")}
 # complex ops that are C99 <complex.h> functions (glibc has them all; libmvec has no complex forms)
 _COMPLEX_MATH = {Op.SQRT: "csqrt", Op.EXP: "cexp", Op.LOG: "clog", Op.SIN: "csin", Op.COS: "ccos", Op.TAN: "ctan",
                  Op.ASIN: "casin", Op.ACOS: "cacos", Op.ATAN: "catan", Op.SINH: "csinh", Op.COSH: "ccosh",
@@ -130,6 +136,8 @@ def _libmvec_has(fname: str) -> bool:
 
 def compute_type(dt: DType) -> str:
     """The C type a value of ``dt`` lives in while it is computed on."""
+    if dt.is_bool:
+        return "_Bool"
     return "float" if dt.name in ("float16", "bfloat16") else _STORAGE[dt.name]
 
 
@@ -572,6 +580,8 @@ class CRenderer:
                 return f"cv_{'fdiv' if op is Op.IDIV else 'fmod'}_{t}({a[0]}, {a[1]})"
             name = _MATH[op] + ("f" if t == "float" else "")
             self.math_used.add((_MATH[op], t))
+            if op is Op.EXP and t in _EXP_UNDERFLOW:
+                return f"{self._exp_helper(t, name)}({a[0]})"
             return f"{name}({', '.join(a)})"
         # integers and bools
         if op is Op.ABS:
@@ -581,6 +591,23 @@ class CRenderer:
             raise NotImplementedError(f"C renderer: {op.name} on {in_dt.name}")
         self.helpers.setdefault(f"ih_{t}", _int_helpers(t, in_dt.is_unsigned, in_dt.itemsize * 8))
         return f"cv_{fn}_{t}({a[0]}, {a[1]})"
+
+    def _exp_helper(self, t: str, name: str) -> str:
+        """``exp`` that keeps to the fast path of libmvec's vector ``exp``: an argument whose result
+        is subnormal or 0 (a masked softmax's -inf, any x < -87.3 in float32) makes the vector
+        routine redo the whole vector in scalar code, 10-18x slower. Such an argument gets an
+        exact constant ``c`` added (clamped, -inf included) and the result is multiplied by
+        ``exp(-c)``: the same zeros and subnormals, rounded once, with no special case."""
+        helper = f"cv_exp_{t}"
+        if helper not in self.helpers:
+            lo, shift, floor, scale = _EXP_UNDERFLOW[t]
+            sel = self._select("c", "a", "b", _F32 if t == "float" else _F64).split("(")[0]
+            f = "f" if t == "float" else ""
+            self.helpers[helper] = (
+                f"static inline {t} {helper}({t} x) {{ int low = x < {lo}{f}; "
+                f"{t} y = x + {shift}{f}; y = {sel}(y < {floor}{f}, {floor}{f}, y); "
+                f"{t} r = {name}({sel}(low, y, x)); return {sel}(low, r * {scale}{f}, r); }}\n")
+        return helper
 
     def _complex_helper(self, dt: DType, fn: str) -> str:
         r = compute_type(dt.real_dtype)
