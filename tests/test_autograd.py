@@ -178,6 +178,75 @@ def test_where_routes_the_gradient():
     assert cv.grad(lambda a: cv.where(a > 0, a, 0.0).sum())(cv.Tensor([-1.0, 2.0])).tolist() == [0.0, 1.0]
 
 
+# derivatives at the kinks, as torch defines them: (f, input, expected d sum(f(x)) / dx)
+KINK_POINTS = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+KINKS = {
+    "relu": (lambda x: x.relu(), lambda x: np.maximum(x, 0), [0.0, 0.0, 0.0, 1.0, 1.0]),
+    "clip": (lambda x: x.clip(-1.0, 1.0), lambda x: np.clip(x, -1, 1), [0.0, 1.0, 1.0, 1.0, 0.0]),  # bounds included
+    "clamp_min": (lambda x: x.clamp(min=0.0), lambda x: np.maximum(x, 0), [0.0, 0.0, 1.0, 1.0, 1.0]),
+    "clamp_max": (lambda x: x.clamp(max=0.0), lambda x: np.minimum(x, 0), [1.0, 1.0, 1.0, 0.0, 0.0]),
+    "clip_tensor_bounds": (lambda x: x.clip(cv.Tensor([-1.0] * 5, dtype=x.dtype), cv.Tensor([1.0] * 5, dtype=x.dtype)),
+                           lambda x: np.clip(x, -1, 1), [0.0, 1.0, 1.0, 1.0, 0.0]),
+    "abs": (lambda x: x.abs(), np.abs, [-1.0, -1.0, 0.0, 1.0, 1.0]),
+    "maximum_tie": (lambda x: x.maximum(0.0), lambda x: np.maximum(x, 0), [0.0, 0.0, 0.5, 1.0, 1.0]),  # as torch
+    "minimum_tie": (lambda x: x.minimum(0.0), lambda x: np.minimum(x, 0), [1.0, 1.0, 0.5, 0.0, 0.0]),
+}
+
+
+def _torch_kink(name, x):
+    torch = pytest.importorskip("torch")
+    fns = {"relu": torch.relu, "clip": lambda t: t.clamp(-1.0, 1.0), "clamp_min": lambda t: t.clamp(min=0.0),
+           "clamp_max": lambda t: t.clamp(max=0.0),
+           "clip_tensor_bounds": lambda t: t.clamp(torch.full((5,), -1.0, dtype=t.dtype),
+                                                   torch.full((5,), 1.0, dtype=t.dtype)),
+           "abs": torch.abs, "maximum_tie": lambda t: torch.maximum(t, torch.zeros((), dtype=t.dtype)),
+           "minimum_tie": lambda t: torch.minimum(t, torch.zeros((), dtype=t.dtype))}
+    xt = torch.tensor(x, requires_grad=True)
+    fns[name](xt).sum().backward()
+    return xt.grad.numpy()
+
+
+@pytest.mark.parametrize("name", list(KINKS))
+def test_kink_derivatives_agree_across_backward_grad_and_jvp(name):
+    f, ref, want = KINKS[name]
+    x = cv.Tensor(KINK_POINTS, requires_grad=True)
+    y = f(x)
+    np.testing.assert_array_equal(y.numpy(), ref(KINK_POINTS))
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    np.testing.assert_array_equal(cv.grad(lambda t: f(t).sum())(cv.Tensor(KINK_POINTS)).numpy(), want)
+    _, tangent = cv.jvp(f, (cv.Tensor(KINK_POINTS),), (cv.ones(5, dtype=cv.float64),))
+    np.testing.assert_array_equal(tangent.numpy(), want)  # a diagonal Jacobian: the jvp with ones is its diagonal
+
+
+@pytest.mark.parametrize("name", list(KINKS))
+def test_kink_derivatives_match_torch(name):
+    f = KINKS[name][0]
+    x = cv.Tensor(KINK_POINTS, requires_grad=True)
+    f(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), _torch_kink(name, KINK_POINTS))
+
+
+def test_relu_and_clip_values_keep_numpy_semantics():
+    nan = float("nan")
+    x = cv.Tensor([nan, -0.0, -3.0, 4.0])
+    np.testing.assert_array_equal(x.relu().numpy(), [nan, 0.0, 0.0, 4.0])
+    np.testing.assert_array_equal(x.clip(-1.0, 1.0).numpy(), np.clip(x.numpy(), -1.0, 1.0))
+    np.testing.assert_array_equal(x.clip(nan, 1.0).numpy(), np.clip(x.numpy(), nan, 1.0))  # a nan bound: nan
+    np.testing.assert_array_equal(x.clip(2.0, 1.0).numpy(), np.clip(x.numpy(), 2.0, 1.0))  # min > max: max
+    ints = cv.Tensor([-2, 0, 5])
+    assert ints.relu().dtype == cv.int64 and ints.relu().tolist() == [0, 0, 5]
+    assert ints.clip(0, 3).dtype == cv.int64 and ints.clip(0, 3).tolist() == [0, 0, 3]
+    assert ints.clip(0.5).dtype == ints.maximum(0.5).dtype and ints.clip(0.5).tolist() == [0.5, 0.5, 5.0]
+    grown = cv.Tensor([0.0, 5.0]).clip(cv.Tensor([[1.0], [-1.0]]), 3.0)
+    assert grown.shape == (2, 2) and grown.tolist() == [[1.0, 3.0], [0.0, 3.0]]
+    lo = cv.Tensor([0.5, 0.5], requires_grad=True)  # a tensor bound gets the gradient where it is returned
+    cv.Tensor([0.0, 0.5]).clip(lo, 2.0).sum().backward()
+    assert lo.grad.tolist() == [1.0, 0.0]
+    with pytest.raises(TypeError, match="complex"):
+        cv.Tensor([1 + 1j]).relu()
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
 def test_reductions_match_finite_differences(axis):
     check(lambda x: x.sum(axis), u(-2, 2))

@@ -295,3 +295,27 @@ def test_in_place_updates_of_tensors_made_inside_the_function():
     for v in (1.0, 2.0):
         assert f(cv.full(3, v)).tolist() == [v + 2 * v + 1] * 3
     assert f.traces == 1
+
+
+def test_scalar_input_is_read_at_each_call_and_guards_trace_again():
+    from corvid.transforms.jit import MAX_PROGRAMS, add_guard, scalar_input
+
+    lr, scale = [0.5], [2.0]
+
+    @cv.jit
+    def f(x):
+        add_guard(lambda s=scale[0]: scale[0] == s)
+        return x * scalar_input(lambda: lr[0], cv.float32) + scale[0]
+
+    assert f(cv.ones(2)).tolist() == [2.5, 2.5]
+    lr[0] = 3.0  # read at the call: no new trace
+    assert f(cv.ones(2)).tolist() == [5.0, 5.0] and f.traces == 1
+    scale[0] = 10.0  # frozen in the program: the guard fails and the function is traced again
+    assert f(cv.ones(2)).tolist() == [13.0, 13.0] and f.traces == 2
+    for k in range(2 * MAX_PROGRAMS):  # a value that changes at every call: programs do not pile up
+        scale[0] = 100.0 + k
+        assert f(cv.ones(2)).tolist() == [103.0 + k] * 2
+    assert f.traces == 2 + 2 * MAX_PROGRAMS
+    assert max(len(caps) for caps in f._cache.values()) == MAX_PROGRAMS
+    assert scalar_input(lambda: 1.5, cv.float64).item() == 1.5  # outside a trace: a tensor now
+    add_guard(lambda: False)  # outside a trace: nothing happens

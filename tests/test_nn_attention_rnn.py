@@ -68,8 +68,8 @@ def rnn_ref(m, x, h0=None, c0=None):
     sd = {name: t.numpy().astype(np.float64) for name, t in m.state_dict().items()}
     dirs = 2 if m.bidirectional else 1
     length, n, hidden = x.shape[0], x.shape[1], m.hidden_size
-    h0 = np.zeros((m.num_layers * dirs, n, hidden)) if h0 is None else h0
-    c0 = np.zeros_like(h0) if c0 is None else c0
+    h0 = np.zeros((m.num_layers * dirs, n, m.proj_size or hidden)) if h0 is None else h0
+    c0 = np.zeros((m.num_layers * dirs, n, hidden)) if c0 is None else c0
     layer_in, hs, cs = x, [], []
     for layer in range(m.num_layers):
         outs = []
@@ -85,6 +85,8 @@ def rnn_ref(m, x, h0=None, c0=None):
                     i, f, g, o = np.split(gx + gh, 4, axis=-1)
                     c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
                     h = sigmoid(o) * np.tanh(c)
+                    if "weight_hr" + sfx in sd:  # proj_size: h = W_hr (o * tanh(c))
+                        h = h @ sd["weight_hr" + sfx].T
                 elif m.mode == "GRU":
                     (xr, xz, xn), (hr, hz, hn) = np.split(gx, 3, -1), np.split(gh, 3, -1)
                     r, z = sigmoid(xr + hr), sigmoid(xz + hz)
@@ -229,6 +231,8 @@ RNNS = [
     (lambda: nn.RNN(3, 4, num_layers=2, dtype=cv.float64), False),
     (lambda: nn.RNN(3, 4, nonlinearity="relu", bias=False, batch_first=True, dtype=cv.float64), True),
     (lambda: nn.LSTM(3, 4, num_layers=2, bidirectional=True, dtype=cv.float64), False),
+    (lambda: nn.LSTM(3, 4, num_layers=2, bidirectional=True, proj_size=2, bias=False, batch_first=True,
+                     dtype=cv.float64), True),
     (lambda: nn.GRU(3, 4, bidirectional=True, batch_first=True, dtype=cv.float64), True),
 ]
 
@@ -238,9 +242,9 @@ def test_recurrent_layers_match_numpy(make, batch_first):
     m = make()
     x = rng.standard_normal((3, 2, 3))  # (L, N, in)
     dirs = 2 if m.bidirectional else 1
-    h0 = rng.standard_normal((m.num_layers * dirs, 2, 4))
+    h0 = rng.standard_normal((m.num_layers * dirs, 2, getattr(m, "proj_size", 0) or 4))
     lstm = m.mode == "LSTM"
-    c0 = rng.standard_normal(h0.shape) if lstm else None
+    c0 = rng.standard_normal((m.num_layers * dirs, 2, 4)) if lstm else None
     ref_out, ref_h, ref_c = rnn_ref(m, x, h0, c0)
     xin = x.transpose(1, 0, 2) if batch_first else x
     out, state = m(cv.Tensor(xin), (cv.Tensor(h0), cv.Tensor(c0)) if lstm else cv.Tensor(h0))
@@ -302,7 +306,16 @@ def test_recurrent_dropout_state_dict_and_errors():
     with pytest.raises(ValueError, match="pair"):
         nn.LSTM(3, 4)(x, cv.zeros(1, 2, 4))
     with pytest.raises(ValueError, match="proj_size"):
-        nn.LSTM(3, 4, proj_size=2)
+        nn.LSTM(3, 4, proj_size=4)  # must be below hidden_size
+    with pytest.raises(ValueError, match="proj_size is only supported by LSTM"):
+        nn.RNN(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match=r"expected h_0 of shape \(1, 2, 2\)"):
+        nn.LSTM(3, 4, proj_size=2)(x, (cv.zeros(1, 2, 4), cv.zeros(1, 2, 4)))
+    with pytest.raises(ValueError, match=r"expected c_0 of shape \(1, 2, 4\)"):
+        nn.LSTM(3, 4, proj_size=2)(x, (cv.zeros(1, 2, 2), cv.zeros(1, 2, 2)))
+    assert list(nn.LSTM(3, 4, proj_size=2).state_dict()) == [
+        "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"]
+    assert repr(nn.LSTM(3, 4, proj_size=2)) == "LSTM(3, 4, proj_size=2)"
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNN(3, 4, nonlinearity="gelu")
 
@@ -310,7 +323,9 @@ def test_recurrent_dropout_state_dict_and_errors():
 def test_recurrent_layers_match_torch():
     torch = pytest.importorskip("torch")
     for ours, theirs in ((nn.LSTM(3, 4, num_layers=2, batch_first=True), torch.nn.LSTM(3, 4, 2, batch_first=True)),
-                         (nn.GRU(3, 4, bidirectional=True), torch.nn.GRU(3, 4, bidirectional=True))):
+                         (nn.GRU(3, 4, bidirectional=True), torch.nn.GRU(3, 4, bidirectional=True)),
+                         (nn.LSTM(3, 5, num_layers=2, bidirectional=True, batch_first=True, proj_size=3),
+                          torch.nn.LSTM(3, 5, 2, batch_first=True, bidirectional=True, proj_size=3))):
         to_torch(ours, theirs)
         x = rng.standard_normal((2, 4, 3)).astype(np.float32)
         xc, xt = cv.Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)

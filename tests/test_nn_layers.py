@@ -506,6 +506,65 @@ def test_embedding():
     assert abs(big.weight.numpy().std() - 1.0) < 0.05  # torch's N(0, 1) initialization
 
 
+def renorm_ref(w, idx, max_norm, p):
+    """torch.embedding_renorm_: each looked-up row whose p-norm exceeds max_norm, scaled to it."""
+    w = w.copy()
+    for i in np.unique(idx):
+        norm = np.abs(w[i]).max() if math.isinf(p) else (np.abs(w[i]) ** p).sum() ** (1 / p)
+        if norm > max_norm:
+            w[i] *= max_norm / (norm + 1e-7)
+    return w
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, math.inf])
+def test_embedding_max_norm_renormalizes_looked_up_rows_in_place(p):
+    w0 = rng.standard_normal((6, 3)) * 2
+    idx = np.array([[0, 2, 2], [5, 1, 0]])  # row 3 and 4 are not looked up: they keep their norm
+    emb = nn.Embedding.from_pretrained(cv.Tensor(w0), freeze=False, padding_idx=1, max_norm=1.5, norm_type=p)
+    weights = cv.Tensor(rng.standard_normal((2, 3, 3)))
+    out = emb(cv.Tensor(idx))
+    want_w = renorm_ref(w0, idx, 1.5, p)
+    np.testing.assert_allclose(emb.weight.numpy(), want_w, rtol=1e-12)
+    np.testing.assert_array_equal(emb.weight.numpy()[[3, 4]], w0[[3, 4]])
+    np.testing.assert_allclose(out.numpy(), want_w[idx], rtol=1e-12)
+    (out * weights).sum().backward()
+    want_g = np.zeros_like(w0)
+    np.add.at(want_g, idx, weights.numpy())  # the lookup's gradient: the renorm is outside it
+    want_g[1] = 0.0  # padding_idx
+    np.testing.assert_allclose(emb.weight.grad.numpy(), want_g, rtol=1e-12)
+    assert emb.weight.is_leaf and emb.weight.requires_grad
+    again = emb(cv.Tensor(idx))  # already within max_norm: unchanged
+    np.testing.assert_allclose(again.numpy(), out.numpy(), rtol=1e-12)
+    torch = pytest.importorskip("torch")
+    temb = torch.nn.Embedding.from_pretrained(torch.tensor(w0), freeze=False, padding_idx=1, max_norm=1.5,
+                                              norm_type=p)
+    (temb(torch.tensor(idx)) * torch.tensor(weights.numpy())).sum().backward()
+    np.testing.assert_allclose(emb.weight.numpy(), temb.weight.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(emb.weight.grad.numpy(), temb.weight.grad.numpy(), rtol=1e-12)
+
+
+def test_embedding_max_norm_functional_jit_and_validation():
+    w = cv.Tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]])
+    out = F.embedding(cv.Tensor([0, 0]), w, max_norm=1.0)  # a plain tensor is rebound to the new table
+    np.testing.assert_allclose(out.numpy(), [[0.6, 0.8]] * 2, rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), [[0.6, 0.8], [0.3, 0.4], [6.0, 8.0]], rtol=1e-6)
+    emb = nn.Embedding.from_pretrained(cv.Tensor([[3.0, 4.0], [6.0, 8.0]]), freeze=False, max_norm=2.0)
+    step = cv.jit(lambda i: emb(i).sum())
+    assert step(cv.Tensor([0])).item() == pytest.approx(2.8, rel=1e-5)  # (3, 4) -> (1.2, 1.6)
+    np.testing.assert_allclose(emb.weight.numpy(), [[1.2, 1.6], [6.0, 8.0]], rtol=1e-5)  # written back
+    assert step(cv.Tensor([1])).item() == pytest.approx(2.8, rel=1e-5) and step.traces == 1
+    np.testing.assert_allclose(emb.weight.numpy(), [[1.2, 1.6], [1.2, 1.6]], rtol=1e-5)
+    assert repr(nn.Embedding(4, 2, max_norm=1.0, norm_type=1.0)) == "Embedding(4, 2, max_norm=1.0, norm_type=1.0)"
+    with pytest.raises(ValueError, match="max_norm"):
+        nn.Embedding(4, 2, max_norm=-1.0)
+    with pytest.raises(ValueError, match="norm_type"):
+        F.embedding(cv.Tensor([0]), w, max_norm=1.0, norm_type=0.0)
+    with pytest.raises(ValueError, match="scale_grad_by_freq"):
+        nn.Embedding(4, 2, scale_grad_by_freq=True)
+    with pytest.raises(IndexError):
+        F.embedding(cv.Tensor([3]), w, max_norm=1.0)
+
+
 def test_dropout():
     x = cv.ones(2000)
     cv.manual_seed(7)

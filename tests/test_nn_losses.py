@@ -303,6 +303,31 @@ def test_cosine_embedding_and_margin_ranking():
                                    expected.item(), rtol=1e-12)
 
 
+def test_hinge_losses_take_torch_clamp_derivative_at_the_kink():
+    # each input sits exactly on the hinge (the loss is 0 with slope 1 on one side): torch's
+    # clamp_min(0) passes the full gradient there, so the hinge counts as active
+    kink1, kink2 = np.array([1.0]), np.array([2.0])        # -(1 - 2) - 1 = 0 with margin -1
+    g1, g2 = cv.grad(lambda a, b: L.margin_ranking_loss(a, b, cv.Tensor([1.0]), -1.0, reduction="sum"),
+                     argnums=(0, 1))(cv.Tensor(kink1), cv.Tensor(kink2))
+    assert g1.tolist() == [-1.0] and g2.tolist() == [1.0]
+    a, pos, neg = np.array([[0.0, 0.0]]), np.array([[1.0, 0.0]]), np.array([[2.0, 0.0]])  # 1 - 2 + 1 = 0
+    gp = cv.grad(lambda t: L.triplet_margin_loss(cv.Tensor(a), t, cv.Tensor(neg), eps=0.0))(cv.Tensor(pos))
+    assert gp.tolist() == [[1.0, 0.0]]  # d/dp |a - p| = (p - a) / |p - a|
+    u, v = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])  # cos = 0 = margin, target -1
+    gu = cv.grad(lambda t: L.cosine_embedding_loss(t, cv.Tensor(v), cv.Tensor([-1])))(cv.Tensor(u))
+    np.testing.assert_allclose(gu.numpy(), [[0.0, 1.0]], rtol=1e-9)
+    if torch is not None:
+        tens = [torch.tensor(t, requires_grad=True) for t in (kink1, kink2, pos, u)]
+        (F.margin_ranking_loss(tens[0], tens[1], torch.tensor([1.0], dtype=torch.float64), -1.0, reduction="sum")
+         + F.triplet_margin_loss(torch.tensor(a), tens[2], torch.tensor(neg), eps=0.0)
+         + F.cosine_embedding_loss(tens[3], torch.tensor(v), torch.tensor([-1]))).backward()
+        for t, ours in zip(tens, (g1, g2, gp, gu)):
+            np.testing.assert_allclose(ours.numpy(), t.grad.numpy(), rtol=1e-9)
+    flat = cv.Tensor([3.0], requires_grad=True)  # strictly inside the flat side: no gradient
+    L.margin_ranking_loss(flat, cv.Tensor([0.0]), cv.Tensor([1.0]), 1.0).backward()
+    assert flat.grad.tolist() == [0.0]
+
+
 # --- CTC ---------------------------------------------------------------------------------------------------
 def ctc_brute_force(lp, target, blank=0):
     """-log sum over every path of length T whose collapse (merge repeats, drop blanks) is ``target``."""

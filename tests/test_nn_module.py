@@ -388,3 +388,211 @@ def test_functional_call():
     bn = nn.BatchNorm1d(2)
     nn.functional_call(bn, {"weight": cv.ones(2)}, cv.Tensor([[0.0, 0.0], [2.0, 4.0]]))
     assert bn.running_mean.tolist() == pytest.approx([0.1, 0.2])  # buffers update in place, as torch.func
+
+
+# --- forward hooks ------------------------------------------------------------------------------------
+def _traced_model():
+    """Linear -> ReLU -> Linear with every hook kind recording (name, kind) in ``calls``."""
+    cv.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    calls = []
+    for name, m in model.named_modules():
+        m.register_forward_pre_hook(lambda mod, args, name=name: calls.append((name or "top", "pre")))
+        m.register_forward_hook(lambda mod, args, out, name=name: calls.append((name or "top", "post")))
+    return model, calls
+
+
+def test_forward_hooks_run_in_torch_order_and_can_replace_inputs_and_outputs():
+    model, calls = _traced_model()
+    x = cv.Tensor(np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32))
+    plain = model.forward(x).numpy()  # the children's hooks still run
+    assert len(calls) == 6
+    calls.clear()
+    model(x)
+    assert calls == [("top", "pre"), ("0", "pre"), ("0", "post"), ("1", "pre"), ("1", "post"), ("2", "pre"),
+                     ("2", "post"), ("top", "post")]
+    torch = pytest.importorskip("torch")
+    tmodel = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    tmodel.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    tcalls = []
+    for name, m in tmodel.named_modules():
+        m.register_forward_pre_hook(lambda mod, args, name=name: tcalls.append((name or "top", "pre")))
+        m.register_forward_hook(lambda mod, args, out, name=name: tcalls.append((name or "top", "post")))
+    tout = tmodel(torch.tensor(x.numpy()))
+    assert tcalls == calls
+    np.testing.assert_allclose(plain, tout.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_hook_results_order_prepend_kwargs_and_removal():
+    lin = nn.Linear(2, 2)
+    x = cv.Tensor([[1.0, 2.0]])
+    base = lin(x).numpy()
+    order = []
+    h1 = lin.register_forward_hook(lambda m, a, out: (order.append(1), out + 1)[1])
+    h2 = lin.register_forward_hook(lambda m, a, out: (order.append(2), out * 10)[1], prepend=True)
+    np.testing.assert_allclose(lin(x).numpy(), base * 10 + 1, rtol=1e-6)  # the prepended one first
+    assert order == [2, 1]
+    h2.remove()
+    h2.remove()  # a second remove does nothing
+    np.testing.assert_allclose(lin(x).numpy(), base + 1, rtol=1e-6)
+    with lin.register_forward_pre_hook(lambda m, args: args[0] * 0):  # one value: the new single argument
+        np.testing.assert_allclose(lin(x).numpy(), lin.bias.numpy()[None] + 1, rtol=1e-6)
+    np.testing.assert_allclose(lin(x).numpy(), base + 1, rtol=1e-6)  # removed on leaving the block
+    h1.remove()
+    assert not lin._forward_hooks and not lin._forward_pre_hooks
+
+    class Scaled(nn.Module):
+        def forward(self, x, scale=1.0):
+            return x * scale
+
+    m = Scaled()
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {**kwargs, "scale": 3.0}), with_kwargs=True)
+    seen = []
+    m.register_forward_hook(lambda mod, args, kwargs, out: seen.append(kwargs), with_kwargs=True)
+    assert m(cv.Tensor([2.0])).tolist() == [6.0] and seen == [{"scale": 3.0}]
+    bad = Scaled()
+    bad.register_forward_pre_hook(lambda mod, args, kwargs: args, with_kwargs=True)
+    with pytest.raises(RuntimeError, match=r"pair \(args, kwargs\)"):
+        bad(cv.Tensor([2.0]))
+    with pytest.raises(TypeError, match="callable"):
+        lin.register_forward_hook(None)
+
+
+def test_always_call_hooks_run_when_forward_raises():
+    lin = nn.Linear(2, 2)
+    got = []
+    lin.register_forward_hook(lambda m, a, out: got.append(("always", out)), always_call=True)
+    lin.register_forward_hook(lambda m, a, out: got.append(("plain", out)))
+    with pytest.raises(ValueError, match="Linear"):
+        lin(cv.ones(1, 5))
+    assert got == [("always", None)]
+    broken = nn.ReLU()
+    broken.register_forward_hook(lambda m, a, out: 1 / 0, always_call=True)
+    with pytest.warns(UserWarning, match="always_call"), pytest.raises(TypeError):
+        broken()  # forward misses its argument: the TypeError propagates, the hook's error only warns
+
+
+def test_hooks_follow_copies_pytree_transforms_and_jit():
+    model, calls = _traced_model()
+    x = cv.ones(2, 3)
+    clone = copy.deepcopy(model)  # a deep copy has its own hook tables, as torch's
+    calls.clear()
+    clone(x)
+    assert len(calls) == 8
+    assert len(model._forward_hooks) == 1 and model._forward_hooks is not clone._forward_hooks
+    leaves, treedef = tree_flatten(model)
+    shallow = tree_unflatten(treedef, leaves)  # what grad/jit/functional_call build: the same hooks
+    calls.clear()
+    nn.functional_call(model, {}, x)
+    shallow(x)
+    assert len(calls) == 16
+    grads = cv.grad(lambda m: m(x).sum())(model)
+    assert grads[0].weight.shape == (4, 3)
+
+    step = cv.jit(lambda m, v: m(v).sum())
+    lin = nn.Linear(3, 2)
+    step(lin, x)
+    handle = lin.register_forward_hook(lambda m, a, out: out * 0)  # the module's structure changed: trace again
+    assert step(lin, x).item() == 0.0 and step.traces == 2
+    handle.remove()
+    assert step(lin, x).item() != 0.0 and step.traces == 2  # the first program again
+
+
+# --- backward hooks -----------------------------------------------------------------------------------
+def _recorder(log):
+    def arrays(gs):
+        return [None if g is None else g.numpy().copy() for g in gs]
+
+    return (lambda m, go: log.append(("pre", arrays(go))),
+            lambda m, gi, go: log.append(("full", arrays(gi), arrays(go))))
+
+
+def test_backward_hooks_see_the_cotangents_of_outputs_and_inputs():
+    lin = nn.Linear(3, 2, dtype=cv.float64)
+    w, b = lin.weight.numpy(), lin.bias.numpy()
+    x = np.random.default_rng(1).standard_normal((4, 3))
+    log = []
+    pre, full = _recorder(log)
+    hp, hf = lin.register_full_backward_pre_hook(pre), lin.register_full_backward_hook(full)
+    xt = cv.Tensor(x, requires_grad=True)
+    (lin(xt) ** 2).sum().backward()
+    y = x @ w.T + b
+    assert [entry[0] for entry in log] == ["pre", "full"]
+    np.testing.assert_allclose(log[0][1][0], 2 * y, rtol=1e-12)        # grad_output
+    np.testing.assert_allclose(log[1][1][0], 2 * y @ w, rtol=1e-12)    # grad_input
+    np.testing.assert_allclose(log[1][2][0], 2 * y, rtol=1e-12)
+    log.clear()
+    cv.grad(lambda v: (lin(v) ** 2).sum())(cv.Tensor(x))  # the JAX-style pass runs them too
+    np.testing.assert_allclose(log[1][1][0], 2 * y @ w, rtol=1e-12)
+    log.clear()
+    lin(cv.Tensor(x)).sum().backward()  # the input needs no gradient: the full hook gets None for it
+    assert [entry[0] for entry in log] == ["pre", "full"] and log[1][1] == [None]
+    log.clear()
+    with cv.no_grad():
+        lin(xt)
+    hp.remove(), hf.remove()
+    lin(xt).sum().backward()
+    assert log == []
+
+
+def test_backward_hooks_replace_cotangents():
+    lin = nn.Linear(3, 2, dtype=cv.float64)
+    x = cv.Tensor(np.random.default_rng(2).standard_normal((4, 3)), requires_grad=True)
+    lin(x).sum().backward()
+    gx, gw = x.grad.numpy(), lin.weight.grad.numpy()
+    x.grad = lin.weight.grad = lin.bias.grad = None
+    with lin.register_full_backward_hook(lambda m, gi, go: (gi[0] * 3,)):  # only what flows to the input
+        lin(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * gx, rtol=1e-12)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), gw, rtol=1e-12)
+    x.grad = lin.weight.grad = lin.bias.grad = None
+    with lin.register_full_backward_pre_hook(lambda m, go: (go[0] * -1,)):  # everything below the outputs
+        lin(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), -gx, rtol=1e-12)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), -gw, rtol=1e-12)
+    lstm = nn.LSTM(3, 2, dtype=cv.float64)
+    shapes = []
+    lstm.register_full_backward_pre_hook(lambda m, go: shapes.append([g.shape for g in go]))
+    out, (_, c) = lstm(cv.Tensor(np.ones((2, 1, 3)), requires_grad=True))
+    (out.sum() + c.sum()).backward()
+    assert shapes == [[(2, 1, 2), (1, 1, 2), (1, 1, 2)]]  # one cotangent per output tensor (zeros for h)
+    with lin.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0])), \
+            pytest.raises(RuntimeError, match="tuple of 1"):
+        lin(x).sum().backward()
+
+
+def test_backward_hooks_match_torch():
+    torch = pytest.importorskip("torch")
+    cv.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    tmodel = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    tmodel.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    log, tlog = [], []
+    for m, tm in zip(model, tmodel):
+        for target, rec in ((m, log), (tm, tlog)):
+            pre, full = _recorder(rec) if target is m else _torch_recorder(rec)
+            target.register_full_backward_pre_hook(pre)
+            target.register_full_backward_hook(full)
+    model[1].register_full_backward_hook(lambda m, gi, go: (gi[0] * 3,))
+    tmodel[1].register_full_backward_hook(lambda m, gi, go: (gi[0] * 3,))
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    (model(cv.Tensor(x)) ** 2).sum().backward()
+    with pytest.warns(UserWarning):  # torch warns that the first layer's inputs need no gradient
+        (tmodel(torch.tensor(x)) ** 2).sum().backward()
+    assert [e[0] for e in log] == [e[0] for e in tlog] == ["pre", "full"] * 3
+    for ours, theirs in zip(log, tlog):
+        for a, b in zip(ours[1:], theirs[1:]):
+            assert len(a) == len(b)
+            for u, v in zip(a, b):
+                assert (u is None) == (v is None)
+                if u is not None:
+                    np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model[0].weight.grad.numpy(), tmodel[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _torch_recorder(log):
+    def arrays(gs):
+        return [None if g is None else g.detach().numpy().copy() for g in gs]
+
+    return (lambda m, go: log.append(("pre", arrays(go))),
+            lambda m, gi, go: log.append(("full", arrays(gi), arrays(go))))

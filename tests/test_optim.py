@@ -57,12 +57,14 @@ def ref_adam(p, g, st, t, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, am
     return p - lr / (1 - b1 ** t) * st["m"] / (np.sqrt(v / (1 - b2 ** t)) + eps)
 
 
-def ref_lamb(p, g, st, t, lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+def ref_lamb(p, g, st, t, lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, norm_bounds=(0.0, math.inf)):
+    """The paper's update: trust ratio phi(||w||) / ||r|| with phi(z) = min(max(z, lower), upper),
+    1 when either norm is 0."""
     b1, b2 = betas
     st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
     st["v"] = b2 * st.get("v", 0) + (1 - b2) * g * g
     r = st["m"] / (1 - b1 ** t) / (np.sqrt(st["v"] / (1 - b2 ** t)) + eps) + weight_decay * p
-    pn, rn = np.linalg.norm(p), np.linalg.norm(r)
+    pn, rn = min(max(np.linalg.norm(p), norm_bounds[0]), norm_bounds[1]), np.linalg.norm(r)
     return p - lr * (pn / rn if pn > 0 and rn > 0 else 1.0) * r
 
 
@@ -101,6 +103,7 @@ CASES = [
     (Adam, ref_adam, dict(lr=0.1, betas=(0.8, 0.9), amsgrad=True)),
     (AdamW, lambda *a, **k: ref_adam(*a, decoupled=True, **k), dict(lr=0.1, weight_decay=0.3)),
     (LAMB, ref_lamb, dict(lr=0.1, weight_decay=0.05)),
+    (LAMB, ref_lamb, dict(lr=0.1, betas=(0.8, 0.95), norm_bounds=(0.5, 2.0))),
     (RMSprop, ref_rmsprop, dict(lr=0.01)),
     (RMSprop, ref_rmsprop, dict(lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1)),
     (Adagrad, ref_adagrad, dict(lr=0.1, lr_decay=0.1, weight_decay=0.05, initial_accumulator_value=0.2)),
@@ -197,17 +200,161 @@ def test_functional_update_under_jit_and_grad():
     np.testing.assert_allclose(g.numpy(), 1 - 0.1 * 2 * A[0], rtol=1e-12)
 
 
-def test_stateful_step_refuses_jit():
-    params = fresh_params()
-    opt = SGD(params, lr=0.1)
+def test_lamb_trust_ratio_is_per_tensor_and_falls_back_to_one():
+    # one step from fixed gradients: m_hat = g, v_hat = g**2, so r = g / (|g| + eps), sign(g) to 1e-12
+    w = cv.Tensor([[3.0, 4.0]], dtype=cv.float64, requires_grad=True)  # ||w|| = 5
+    zero = cv.Tensor([0.0, 0.0], dtype=cv.float64, requires_grad=True)  # ||w|| = 0: ratio 1
+    still = cv.Tensor([1.0, 2.0], dtype=cv.float64, requires_grad=True)  # zero gradient: r = 0, ratio 1
+    opt = LAMB([w, zero, still], lr=0.1, eps=1e-12)
+    w.grad, zero.grad, still.grad = cv.Tensor([[1.0, -2.0]]), cv.Tensor([2.0, -0.5]), cv.Tensor([0.0, 0.0])
+    opt.step()
+    r = np.array([1.0, -1.0])
+    np.testing.assert_allclose(w.numpy(), [[3.0, 4.0]] - 0.1 * 5 / np.sqrt(2) * r, rtol=1e-10)
+    np.testing.assert_allclose(zero.numpy(), -0.1 * r, rtol=1e-10)
+    assert still.tolist() == [1.0, 2.0]
+    bounded = cv.Tensor([[3.0, 4.0]], dtype=cv.float64, requires_grad=True)
+    floor = cv.Tensor([0.0, 0.0], dtype=cv.float64, requires_grad=True)
+    opt = LAMB([bounded, floor], lr=0.1, eps=1e-12, norm_bounds=(0.5, 2.0))  # phi(5) = 2, phi(0) = 0.5
+    bounded.grad, floor.grad = cv.Tensor([[1.0, -2.0]]), cv.Tensor([2.0, -0.5])
+    opt.step()
+    np.testing.assert_allclose(bounded.numpy(), [[3.0, 4.0]] - 0.1 * 2 / np.sqrt(2) * r, rtol=1e-10)
+    np.testing.assert_allclose(floor.numpy(), -0.1 * 0.5 / np.sqrt(2) * r, rtol=1e-10)
+    for bad in [(2.0, 1.0), (-1.0, 1.0), (1.0,)]:
+        with pytest.raises(ValueError, match="norm_bounds"):
+            LAMB([w], norm_bounds=bad)
 
-    def step(x):
+
+# --- the PyTorch-style step inside cv.jit ----------------------------------------------------------------
+JIT_CASES = [(Adam, dict(lr=0.05, weight_decay=0.01, amsgrad=True)), (AdamW, dict(lr=0.05)),
+             (SGD, dict(lr=0.1, momentum=0.9, nesterov=True)), (SGD, dict(lr=0.1, momentum=0.5, dampening=0.2)),
+             (LAMB, dict(lr=0.05, weight_decay=0.1)), (RMSprop, dict(lr=0.01, momentum=0.5, centered=True)),
+             (Adagrad, dict(lr=0.1, lr_decay=0.05)), (Lion, dict(lr=0.01, weight_decay=0.1))]
+
+
+def _mlp():
+    cv.manual_seed(0)
+    return cv.nn.Sequential(cv.nn.Linear(4, 8), cv.nn.ReLU(), cv.nn.Linear(8, 3))
+
+
+def _batches(n=6):
+    cv.manual_seed(1)
+    return [(cv.randn(16, 4).realize(), cv.randint(0, 3, (16,)).realize()) for _ in range(n)]
+
+
+def _train(cls, hp, jitted, batches, schedule=True):
+    model = _mlp()
+    opt = cls(model.parameters(), **hp)
+    sched = cv.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5) if schedule else None
+    loss_fn = cv.nn.CrossEntropyLoss()
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = cv.jit(train_step) if jitted else train_step
+    losses = []
+    for x, y in batches:
+        losses.append(step(x, y).item())
+        if sched is not None:
+            sched.step()
+    return model, opt, losses, step
+
+
+@pytest.mark.parametrize("cls,hp", JIT_CASES, ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(JIT_CASES)])
+def test_pytorch_style_training_step_under_jit_matches_eager(cls, hp):
+    batches = _batches()
+    model, opt, losses, _ = _train(cls, hp, False, batches)
+    jmodel, jopt, jlosses, step = _train(cls, hp, True, batches)
+    np.testing.assert_allclose(jlosses, losses, rtol=1e-5)
+    for p, q in zip(jmodel.parameters(), model.parameters()):
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.traces == 2  # the first call has no .grad yet; the learning rate changes retrace nothing
+    assert jopt.param_groups[0]["lr"] == opt.param_groups[0]["lr"] == hp["lr"] / 8
+    for p in jmodel.parameters():
+        assert int(jopt.state[p]["step"].item()) == 6 and p.grad is not None and p.is_leaf
+    sd = jopt.state_dict()  # a jitted optimizer saves and restores like an eager one
+    again = cls(_mlp().parameters(), **hp)
+    again.load_state_dict(cv.optim.flatten_state_dict(sd))
+    assert again.state[next(iter(again.state))]["step"] == 6
+
+
+def test_pytorch_style_jitted_training_matches_torch():
+    torch = pytest.importorskip("torch")
+    batches = _batches(4)
+    model, _, losses, _ = _train(Adam, dict(lr=0.05, weight_decay=0.01), True, batches, schedule=False)
+    ref = _mlp()
+    tmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    tmodel.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    topt = torch.optim.Adam(tmodel.parameters(), lr=0.05, weight_decay=0.01)
+    tlosses = []
+    for x, y in batches:
+        topt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(tmodel(torch.tensor(x.numpy())), torch.tensor(y.numpy()))
+        loss.backward()
+        topt.step()
+        tlosses.append(loss.item())
+    np.testing.assert_allclose(losses, tlosses, rtol=1e-5)
+    for (name, p), tp in zip(model.named_parameters(), tmodel.parameters()):
+        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_jitted_step_reads_gradients_computed_outside_and_mixes_with_eager_steps():
+    def run(jit_steps):
+        params = fresh_params()
+        opt = Adam(params, lr=0.1, betas=(0.8, 0.9))
+        step = cv.jit(opt.step)
+        out = []
+        for t in range(5):
+            opt.zero_grad()
+            loss_fn(params).backward()  # outside the jitted function: a new gradient each time
+            (step if t in jit_steps else opt.step)()
+            out.append([p.numpy() for p in params])
+        return out, step.traces
+
+    eager, _ = run(())
+    mixed, traces = run((0, 1, 3, 4))  # jitted, jitted, eager, jitted, jitted
+    assert traces == 1
+    for a, b in zip(mixed, eager):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=1e-12)
+    np.testing.assert_allclose(eager[-1][0], reference_trajectory(ref_adam, dict(lr=0.1, betas=(0.8, 0.9)),
+                                                                  steps=5)[-1][0], rtol=1e-10)
+
+
+def test_jitted_step_traces_again_when_frozen_state_changes():
+    params = fresh_params()
+    opt = SGD(params, lr=0.1, momentum=0.9)
+    ref_params = fresh_params()
+    ref = SGD(ref_params, lr=0.1, momentum=0.9)
+
+    @cv.jit
+    def step():
+        opt.zero_grad()
         loss_fn(params).backward()
         opt.step()
-        return x
 
-    with pytest.raises(RuntimeError, match="functional"):
-        cv.jit(step)(cv.Tensor([1.0]))
+    def both():
+        step()
+        ref.zero_grad()
+        loss_fn(ref_params).backward()
+        ref.step()
+        for p, q in zip(params, ref_params):
+            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12)
+
+    both(), both()
+    assert step.traces == 2
+    for o in (opt, ref):
+        o.param_groups[0]["momentum"] = 0.5  # a hyperparameter frozen into the program: trace again
+    both()
+    assert step.traces == 3
+    saved = opt.state_dict()
+    for o in (opt, ref):  # new state tensors: the old program would read the ones it captured
+        o.load_state_dict(saved)
+    both(), both()
+    assert step.traces == 4
 
 
 def test_functional_rejects_unknown_hyperparameters():

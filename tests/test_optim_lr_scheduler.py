@@ -148,3 +148,85 @@ def test_resuming_needs_initial_lr_and_validates():
         S.OneCycleLR(cv.optim.Adagrad([cv.Tensor([0.0], requires_grad=True)]), max_lr=1.0, total_steps=5)
     with pytest.raises(TypeError, match="Optimizer"):
         S.ExponentialLR(object(), gamma=0.5)
+
+
+# --- ReduceLROnPlateau -----------------------------------------------------------------------------------
+def plateau_reference(metrics, lrs, mode, factor, patience, threshold, threshold_mode, cooldown, min_lrs, eps):
+    """The rule written out: the rates after each epoch's metric."""
+    improves = {("min", "rel"): lambda m, b: m < b * (1 - threshold), ("min", "abs"): lambda m, b: m < b - threshold,
+                ("max", "rel"): lambda m, b: m > b * (1 + threshold), ("max", "abs"): lambda m, b: m > b + threshold}
+    better = improves[(mode, threshold_mode)]
+    best, bad, cool, out = (math.inf if mode == "min" else -math.inf), 0, 0, []
+    for m in metrics:
+        if better(m, best):
+            best, bad = m, 0
+        else:
+            bad += 1
+        if cool > 0:
+            cool, bad = cool - 1, 0
+        if bad > patience:
+            lrs = [max(lr * factor, lo) if lr - max(lr * factor, lo) > eps else lr for lr, lo in zip(lrs, min_lrs)]
+            cool, bad = cooldown, 0
+        out.append(list(lrs))
+    return out
+
+
+PLATEAU_METRICS = [5.0, 4.0, 4.0, 3.9999, 4.1, 3.0, 3.0, 3.0, 3.0, 2.95, 2.95, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5, 1.0]
+PLATEAU_CASES = [dict(mode="min", factor=0.5, patience=1, threshold=1e-3, threshold_mode="rel", cooldown=0),
+                 dict(mode="min", factor=0.1, patience=2, threshold=0.01, threshold_mode="abs", cooldown=2),
+                 dict(mode="max", factor=0.5, patience=0, threshold=1e-4, threshold_mode="rel", cooldown=1),
+                 dict(mode="max", factor=0.3, patience=1, threshold=0.5, threshold_mode="abs", cooldown=0)]
+
+
+@pytest.mark.parametrize("hp", PLATEAU_CASES, ids=[f"{c['mode']}-{c['threshold_mode']}" for c in PLATEAU_CASES])
+def test_reduce_lr_on_plateau_follows_the_rule_and_torch(hp):
+    metrics = PLATEAU_METRICS if hp["mode"] == "min" else [-m for m in PLATEAU_METRICS]
+    opt = make_opt()
+    sched = S.ReduceLROnPlateau(opt, min_lr=[0.02, 0.01], eps=1e-3, **hp)
+    got = []
+    for m in metrics:
+        sched.step(cv.Tensor(m) if len(got) % 2 else m)  # a number or a one-element tensor
+        got.append(sched.get_last_lr())
+        assert [g["lr"] for g in opt.param_groups] == got[-1]
+    want = plateau_reference(metrics, [1.0, 0.5], min_lrs=[0.02, 0.01], eps=1e-3, **hp)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert got[-1] != got[0]  # the case reduces at least once
+    if torch is not None:
+        params = [torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)]
+        topt = torch.optim.SGD([{"params": [params[0]]}, {"params": [params[1]], "lr": 0.5}], lr=1.0)
+        tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, min_lr=[0.02, 0.01], eps=1e-3, **hp)
+        theirs = []
+        for m in metrics:
+            topt.step()
+            tsched.step(m)
+            theirs.append([g["lr"] for g in topt.param_groups])
+        np.testing.assert_allclose(got, theirs, rtol=1e-12)
+
+
+def test_reduce_lr_on_plateau_min_lr_eps_state_and_validation(tmp_path):
+    opt = make_opt()
+    sched = S.ReduceLROnPlateau(opt, factor=0.5, patience=0, min_lr=0.3, eps=0.1)
+    for _ in range(4):
+        sched.step(1.0)  # the first sets best; every later one is bad and reduces (patience 0)
+    # group 0: 1 -> 0.5 -> 0.3 (floor); group 1: 0.5 -> 0.3, then 0.3 -> 0.3 moves by no more than eps
+    assert sched.get_last_lr() == [0.3, 0.3]
+    sched2 = S.ReduceLROnPlateau(make_opt(), factor=0.5, patience=0, min_lr=0.3, eps=0.1)
+    sched2.step(1.0)
+    path = tmp_path / "plateau.safetensors"
+    cv.save(path, cv.optim.flatten_state_dict(sched.state_dict()))
+    sched2.load_state_dict(cv.load(path))
+    assert sched2.best == 1.0 and sched2.last_epoch == 4 and sched2.get_last_lr() == [0.3, 0.3]
+    with pytest.raises(ValueError, match="factor"):
+        S.ReduceLROnPlateau(make_opt(), factor=1.0)
+    with pytest.raises(ValueError, match="mode"):
+        S.ReduceLROnPlateau(make_opt(), mode="lowest")
+    with pytest.raises(ValueError, match="threshold_mode"):
+        S.ReduceLROnPlateau(make_opt(), threshold_mode="relative")
+    with pytest.raises(ValueError, match="min_lr"):
+        S.ReduceLROnPlateau(make_opt(), min_lr=[0.1, 0.1, 0.1])
+    with pytest.raises(ValueError, match="patience"):
+        S.ReduceLROnPlateau(make_opt(), patience=-1)
+    with pytest.raises(TypeError, match="metric"):
+        sched.step()
+    with pytest.raises(TypeError, match="closed form"):
+        sched.lr_at(3)

@@ -27,7 +27,8 @@ from .norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNor
                    LayerNorm, RMSNorm)
 from .parameter import Parameter
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
-                      AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, Upsample)
+                      AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
+                      MaxUnpool2d, MaxUnpool3d, Upsample)
 from .pytree import functional_call
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
@@ -39,7 +40,8 @@ __all__ = [
     "CrossEntropyLoss", "Dropout", "Embedding", "F", "Flatten", "GRUCell", "GroupNorm", "Hardsigmoid", "Hardswish",
     "Hardtanh", "HuberLoss", "Identity", "IncompatibleKeys", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "KLDivLoss", "L1Loss", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss",
-    "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Mish", "Module", "ModuleDict", "ModuleList",
+    "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Mish",
+    "Module", "ModuleDict", "ModuleList",
     "MultiheadAttention", "NLLLoss", "PReLU", "Parameter", "RMSNorm", "RNNCell", "ReLU", "ReLU6", "Sequential",
     "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "TripletMarginLoss",
     "Unflatten", "Upsample", "functional", "functional_call", "init", "losses"]

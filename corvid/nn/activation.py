@@ -88,8 +88,7 @@ def relu(x: Tensor, inplace: bool = False) -> Tensor:
     >>> relu(cv.Tensor([-1.0, 0.5])).tolist()
     [0.0, 0.5]
     """
-    x = _float(x, "relu")
-    return where(x <= 0, 0.0, x)
+    return _float(x, "relu").relu()
 
 
 def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:

@@ -342,7 +342,7 @@ def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float
     d_neg = _pairwise_distance(a, neg, p, eps)
     if swap:
         d_neg = d_neg.minimum(_pairwise_distance(pos, neg, p, eps))
-    return _reduce((d_pos - d_neg + margin).maximum(0), reduction)
+    return _reduce((d_pos - d_neg + margin).clip(min=0), reduction)
 
 
 def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float = 0.0, *,
@@ -359,7 +359,7 @@ def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float =
     y = _tensor(target, x1)
     eps = 1e-12
     cos = (x1 * x2).sum(-1) / (((x1 * x1).sum(-1) + eps) * ((x2 * x2).sum(-1) + eps)).sqrt()
-    loss = where(y.eq(1), 1 - cos, 0.0) + where(y.eq(-1), (cos - margin).maximum(0), 0.0)
+    loss = where(y.eq(1), 1 - cos, 0.0) + where(y.eq(-1), (cos - margin).clip(min=0), 0.0)
     return _reduce(loss, reduction)
 
 
@@ -372,7 +372,7 @@ def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0
     """
     x1, x2 = _pair(input1, input2)
     y = _tensor(target, x1).astype(x1.dtype)
-    return _reduce((-y * (x1 - x2) + margin).maximum(0), reduction)
+    return _reduce((-y * (x1 - x2) + margin).clip(min=0), reduction)
 
 
 # --- connectionist temporal classification --------------------------------------------------------------

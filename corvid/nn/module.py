@@ -30,6 +30,7 @@ buffers (see :mod:`corvid.nn.pytree`), so the functional transforms take modules
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -40,11 +41,13 @@ from ..creation import zeros
 from ..dtype import DType
 from ..tensor import Tensor
 from ..tree import register_pytree_node
+from . import hooks
 from .parameter import Parameter, tracing, value_of
 
 __all__ = ["IncompatibleKeys", "Module", "check_input", "shape_error"]
 
-_INTERNAL = frozenset({"_params", "_buffers", "training"})
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_INTERNAL = frozenset({"_params", "_buffers", "training", *_HOOKS})
 
 
 class IncompatibleKeys(NamedTuple):
@@ -84,6 +87,10 @@ class Module:
         d["_params"] = {}  # names, in registration order (a dict used as an ordered set)
         d["_buffers"] = {}  # name -> persistent (part of the state dict)
         d["training"] = True
+        d["_forward_pre_hooks"] = OrderedDict()  # handle id -> (hook, with_kwargs)
+        d["_forward_hooks"] = OrderedDict()  # handle id -> (hook, with_kwargs, always_call)
+        d["_backward_pre_hooks"] = OrderedDict()  # handle id -> hook
+        d["_backward_hooks"] = OrderedDict()  # handle id -> hook
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -93,7 +100,62 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward method; define forward(self, ...)")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        d = self.__dict__
+        if any(d.get(name) for name in _HOOKS):
+            return hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # --- hooks (corvid.nn.hooks) ------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> hooks.RemovableHandle:
+        """Call ``hook(module, args)`` before each ``forward`` (``hook(module, args, kwargs)`` with
+        ``with_kwargs``); a non-None result replaces the arguments (see :mod:`corvid.nn.hooks`).
+        Returns a handle whose ``remove()`` unregisters it.
+
+        >>> from corvid import nn
+        >>> lin = nn.Linear(2, 1)
+        >>> h = lin.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+        >>> lin(cv.ones(1, 2)).tolist() == [lin.bias.tolist()]
+        True
+        """
+        return hooks.add_hook(self.__dict__["_forward_pre_hooks"], hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> hooks.RemovableHandle:
+        """Call ``hook(module, args, output)`` after each ``forward`` (``hook(module, args,
+        kwargs, output)`` with ``with_kwargs``); a non-None result replaces the output.
+        ``always_call=True`` also calls it (output None) when ``forward`` raises. Returns a handle
+        whose ``remove()`` unregisters it.
+
+        >>> from corvid import nn
+        >>> relu = nn.ReLU()
+        >>> h = relu.register_forward_hook(lambda m, args, out: out * 2)
+        >>> relu(cv.Tensor([-1.0, 3.0])).tolist()
+        [0.0, 6.0]
+        """
+        return hooks.add_hook(self.__dict__["_forward_hooks"], hook, prepend, with_kwargs, always_call)
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any], prepend: bool = False) -> hooks.RemovableHandle:
+        """Call ``hook(module, grad_output)`` when a reverse-mode pass reaches this module's
+        outputs; a non-None result (one entry per output tensor) replaces the cotangents that flow
+        into the module (see :mod:`corvid.nn.hooks`). Returns a handle whose ``remove()``
+        unregisters it."""
+        return hooks.add_hook(self.__dict__["_backward_pre_hooks"], hook, prepend)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False) -> hooks.RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when a reverse-mode pass has the
+        cotangents of this module's positional inputs; a non-None result (one entry per positional
+        argument) replaces what flows on to them (see :mod:`corvid.nn.hooks`). Returns a handle
+        whose ``remove()`` unregisters it.
+
+        >>> from corvid import nn
+        >>> lin, seen = nn.Linear(2, 1), []
+        >>> h = lin.register_full_backward_hook(lambda m, gi, go: seen.append((gi[0].shape, go[0].shape)))
+        >>> lin(cv.ones(3, 2, requires_grad=True)).sum().backward()
+        >>> seen
+        [((3, 2), (3, 1))]
+        """
+        return hooks.add_hook(self.__dict__["_backward_hooks"], hook, prepend)
 
     # --- registration ------------------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -423,6 +485,12 @@ class Module:
             return f"{type(self).__name__}({extra})"
         lines = [ln for ln in extra.split("\n") if ln] + children
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: a table of the layers with their parameter counts."""
+        from ..display import module_html
+
+        return module_html(self)
 
 
 def check_input(layer: Module, x: Any, ranks: tuple[int, ...], expected: str) -> Tensor:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .module import _INTERNAL, Module, join_name
+from .module import _HOOKS, _INTERNAL, Module, join_name
 
 __all__ = ["functional_call"]
 
@@ -90,7 +90,8 @@ def _module_key(m: Module, index: dict[int, int]) -> tuple:
             static.append((name, kind, "leaf" if _is_leaf_value(kind, v) else _static_key(v, index)))
         else:
             static.append((name, _static_key(v, index)))
-    return (type(m), d["training"], tuple(d["_buffers"].items()), tuple(static))
+    hooks = tuple(_static_key(d.get(name, {}), index) for name in _HOOKS)
+    return (type(m), d["training"], tuple(d["_buffers"].items()), hooks, tuple(static))
 
 
 def _static_key(v: Any, index: dict[int, int]) -> Any:
@@ -129,7 +130,8 @@ def copy_module_tree(m: Module, memo: dict[int, Module]) -> Module:
     memo[id(m)] = new
     d = new.__dict__
     for k, v in m.__dict__.items():
-        d[k] = dict(v) if k in ("_params", "_buffers") else _copy_modules_in(v, memo)
+        # the hook tables are shared: a copy runs the same hooks, and removing one removes it from both
+        d[k] = dict(v) if k in ("_params", "_buffers") else v if k in _INTERNAL else _copy_modules_in(v, memo)
     return new
 
 

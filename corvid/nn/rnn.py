@@ -52,11 +52,12 @@ def _relu_step(xw: Tensor, state: State, w_hh: Tensor, b_hh: Tensor | None) -> S
     return relu(linear(state[0], w_hh, b_hh) + xw).contiguous(), None
 
 
-def _lstm_step(xw: Tensor, state: State, w_hh: Tensor, b_hh: Tensor | None) -> State:
+def _lstm_step(xw: Tensor, state: State, w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None) -> State:
     h, c = state
-    i, f, g, o = (xw + linear(h, w_hh, b_hh)).contiguous().split(h.shape[-1], axis=-1)
+    i, f, g, o = (xw + linear(h, w_hh, b_hh)).contiguous().split(c.shape[-1], axis=-1)
     c = (sigmoid(f) * c + sigmoid(i) * g.tanh()).contiguous()
-    return (sigmoid(o) * c.tanh()).contiguous(), c
+    h = sigmoid(o) * c.tanh()
+    return (h if w_hr is None else linear(h, w_hr)).contiguous(), c  # with proj_size: h = W_hr (o * tanh(c))
 
 
 def _gru_step(xw: Tensor, state: State, w_hh: Tensor, b_hh: Tensor | None) -> State:
@@ -88,8 +89,10 @@ class _RNNBase(Module):
                  nonlinearity: str = "tanh", proj_size: int = 0, device: str | None = None, dtype: Any = None):
         super().__init__()
         name = type(self).__name__
-        if proj_size:
-            raise ValueError(f"{name}: proj_size is not implemented")
+        if proj_size and self._kind != "LSTM":
+            raise ValueError(f"{name}: proj_size is only supported by LSTM")
+        if not 0 <= proj_size < hidden_size:
+            raise ValueError(f"{name}: proj_size must be in [0, hidden_size = {hidden_size}), got {proj_size}")
         if num_layers < 1 or hidden_size < 1:
             raise ValueError(f"{name}: num_layers and hidden_size must be positive, got {num_layers} and {hidden_size}")
         if not 0.0 <= dropout <= 1.0:
@@ -97,18 +100,22 @@ class _RNNBase(Module):
         self.mode = _mode(self._kind, nonlinearity)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout, self.bidirectional = bias, batch_first, dropout, bidirectional
-        self.nonlinearity = nonlinearity
+        self.nonlinearity, self.proj_size = nonlinearity, proj_size
         gates = _MODES[self.mode][0] * hidden_size
         dirs = 2 if bidirectional else 1
+        out = proj_size or hidden_size  # the size of h
         for layer in range(num_layers):
-            width = input_size if layer == 0 else hidden_size * dirs
+            width = input_size if layer == 0 else out * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 setattr(self, "weight_ih" + sfx, Parameter(empty(gates, width, dtype=dtype, device=device)))
-                setattr(self, "weight_hh" + sfx, Parameter(empty(gates, hidden_size, dtype=dtype, device=device)))
+                setattr(self, "weight_hh" + sfx, Parameter(empty(gates, out, dtype=dtype, device=device)))
                 if bias:
                     setattr(self, "bias_ih" + sfx, Parameter(empty(gates, dtype=dtype, device=device)))
                     setattr(self, "bias_hh" + sfx, Parameter(empty(gates, dtype=dtype, device=device)))
+                if proj_size:
+                    setattr(self, "weight_hr" + sfx, Parameter(empty(proj_size, hidden_size, dtype=dtype,
+                                                                     device=device)))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -117,15 +124,18 @@ class _RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
-    def _weights(self, layer: int, direction: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    def _weights(self, layer: int, direction: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None,
+                                                            Tensor | None]:
         sfx = f"_l{layer}" + ("_reverse" if direction else "")
         d = self.__dict__
-        return d["weight_ih" + sfx], d["weight_hh" + sfx], d.get("bias_ih" + sfx), d.get("bias_hh" + sfx)
+        return (d["weight_ih" + sfx], d["weight_hh" + sfx], d.get("bias_ih" + sfx), d.get("bias_hh" + sfx),
+                d.get("weight_hr" + sfx))
 
     def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Any]:
         """``input`` ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``, or
         unbatched ``(L, input_size)``) and the initial state (zeros if None): ``h_0`` of shape
-        ``(num_layers * directions, N, hidden_size)``, for LSTM the pair ``(h_0, c_0)``. Returns
+        ``(num_layers * directions, N, hidden_size)``, for LSTM the pair ``(h_0, c_0)`` (with
+        ``proj_size``, ``h`` has ``proj_size`` features and ``c`` ``hidden_size``). Returns
         ``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``), ``output`` holding the last layer's
         hidden state at every step, directions concatenated on the last axis."""
         seq = "(N, L, {0})" if self.batch_first else "(L, N, {0})"
@@ -141,13 +151,14 @@ class _RNNBase(Module):
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
                 xw = linear(x, w_ih, b_ih)  # every time step's input projection in one matmul
                 k = layer * dirs + d
                 state: State = (h0[k], None if c0 is None else c0[k])
                 ys: list[Tensor] = [x] * x.shape[0]
+                extra = () if w_hr is None else (w_hr,)
                 for t in (range(x.shape[0]) if d == 0 else reversed(range(x.shape[0]))):
-                    state = step(xw[t], state, w_hh, b_hh)
+                    state = step(xw[t], state, w_hh, b_hh, *extra)
                     ys[t] = state[0]
                 outs.append(stack(ys))
                 finals_h.append(state[0])
@@ -164,17 +175,19 @@ class _RNNBase(Module):
         return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
 
     def _initial_state(self, hx: Any, x: Tensor, dirs: int, unbatched: bool) -> tuple[Tensor, Tensor | None]:
-        shape = (self.num_layers * dirs, x.shape[1], self.hidden_size)
+        shape_c = (self.num_layers * dirs, x.shape[1], self.hidden_size)
+        shape_h = shape_c[:2] + (self.proj_size or self.hidden_size,)
         lstm = self.mode == "LSTM"
         if hx is None:
-            h = zeros(shape, dtype=x.dtype, device=x.device)
-            return h, (h if lstm else None)
+            h = zeros(shape_h, dtype=x.dtype, device=x.device)
+            return h, (zeros(shape_c, dtype=x.dtype, device=x.device) if lstm else None)
         if lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
             raise ValueError("LSTM: hx must be a pair (h_0, c_0)")
         states = list(hx) if lstm else [hx]
         for i, s in enumerate(states):
             s = s if isinstance(s, Tensor) else Tensor(s)
             s = s.unsqueeze(1) if unbatched else s
+            shape = (shape_h, shape_c)[i]
             if s.shape != shape:
                 what = ("h_0", "c_0")[i]
                 raise ValueError(f"{type(self).__name__}: expected {what} of shape {shape if not unbatched else (shape[0], shape[2])}, "
@@ -196,6 +209,8 @@ class _RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -215,7 +230,15 @@ class RNN(_RNNBase):
 class LSTM(_RNNBase):
     """Long short-term memory: gates ``i, f, g, o`` from ``x_t W_ih.T + b_ih + h W_hh.T + b_hh``,
     ``c_t = σ(f) c_{t-1} + σ(i) tanh(g)``, ``h_t = σ(o) tanh(c_t)``. State is ``(h, c)``; other
-    arguments as :class:`RNN` (``proj_size`` is not implemented)."""
+    arguments as :class:`RNN`. ``proj_size > 0`` (below ``hidden_size``) projects the hidden
+    state, ``h_t = W_hr (σ(o) tanh(c_t))``, with one more weight per layer and direction,
+    ``weight_hr_l{k}`` ``(proj_size, hidden_size)``; ``h`` and the output then have
+    ``proj_size`` features and ``weight_hh_l{k}`` is ``(4*hidden_size, proj_size)``, as PyTorch.
+
+    >>> out, (h, c) = LSTM(3, 5, proj_size=2)(cv.randn(4, 1, 3))
+    >>> out.shape, h.shape, c.shape
+    ((4, 1, 2), (1, 1, 2), (1, 1, 5))
+    """
 
     _kind = "LSTM"
 

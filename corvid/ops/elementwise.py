@@ -224,13 +224,24 @@ class ElementwiseMixin:
         return _real_only("minimum", self._elementwise(Op.MIN, other))
 
     def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-        """Limit values to ``[min, max]`` (either may be None)."""
-        out = self
+        """Limit values to ``[min, max]`` (either may be None; tensor bounds broadcast).
+
+        Values as numpy's ``clip`` (nan in ``self`` or in a bound gives nan; ``min > max`` gives
+        ``max``). Derivative as ``torch.clamp``: 1 where ``min <= x <= max``, bounds included
+        (``maximum`` alone would split a tie in half), else 0 for ``x`` and 1 for the bound that
+        is returned.
+
+        >>> x = cv.Tensor([-1.0, 0.0, 2.0], requires_grad=True)
+        >>> x.clip(0.0, 1.0).sum().backward(); x.grad.tolist()
+        [0.0, 1.0, 0.0]
+        """
+        out, inside = self, None
         if min is not None:
-            out = out.maximum(min)
+            out, inside = out.maximum(min), self >= min
         if max is not None:
             out = out.minimum(max)
-        return out
+            inside = self <= max if inside is None else inside & (self <= max)
+        return out if inside is None else where(inside, self, out)
 
     clamp = clip
 
@@ -394,7 +405,14 @@ class ElementwiseMixin:
 
     # --- activations -------------------------------------------------------------------------------
     def relu(self: Tensor) -> Tensor:
-        return self.maximum(0)
+        """``max(x, 0)`` with derivative 0 at 0, as torch (``maximum(x, 0)`` would split the tie
+        and give 0.5 there). nan stays nan.
+
+        >>> x = cv.Tensor([-1.0, 0.0, 1.0], requires_grad=True)
+        >>> x.relu().sum().backward(); x.grad.tolist()
+        [0.0, 0.0, 1.0]
+        """
+        return where(self <= 0, 0, self)
 
     def sigmoid(self: Tensor) -> Tensor:
         """``1 / (1 + exp(-x))``, from ``e = exp(-|x|)`` (which never overflows): ``1/(1+e)`` for

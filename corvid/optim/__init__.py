@@ -12,7 +12,11 @@ PyTorch style (every new value of a step is computed in one schedule of fused ke
         opt.step()
         sched.step()
 
-Functional style, on pytrees, for ``cv.jit`` and ``cv.grad`` (the same update rules)::
+The loop body can be jitted as it is (``step = cv.jit(train_step)`` around ``zero_grad``,
+``backward`` and ``step``): the captured program reads the learning rate at each call, so the
+scheduler keeps working without a retrace.
+
+Functional style, on pytrees, for ``cv.jit``, ``cv.grad`` and ``cv.vmap`` (the same update rules)::
 
     tx = cv.optim.Adam.functional(lr=1e-3)
     state = tx.init(params)

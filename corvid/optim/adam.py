@@ -105,9 +105,13 @@ class AdamW(Adam):
 class LAMB(Adam):
     """LAMB (You et al., 2019): the bias-corrected Adam direction plus decoupled weight decay,
     ``r = m_hat / (sqrt(v_hat) + eps) + weight_decay * p``, scaled per tensor by the trust ratio
-    ``||p|| / ||r||`` (1 when either norm is 0): ``p -= lr * ||p|| / ||r|| * r``.
+    ``phi(||p||) / ||r||``: ``p -= lr * phi(||p||) / ||r|| * r``. The ratio is 1 when either norm
+    is 0 (a zero-initialized bias moves by ``lr * r``; a zero update leaves ``p`` alone).
 
-    Each parameter tensor is one "layer". State as :class:`Adam` (without amsgrad).
+    ``phi`` is the paper's scaling function ``min(max(z, lower), upper)`` with
+    ``norm_bounds=(lower, upper)``; the default ``(0, inf)`` makes it the identity. Each parameter
+    tensor is one "layer". State as :class:`Adam` (without amsgrad). ValueError for bounds that
+    are not ``0 <= lower <= upper``.
 
     >>> w = cv.Tensor([3.0, 4.0], requires_grad=True)
     >>> opt = LAMB([w], lr=0.1)
@@ -117,9 +121,16 @@ class LAMB(Adam):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.0):
+                 eps: float = 1e-6, weight_decay: float = 0.0, norm_bounds: tuple[float, float] = (0.0, math.inf)):
         Optimizer.__init__(self, params, {"lr": lr, "betas": tuple(betas), "eps": eps,
-                                          "weight_decay": weight_decay})
+                                          "weight_decay": weight_decay, "norm_bounds": tuple(norm_bounds)})
+
+    @classmethod
+    def _check(cls, hp: dict[str, Any]) -> None:
+        super()._check(hp)
+        bounds = tuple(hp["norm_bounds"])
+        if len(bounds) != 2 or not 0 <= bounds[0] <= bounds[1]:
+            raise ValueError(f"LAMB: norm_bounds must be (lower, upper) with 0 <= lower <= upper, got {bounds}")
 
     @classmethod
     def _scalars(cls, t: int | Tensor, hp: dict[str, Any]) -> dict[str, Scalar]:
@@ -134,5 +145,8 @@ class LAMB(Adam):
         if hp["weight_decay"]:
             r = r + hp["weight_decay"] * p
         p_norm, r_norm = p.square().sum().sqrt(), r.square().sum().sqrt()
+        lower, upper = hp["norm_bounds"]
+        if lower > 0 or upper < math.inf:
+            p_norm = p_norm.clip(lower, upper)
         trust = where((p_norm > 0) & (r_norm > 0), p_norm / where(r_norm > 0, r_norm, 1.0), 1.0)
         return p - s["lr"] * trust * r, new

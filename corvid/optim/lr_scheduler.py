@@ -27,7 +27,7 @@ from .optimizer import Optimizer
 from .state import restore_like, unflatten_state_dict
 
 __all__ = ["CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "OneCycleLR",
-           "SequentialLR", "StepLR"]
+           "ReduceLROnPlateau", "SequentialLR", "StepLR"]
 
 
 class LRScheduler:
@@ -349,3 +349,86 @@ class SequentialLR(LRScheduler):
         for sched, sub in zip(self.schedulers, subs):
             sched.load_state_dict(sub)
         super().load_state_dict(state_dict)
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Divide the learning rates when a metric stops improving, as PyTorch's: call
+    ``step(metric)`` once per epoch with the validation loss (``mode="min"``) or accuracy
+    (``"max"``).
+
+    A metric *improves* on the best so far when it beats it by more than ``threshold``: relatively
+    (``threshold_mode="rel"``: below ``best * (1 - threshold)`` in min mode, above
+    ``best * (1 + threshold)`` in max mode) or absolutely (``"abs"``: below ``best - threshold``,
+    above ``best + threshold``). After more than ``patience`` epochs in a row without improvement
+    each group's rate becomes ``max(lr * factor, min_lr)`` (unchanged if that moves it by no more
+    than ``eps``), and the next ``cooldown`` epochs count no bad epochs. ``min_lr`` is one number
+    or one per group. ValueError for ``factor >= 1``, an unknown mode, a negative ``patience`` or
+    ``cooldown``, or a ``min_lr`` list of the wrong length. There is no closed form: ``lr_at``
+    raises TypeError.
+
+    >>> opt = cv.optim.SGD([cv.Tensor([0.0], requires_grad=True)], lr=1.0)
+    >>> sched = ReduceLROnPlateau(opt, factor=0.5, patience=1)
+    >>> for loss in [3.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0]:
+    ...     sched.step(loss)
+    >>> sched.get_last_lr()
+    [0.25]
+    """
+
+    _unsaved = ("optimizer", "mode", "threshold_mode")  # both are constructor arguments (strings)
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
+                 min_lr: float | Sequence[float] = 0.0, eps: float = 1e-8):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"ReduceLROnPlateau needs a corvid.optim.Optimizer, got {type(optimizer).__name__}")
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be below 1, got {factor}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max' and threshold_mode 'rel' or 'abs', "
+                             f"got {mode!r} and {threshold_mode!r}")
+        if patience < 0 or cooldown < 0:
+            raise ValueError(f"ReduceLROnPlateau: patience and cooldown must be >= 0, got {patience} and {cooldown}")
+        self.optimizer = optimizer
+        self.min_lrs = [float(v) for v in self._per_group(min_lr, "min_lr")]
+        self.mode, self.factor, self.patience, self.threshold = mode, float(factor), int(patience), float(threshold)
+        self.threshold_mode, self.cooldown, self.eps = threshold_mode, int(cooldown), float(eps)
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [float(group["lr"]) for group in optimizer.param_groups]
+
+    def lr_at(self, epoch: int) -> list[float]:
+        raise TypeError("ReduceLROnPlateau has no closed form: its rates depend on the metrics given to step()")
+
+    def is_better(self, value: float, best: float) -> bool:
+        """Whether ``value`` improves on ``best`` by more than the threshold (see the class)."""
+        if self.mode == "min":
+            return value < (best * (1 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
+        return value > (best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def step(self, metrics: float | Any = None) -> None:  # type: ignore[override]
+        """Record one epoch's ``metrics`` (a number or a one-element tensor, read now) and reduce
+        the rates if it is the ``patience + 1``-th epoch in a row without improvement."""
+        if metrics is None:
+            raise TypeError("ReduceLROnPlateau.step needs the metric to watch: step(val_loss)")
+        current = float(metrics)
+        self.last_epoch += 1
+        if self.is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs during the cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(group["lr"])
+                new = max(old * self.factor, floor)
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [float(group["lr"]) for group in self.optimizer.param_groups]

@@ -16,7 +16,10 @@ share those rules:
   in one schedule (``cv.realize``: each value is one fused kernel, and the kernels compile in
   parallel), then points the parameters at the results. The per-step scalars travel in one small
   buffer per group and dtype, so no value of the learning rate or of a bias correction ever
-  changes a kernel: only the first step compiles.
+  changes a kernel: only the first step compiles. ``opt.step()`` also works inside ``cv.jit``:
+  a jitted ``zero_grad(); loss.backward(); opt.step()`` replays as one captured program that
+  reads the gradients, the state, the step counts and the learning rate at every call (see
+  :meth:`Optimizer._traced_step`).
 * the functional form (``tx = Adam.functional(lr=1e-3)``; ``state = tx.init(params)``;
   ``params, state = tx.update(grads, state, params)``) is pure on pytrees, so it runs under
   ``cv.jit``, ``cv.grad`` and ``cv.vmap``.
@@ -31,6 +34,7 @@ share those rules:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -99,49 +103,103 @@ class Optimizer:
         """Update every parameter that has a gradient; returns ``closure()``'s value (or None).
 
         ``closure`` (optional) re-evaluates the model and returns the loss; it runs with
-        gradients enabled. All new values are computed in one schedule. Inside ``cv.jit`` use
-        :meth:`functional` instead (RuntimeError here): the step counts and the learning rate of
-        this form live in Python and would be frozen into the trace."""
-        if capture.tracing():
-            raise RuntimeError(f"{type(self).__name__}.step() cannot be traced by cv.jit: its step counts and "
-                               f"learning rate live in Python. Use {type(self).__name__}.functional(...) inside "
-                               "the jitted function")
+        gradients enabled. All new values are computed in one schedule. Inside ``cv.jit`` the
+        step becomes part of the captured program (see :meth:`_traced_step`)."""
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
         with no_grad():
+            if capture.tracing():
+                self._traced_step()
+                return loss
             params, values, pending = [], [], []
             for group in self.param_groups:
                 scalars: dict[tuple[int, DType], dict[str, Scalar]] = {}
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    state = self.state.get(p)
-                    if state is None:
-                        state = self.state[p] = {"step": 0, **self._slots(p.detach(), group)}
+                    state = self._state_of(p, group)
                     t = state["step"] + 1
-                    key = (t, p.dtype)
-                    if key not in scalars:
-                        scalars[key] = _scalar_buffer(self._scalars(t, group), p.dtype, p.device)
+                    if isinstance(t, Tensor):  # a count a jitted step keeps as a tensor
+                        s = _cast_scalars(self._scalars(t, group), p.dtype)
+                    else:
+                        key = (t, p.dtype)
+                        if key not in scalars:
+                            scalars[key] = _scalar_buffer(self._scalars(t, group), p.dtype, p.device)
+                        s = scalars[key]
                     slots = {k: v for k, v in state.items() if k != "step"}
                     g = p.grad.detach().astype(p.dtype)
-                    new_p, new_slots = self._update(p.detach(), g, slots, group, scalars[key])
+                    new_p, new_slots = self._update(p.detach(), g, slots, group, s)
                     params.append(p)
                     values.append(new_p)
                     pending.append((state, t, new_slots))
-            realize(*values, *(v for _, _, slots in pending for v in slots.values()))
+            realize(*values, *(v for _, t, slots in pending for v in [*slots.values(), t] if isinstance(v, Tensor)))
             for p, v in zip(params, values):
                 p.assign(v)
             for state, t, slots in pending:
-                state.update(slots)
-                state["step"] = t
+                _store(state, {**slots, "step": t})
         return loss
+
+    def _state_of(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = {"step": 0, **self._slots(p.detach(), group)}
+        return state
+
+    def _traced_step(self) -> None:
+        """``step()`` while ``cv.jit`` traces: the same rule, recorded into the captured program
+        instead of computed, so a jitted PyTorch-style loop body (``zero_grad``, ``backward``,
+        ``step``) replays without Python. The program reads at each call every gradient, every
+        state tensor and the step counts (which become 0-d float64 tensors, updated in place)
+        and each group's ``lr`` (so a scheduler changes it without a retrace). Every other
+        hyperparameter is frozen into the program: a guard traces again when one changes, or
+        when parameters, groups or state tensors are replaced (``load_state_dict``)."""
+        from ..dtype import float64
+        from ..transforms.jit import add_guard, scalar_input
+
+        watched = []
+        for group in self.param_groups:
+            hp = {**group, "lr": scalar_input(lambda g=group: float(g["lr"]), float64, _device_of(group))}
+            states = []
+            for p in group["params"]:
+                p.grad = p.grad  # read and written back at each call, also when computed outside
+                if p.grad is None:
+                    continue
+                state = self._state_of(p, group)
+                if not isinstance(state["step"], Tensor):
+                    state["step"] = Tensor(np.float64(state["step"]), device=p.device)
+                t = state["step"] + 1
+                slots = {k: v for k, v in state.items() if k != "step"}
+                new_p, new_slots = self._update(p.detach(), p.grad.detach().astype(p.dtype), slots, group,
+                                                _cast_scalars(self._scalars(t, hp), p.dtype))
+                p.assign(new_p)
+                _store(state, {**new_slots, "step": t})
+                states.append((p, state, dict(state)))
+            frozen = {k: (v, v.node if isinstance(v, Tensor) else None) for k, v in group.items()
+                      if k not in ("params", "lr")}
+            watched.append((group, list(group["params"]), frozen, states))
+        add_guard(functools.partial(self._unchanged, list(self.param_groups), watched))
+
+    def _unchanged(self, groups: list[dict[str, Any]], watched: list[tuple]) -> bool:
+        """Whether what a traced step froze still holds (see :meth:`_traced_step`)."""
+        if len(groups) != len(self.param_groups) or any(a is not b for a, b in zip(groups, self.param_groups)):
+            return False
+        for group, params, frozen, states in watched:
+            if len(group["params"]) != len(params) or any(a is not b for a, b in zip(group["params"], params)):
+                return False
+            if set(group) - {"params", "lr"} != set(frozen) or any(not _same(group[k], *v) for k, v in frozen.items()):
+                return False
+            for p, state, values in states:
+                if self.state.get(p) is not state or any(state.get(k) is not v for k, v in values.items()):
+                    return False
+        return True
 
     # --- saving and loading --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: {"step": int, slot: Tensor}}, "param_groups": [{..., "params": [index]}]}``
-        with parameters numbered in group order (PyTorch's layout). Every value is a tensor, a
+        with parameters numbered in group order (PyTorch's layout); ``step`` is a 0-d float64
+        tensor once a jitted step has run (as PyTorch keeps it). Every value is a tensor, a
         number or a tuple of numbers: :func:`corvid.optim.flatten_state_dict` turns it into a dict
         of tensors for ``cv.save``."""
         index: dict[int, int] = {}
@@ -149,7 +207,10 @@ class Optimizer:
         for group in self.param_groups:
             ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
             groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": ids})
-        state = {index[id(p)]: dict(st) for p, st in self.state.items() if id(p) in index}
+        # tensors as new handles on their current values: later steps update the state's own
+        # tensors in place (a jitted step reads those objects), a state dict stays a snapshot
+        state = {index[id(p)]: {k: Tensor._from_node(v.node, v.device) if isinstance(v, Tensor) else v
+                                for k, v in st.items()} for p, st in self.state.items() if id(p) in index}
         return {"state": dict(sorted(state.items())), "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -286,6 +347,30 @@ class Functional:
 
 
 # --- helpers shared by the rules ----------------------------------------------------------------------
+def _store(state: dict[str, Any], values: dict[str, Any]) -> None:
+    """Put new values in ``state``, keeping its tensors the same objects (a jitted step reads them)."""
+    for k, v in values.items():
+        if isinstance(state.get(k), Tensor):
+            state[k].assign(v)
+        else:
+            state[k] = v
+
+
+def _cast_scalars(values: dict[str, Scalar], dtype: DType) -> dict[str, Scalar]:
+    return {k: v.astype(dtype) if isinstance(v, Tensor) else v for k, v in values.items()}
+
+
+def _same(value: Any, frozen: Any, frozen_node: Any) -> bool:
+    """Whether a hyperparameter still has the value a trace froze (a tensor: the same one, unchanged)."""
+    if isinstance(value, Tensor) or isinstance(frozen, Tensor):
+        return value is frozen and value.node is frozen_node
+    return type(value) is type(frozen) and bool(value == frozen)
+
+
+def _device_of(group: dict[str, Any]) -> str:
+    return group["params"][0].device if group["params"] else "CPU"
+
+
 def zeros_slot(p: Tensor, fill: float = 0.0) -> Tensor:
     """A state tensor like ``p`` filled with ``fill``, as a real buffer: the first step's kernels
     then read state exactly as every later step does, so they compile once."""
