@@ -11,3 +11,14 @@ import corvid as cv
 def _doctest_names(doctest_namespace):
     doctest_namespace["cv"] = cv
     doctest_namespace["np"] = np
+
+
+def _missing(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+# corvid.plot needs matplotlib (the [plot] extra, part of [test]): without it, its docstring
+# examples are not collected (tests/test_plot.py skips with the reason instead)
+collect_ignore_glob = ["corvid/plot/*"] if _missing("matplotlib") else []

@@ -38,9 +38,9 @@ from .codegen.search import beam  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-    """``cv.nn``, ``cv.optim`` and ``cv.data`` are imported on first use (they cost import time
-    that array code does not need)."""
-    if name in ("nn", "optim", "data"):
+    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.plot`` and ``cv.notebook`` are imported on first
+    use (they cost import time that array code does not need; plot needs matplotlib)."""
+    if name in ("nn", "optim", "data", "plot", "notebook"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -181,6 +181,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         dev = "" if self.device == "CPU" else f", device={self.device!r}"
         return f"Tensor({body}{extra}{dev})"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: shape, dtype and device, then the values (abbreviated when big)."""
+        from .display import tensor_html
+
+        return tensor_html(self)
+
     def __hash__(self) -> int:
         return id(self)
 
