@@ -199,6 +199,9 @@ def _mark_parallel(k: Kernel, stmts: list) -> None:
             s.parallel = True
             return
     for s in loops:
-        if len(s.reduce) == 1 and s.loop.size >= 2:
+        # one accumulator: OpenMP's reduction clause; several float sums (a vectorized column
+        # sum's register tile): per-thread partials that the renderer adds up in thread order
+        if s.loop.size >= 2 and (len(s.reduce) == 1 or all(u.arg[0] == "sum" and u.dtype.is_float
+                                                           and not u.dtype.is_complex for u in s.reduce)):
             s.parallel = True
             return

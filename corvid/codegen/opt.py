@@ -145,9 +145,10 @@ def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
         if not dep:
             continue
         vec.add(id(u))
-        if u.op == "reduce" and (u.arg[0] != "sum" or u.dtype.name not in ("float32", "float64")):
+        if u.op == "reduce" and (u.arg[0] not in ("sum", "max", "min") or u.dtype.name not in ("float32", "float64")):
             return False
-    return all(_contiguous_in(st.index, lane) and k.params[st.param].dtype.name in ("float32", "float64")
+    # stores of float vectors: contiguous ones whole, strided ones lane by lane
+    return all(k.params[st.param].dtype.name in ("float32", "float64")
                and (st.gate is None or lane not in st.gate.vars()) for st in trial.stores)
 
 
@@ -301,7 +302,21 @@ def apply_heuristics(k: Kernel) -> Kernel:
     if not k.loops or len(k.stores) != 1:
         return k
     out = _matmul_heuristics(k)
-    return _access_order(k) if out is k else out
+    return _reduce_columns(_access_order(k)) if out is k else out
+
+
+def _reduce_columns(k: Kernel) -> Kernel:
+    """A reduce (sum, max, min) whose innermost output loop walks its input contiguously (a
+    max-pool over channels-last data): vectors across that loop, one accumulator per lane; the
+    compiler could only vectorize the reduce loop, which is short or strided there."""
+    if not reduce_loops(k):
+        return k
+    inner = k.loops[-1].var
+    if not any(u.op == "load" and _stride(u.arg[1], inner) == 1 for u in k.values()):
+        return k
+    full = vector_bytes() // 4
+    width = next((w for w in (full, full // 2, full // 4) if w >= 4 and can_vectorize(k, len(k.loops) - 1, w)), 0)
+    return apply_opt(k, Opt("vectorize", len(k.loops) - 1, width)) if width else k
 
 
 def _access_order(k: Kernel) -> Kernel:

@@ -13,8 +13,11 @@
   it is built (:mod:`corvid.graph.symbolic`).
 * **Multiply-add fusion** (:func:`fuse_multiply_add`): ``a*b + c`` in float32/float64, where the
   product has no other use, becomes one ``mulacc`` value (one rounding), which the C renderer
-  writes as ``fmaf``/``fma`` (vectors: ``a*b + c``, which the compiler contracts), when the target
-  has FMA (:func:`has_fma`). Not for float16/bfloat16, whose every op rounds to their own width.
+  writes as ``fmaf``/``fma`` (vectors: a lane loop of them, one instruction), when the target has
+  FMA (:func:`has_fma`); the renderer also accumulates a sum of products with them. Kernels are
+  compiled with ``-ffp-contract=off``, so these are the only fused operations: the same value
+  comes out bit for bit the same in every kernel that computes it. Not for float16/bfloat16,
+  whose every op rounds to their own width.
 * **Dead-code elimination**: a kernel's values are those its stores reach (:meth:`Kernel.values`);
   the rebuilt kernel's value table holds only those.
 """

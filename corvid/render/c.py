@@ -17,6 +17,7 @@ import math
 
 from ..codegen.ir import Kernel, U
 from ..codegen.opt import VECTOR_OPS
+from ..codegen.passes import has_fma
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType, reduce_identity
 from ..dtype import float32 as _F32, float64 as _F64
@@ -35,6 +36,7 @@ _MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2
          Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.ERFC: "erfc", Op.LGAMMA: "lgamma", Op.FLOOR: "floor", Op.CEIL: "ceil",
          Op.ROUND: "rint", Op.TRUNC: "trunc", Op.ABS: "fabs", Op.ATAN2: "atan2", Op.POW: "pow"}
 _BINARY_MATH = {"atan2", "pow"}
+COLLAPSE_BELOW = 64  # a parallel loop with fewer iterations shares the threads with the loops inside it
 # exp where its result is subnormal or 0, kept off libmvec's slow path: (below this, add this
 # exact constant c (the sum is exact there), keep the sum at least this, multiply by exp(-c))
 _EXP_UNDERFLOW = {"float": ("-87.34", "24.0", "-82.0", "3.775134544279098e-11"),
@@ -207,8 +209,9 @@ def _lane_contiguous(expr: Sym, lane: Var) -> bool:
 class CRenderer:
     """Kernel IR → C source. Subclasses for other C-like languages override the hooks."""
 
-    def __init__(self, openmp: bool = True, libmvec: bool = True):
+    def __init__(self, openmp: bool = True, libmvec: bool = True, fma: bool | None = None):
         self.openmp, self.libmvec = openmp, libmvec
+        self.fma = has_fma() if fma is None else fma  # write sums of products as fused multiply-adds
 
     def render(self, k: Kernel) -> str:
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
@@ -262,7 +265,12 @@ class CRenderer:
                 gate = None if s.store.gate is None else self._s(s.store.gate)
                 if gate == Num(0):  # (a piece of a split loop where this store never happens)
                     continue
-                if self.lane is not None and self.lane in idx.vars():
+                if self.lane is not None and self.lane in idx.vars() and not _lane_contiguous(idx, self.lane):
+                    # a strided store of a vector (an output that is not contiguous along the lanes)
+                    v = f"{self._ref(value)}[lane]" if id(value) in self.vec else self._ref(value)
+                    line = (f"for (int lane = 0; lane < {self.k.vector_width}; lane++) "
+                            f"p{p}[{idx.render(self._var)}] = {v};")
+                elif self.lane is not None and self.lane in idx.vars():
                     v = self._ref(value) if id(value) in self.vec else self._broadcast(self._ref(value), dt)
                     line = f"*({self._vtype(dt)}*)(p{p} + {self._lane0(idx)}) = {v};"
                 else:
@@ -270,6 +278,22 @@ class CRenderer:
                 if gate is not None and gate != Num(1):  # (a padded loop: the gate never depends on the lane)
                     line = f"if ({gate.render(self._var)}) {line}"
                 self.lines.append(pad + line)
+            elif isinstance(s, For) and s.parallel and s.reduce and self.openmp and \
+                    (len(s.reduce) > 1 or id(s.reduce[0]) in self.vec):
+                self._emit_partials(s, pad, depth)
+            elif isinstance(s, For) and self._collapse(s) > 1:
+                # few parallel iterations (3 over 2 threads leaves one idle a third of the time):
+                # the loops nested right inside share the threads too (OpenMP's collapse)
+                chain = [s]
+                for _ in range(self._collapse(s) - 1):
+                    chain.append(chain[-1].body[0])
+                self.lines.append(f"{pad}#pragma omp parallel for collapse({len(chain)}) schedule(static)")
+                for j, f in enumerate(chain):
+                    v = self._var(f.loop.var)
+                    self.lines.append(f"{pad}{'  ' * j}for ({self.index_t} {v} = 0; {v} < {f.loop.size}; {v}++) {{")
+                self._emit_block(chain[-1].body, depth + len(chain))
+                for j in reversed(range(len(chain))):
+                    self.lines.append(f"{pad}{'  ' * j}}}")
             elif isinstance(s, For):
                 pieces = self._pieces(s)
                 outer = self._narrow
@@ -286,6 +310,54 @@ class CRenderer:
                     self._emit_block(s.body, depth + 1)
                     self.lines.append(f"{pad}}}")
                 self._narrow = outer
+
+    def _emit_partials(self, s: For, pad: str, depth: int) -> None:
+        """A top-level reduce loop across threads with several (or vector) sum accumulators,
+        which OpenMP's reduction clause cannot take: each thread sums its static share into
+        accumulators of its own, and their partials are added to the outer ones in thread order
+        (the same result on every run with the same thread count)."""
+        self.helpers.setdefault("omp_decls", "int omp_get_max_threads(void); int omp_get_thread_num(void);\n")
+        accs = [(self._name(u), self._type(u), u) for u in s.reduce]
+        self.lines.append(f"{pad}{{")
+        self.lines.append(f"{pad}  int cv_nt = omp_get_max_threads();")
+        inits = []
+        for name, t, u in accs:
+            init = render_const(reduce_identity(u.dtype, u.arg[0]), u.dtype)
+            inits.append(self._broadcast(init, u.dtype) if id(u) in self.vec else init)
+            self.lines.append(f"{pad}  {t} {name}_part[cv_nt];")
+        # (a team may get fewer threads than asked for: the partials of absent ones add nothing)
+        self.lines.append(f"{pad}  for (int cv_t = 0; cv_t < cv_nt; cv_t++) {{ "
+                          + " ".join(f"{name}_part[cv_t] = {init};" for (name, _, _), init in zip(accs, inits)) + " }")
+        self.lines.append(f"{pad}  #pragma omp parallel num_threads(cv_nt)")
+        self.lines.append(f"{pad}  {{")
+        for (name, t, _), init in zip(accs, inits):
+            self.lines.append(f"{pad}    {t} {name} = {init};")
+        self.lines.append(f"{pad}    #pragma omp for schedule(static)")
+        v = self._var(s.loop.var)
+        self.lines.append(f"{pad}    for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
+        self._emit_block(s.body, depth + 3)
+        self.lines.append(f"{pad}    }}")
+        for name, _, _ in accs:
+            self.lines.append(f"{pad}    {name}_part[omp_get_thread_num()] = {name};")
+        self.lines.append(f"{pad}  }}")
+        self.lines.append(f"{pad}  for (int cv_t = 0; cv_t < cv_nt; cv_t++) {{")
+        for name, _, _ in accs:
+            self.lines.append(f"{pad}    {name} += {name}_part[cv_t];")
+        self.lines.append(f"{pad}  }}")
+        self.lines.append(f"{pad}}}")
+
+    def _collapse(self, s: For) -> int:
+        """How many perfectly nested loops a parallel loop shares its threads with: while there
+        are fewer than ``COLLAPSE_BELOW`` iterations in all (a plain parallel loop only: no reduce
+        or simd clause)."""
+        if not (s.parallel and self.openmp) or s.reduce or s.loop.size >= COLLAPSE_BELOW or \
+                self._pragma(s) != "#pragma omp parallel for schedule(static)":
+            return 1
+        n, total, f = 1, s.loop.size, s
+        while total < COLLAPSE_BELOW and len(f.body) == 1 and isinstance(f.body[0], For) and not f.body[0].reduce:
+            f = f.body[0]
+            n, total = n + 1, total * f.loop.size
+        return n
 
     def _s(self, x: Sym) -> Sym:
         """An index expression as seen inside the pieces of split loops (see :meth:`_pieces`)."""
@@ -315,10 +387,10 @@ class CRenderer:
         bounds = [0, *sorted(cuts), s.loop.size]
         return list(zip(bounds, bounds[1:]))
 
-    @staticmethod
-    def _nan_flag(u: U) -> bool:
-        """Float max/min track nan in a flag so the comparison itself can vectorize."""
-        return u.op == "reduce" and u.arg[0] in ("max", "min") and u.dtype.is_float
+    def _nan_flag(self, u: U) -> bool:
+        """Float max/min track nan in a flag so the comparison itself can vectorize (a vector
+        accumulator keeps nan by its select instead)."""
+        return u.op == "reduce" and u.arg[0] in ("max", "min") and u.dtype.is_float and id(u) not in self.vec
 
     def _pragma(self, s: For) -> str:
         # a single accumulator vectorizes along its loop; a group of them (register tiles) is
@@ -344,6 +416,14 @@ class CRenderer:
         if op in ("sum", "prod") and u.dtype.is_int and not u.dtype.is_unsigned and id(u) not in self.vec:
             t = compute_type(u.dtype)  # wrap on overflow, as numpy does (no -fwrapv)
             return f"{acc} = ({t})((u{t}){acc} {'+' if op == 'sum' else '*'} (u{t}){v});"
+        if op == "sum" and self.fma and u.dtype.name in ("float32", "float64"):
+            m = u.src[0]  # a sum of products accumulates with fused multiply-adds
+            if m.op == "alu" and m.arg is Op.MUL and m.dtype == u.dtype:
+                a, b = (self._ref(x) if id(x) in self.vec or id(u) not in self.vec else
+                        self._broadcast(self._ref(x), u.dtype) for x in m.src)
+                if id(u) in self.vec:
+                    return f"{acc} = {self._vector_fma(u.dtype)}({a}, {b}, {acc});"
+                return f"{acc} = {'__builtin_fmaf' if u.dtype.name == 'float32' else '__builtin_fma'}({a}, {b}, {acc});"
         if op == "sum":
             return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
         if op == "prod":
@@ -353,6 +433,9 @@ class CRenderer:
         if self._nan_flag(u):
             cmp = ">" if op == "max" else "<"
             return f"{acc}_nan |= ({v} != {v}); {acc} = {self._select(f'{v} {cmp} {acc}', v, acc, u.dtype)};"
+        if id(u) in self.vec:  # lanes: a nan in v replaces acc, and no comparison replaces a nan acc
+            cmp = ">" if op == "max" else "<"
+            return f"{acc} = {self._vtype(u.dtype)}_select(({v} {cmp} {acc}) | ({v} != {v}), {v}, {acc});"
         return f"{acc} = {self._minmax(op, acc, v, u.dtype)};"
 
     # vectors (GCC vector extensions; clang supports them too) ---------------------------------------
@@ -419,10 +502,22 @@ class CRenderer:
             self._lane_ctx = None
         self.lines.append(f"{pad}}}")
 
+    def _vector_fma(self, dt: DType) -> str:
+        """``a*b + c`` on vectors with one rounding: a lane loop of fma, which gcc compiles to one
+        vector instruction (there is no generic vector fma builtin)."""
+        vt = self._vtype(dt)
+        name = f"{vt}_fma"
+        if name not in self.helpers:
+            fma = "__builtin_fmaf" if dt.name == "float32" else "__builtin_fma"
+            self.helpers[name] = (f"static inline {vt} {name}({vt} a, {vt} b, {vt} c) {{ {vt} r; "
+                                  f"for (int l = 0; l < {self.k.vector_width}; l++) r[l] = {fma}(a[l], b[l], c[l]); "
+                                  f"return r; }}\n")
+        return name
+
     def _vector_alu(self, u: U) -> str:
         args = [self._ref(x) if id(x) in self.vec else self._broadcast(self._ref(x), u.dtype) for x in u.src]
-        if u.op == "mulacc":  # the compiler contracts a vector a*b + c into fused multiply-adds
-            return f"{args[0]} * {args[1]} + {args[2]}"
+        if u.op == "mulacc":  # one rounding, as the scalar fma (kernels are built with -ffp-contract=off)
+            return f"{self._vector_fma(u.dtype)}({args[0]}, {args[1]}, {args[2]})"
         if u.arg is Op.NEG:
             return f"-{args[0]}"
         if u.arg in (Op.MAX, Op.MIN):

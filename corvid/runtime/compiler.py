@@ -144,8 +144,12 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
     # tests/test_compiler.py keeps the case), and measured no faster on corvid's kernels.
     # ... and without loop if-conversion: gcc 12.2 -O2 also miscompiled a vmapped masked write
     # with it. The C renderer writes selects as bit masks, so loops vectorize without it.
-    head = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-tree-loop-if-convert", "-march=native",
-            "-fPIC", "-shared")
+    # ... and without contracting a*b + c on its own (-ffp-contract=off): where it contracts
+    # depends on the code around an expression, so the same value computed in two kernels (a
+    # max and its equality test) could differ in the last bit; the IR fuses explicitly
+    # (codegen/passes.py, and sums of products in the C renderer).
+    head = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-tree-loop-if-convert", "-ffp-contract=off",
+            "-march=native", "-fPIC", "-shared")
     tail = ("-fno-math-errno",)
     with tempfile.TemporaryDirectory(prefix="corvid-probe-") as tmp:
         folder = pathlib.Path(tmp)
