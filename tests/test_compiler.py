@@ -249,6 +249,8 @@ def test_a_value_computed_in_two_kernels_is_bit_identical():
     """``mag == mag.max(...)`` recomputes ``mag`` in two kernels (a vectorized column max and an
     elementwise test): kernels are built with -ffp-contract=off and fuse multiply-adds only where
     the IR says, so both see the same bits and every column finds its maximum."""
+    import corvid as cv
+
     rng = np.random.default_rng(5)
     for dtype in (np.float32, np.float64):
         re, im = (cv.Tensor(rng.standard_normal((3, 40, 48)).astype(dtype)) for _ in range(2))
