@@ -514,7 +514,27 @@ def max_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = Non
     nd = _pool_dims(x, kernel_size, None, "max_pool")
     fill = dt.reduce_identity(x.dtype, "max")
     win, _ = _pool_view(x, nd, kernel_size, stride, padding, dilation, ceil_mode, fill, "max_pool")
+    if x.ndim == nd + 2 and _channels_last(x.node, nd):
+        # the input is a convolution's output, stored channels-last: reduce a channels-last view of
+        # the windows, so the pooled values (and the gradient's window counts) are stored that way
+        # too and every kernel around them reads and writes along channels, not across them
+        win = win.permute((0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd)))
+        y = win.max(tuple(range(-nd, 0)))
+        return y.permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
     return win.max(tuple(range(-nd, 0)))
+
+
+def _channels_last(n: Any, nd: int, depth: int = 6) -> bool:
+    """Whether ``n`` is, through elementwise ops (a relu), a channels-first view of a stored
+    channels-last tensor: the permute :func:`_conv_forward` returns. (A layout choice only.)"""
+    from ..graph.node import ELEMENTWISE, IDENTITY, Op
+
+    to_first = (0, 1 + nd) + tuple(range(1, 1 + nd))
+    if n.op is Op.PERMUTE:
+        return tuple(n.arg) == to_first and n.src[0].op in (Op.CONTIGUOUS, Op.BUFFER)
+    if depth == 0 or not (n.op in ELEMENTWISE or n.op in IDENTITY):  # (a traced variable's marker)
+        return False
+    return any(_channels_last(s, nd, depth - 1) for s in n.src if s.shape == n.shape)
 
 
 def avg_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None, padding: IntOrTuple = 0,

@@ -218,12 +218,22 @@ class CRenderer:
         self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
         self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
         self.vec: set[int] = set()
+        self.held: set[int] = set()
         self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names
         self._narrow: dict[Var, Var] = {}  # inside a piece of a split loop: its variable with the piece's range
         if self.lane is not None:
             for u in k.values():
                 if any(self.lane in x.vars() for x in u.syms()) or any(id(x) in self.vec for x in u.src):
                     self.vec.add(id(u))
+            # vector values held in vector registers: those with a vector form, and the others
+            # (computed lane by lane) that a vector op, a sum or a store reads; the rest are
+            # computed inside their users' lane loops (gcc vectorizes one lane loop, not a chain
+            # of them that pass values through vector variables)
+            self.held = {id(u) for u in k.values() if id(u) in self.vec and self._native(u)}
+            for u in k.values():
+                if id(u) in self.held:
+                    self.held.update(id(x) for x in u.src if id(x) in self.vec and _vector_valued(x))
+            self.held.update(id(st.value) for st in k.stores if id(st.value) in self.vec)
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
         # (i*16383) % 16384) is computed in 64 bits, as is everything when sizes need it
@@ -242,7 +252,7 @@ class CRenderer:
         for s in stmts:
             if isinstance(s, Def):
                 if id(s.u) in self.vec and not self._native(s.u):
-                    if _vector_valued(s.u):
+                    if id(s.u) in self.held:
                         self._emit_lane_def(s.u, pad)
                     continue  # a lane scalar: computed inside the lane loops of its users
                 self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {self._expr(s.u)};")
@@ -480,7 +490,7 @@ class CRenderer:
         seen: set[int] = set()
 
         def visit(x: U) -> None:
-            if id(x) in seen or id(x) not in self.vec or (_vector_valued(x) and x is not u):
+            if id(x) in seen or id(x) not in self.vec or (id(x) in self.held and x is not u):
                 return
             seen.add(id(x))
             for src in x.src:
