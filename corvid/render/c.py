@@ -638,6 +638,8 @@ class CRenderer:
     def _cast(self, x: str, src: DType, dst: DType) -> str:
         if dst.is_bool:
             return f"({x} != 0)"
+        if src.is_bool and dst.name in ("float32", "float64"):  # (a select vectorizes; gcc 12's (float)_Bool does not)
+            return self._select(x, render_const(1, dst), render_const(0, dst), dst)
         return f"({compute_type(dst)})({x})"
 
     def _bitcast(self, u: U) -> str:
