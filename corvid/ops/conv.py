@@ -262,14 +262,18 @@ def _conv_bwd(res: Any, g: Tensor) -> tuple[Tensor | None, ...]:
     x, w, has_bias, spec = res
     st, pads, dil, g_ = spec
     nd = x.ndim - 2
-    dx = _conv_transpose_core(g, w, None, st, dil, g_, tuple(d * (k - 1) - p for d, k, (p, _) in
-                                                       zip(dil, w.shape[2:], pads)), x.shape[2:])
-    dw = _conv_weight_grad(x, g, w.shape, spec)
+    # the cotangent stored once, channels-last: the layout the weight gradient reads, and the
+    # input gradient pads it that way too (two copies in two layouts cost the MNIST step ~1 ms)
+    last = g.permute((0,) + tuple(range(2, 2 + nd)) + (1,)).contiguous()     # (N, *out, C_out)
+    gv = last.permute((0, 1 + nd) + tuple(range(1, 1 + nd)))                # (N, C_out, *out), a view
+    dx = _conv_transpose_core(gv, w, None, st, dil, g_, tuple(d * (k - 1) - p for d, k, (p, _) in
+                                                        zip(dil, w.shape[2:], pads)), x.shape[2:], last=last)
+    dw = _conv_weight_grad(x, gv, w.shape, spec, last=last)
     db = g.sum((0,) + tuple(range(2, 2 + nd))) if has_bias else None
     return dx, dw, db, None
 
 
-def _conv_weight_grad(x: Tensor, g: Tensor, w_shape: tuple[int, ...], spec: tuple) -> Tensor:
+def _conv_weight_grad(x: Tensor, g: Tensor, w_shape: tuple[int, ...], spec: tuple, last: Tensor | None = None) -> Tensor:
     """``dw[co, ci, *k] = sum over (n, *o) of g[n, co, *o] * window(x)[n, ci, *o, *k]``: a matmul
     whose reduce axis is ``(N, *out)``. ``g`` is copied channels-last and the result is laid out
     ``(G, *kernel, C_in/groups, C_out/groups)`` (stored, then permuted back), so the innermost output
@@ -286,7 +290,10 @@ def _conv_weight_grad(x: Tensor, g: Tensor, w_shape: tuple[int, ...], spec: tupl
     sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
     win = win.reshape((n, groups, cg) + out_sz + kernel).permute((1,) + ks + (2, 0) + sp)
     win = win.unsqueeze(2 + nd)                                              # (G, *kernel, Cg, 1, N, *out)
-    gl = g.reshape((n, groups, og) + out_sz).permute((1, 0) + tuple(range(3, 3 + nd)) + (2,)).contiguous()
+    if last is not None:  # g already stored channels-last: (N, *out, G*Og) viewed as (G, N, *out, Og)
+        gl = last.reshape((n,) + out_sz + (groups, og)).permute((1 + nd, 0) + tuple(range(1, 1 + nd)) + (2 + nd,))
+    else:
+        gl = g.reshape((n, groups, og) + out_sz).permute((1, 0) + tuple(range(3, 3 + nd)) + (2,)).contiguous()
     gl = gl.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd)))              # (G, Og, N, *out), a view
     gl = gl.reshape((groups,) + (1,) * (nd + 1) + gl.shape[1:])
     prod = win * gl                                                          # (G, *kernel, Cg, Og, N, *out)
@@ -395,7 +402,7 @@ def conv_transpose(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Int
 
 
 def _conv_transpose_core(x: Tensor, w: Tensor, bias: Tensor | None, stride: tuple[int, ...], dilation: tuple[int, ...], groups: int,
-                         before: tuple[int, ...], sizes: tuple[int, ...]) -> Tensor:
+                         before: tuple[int, ...], sizes: tuple[int, ...], last: Tensor | None = None) -> Tensor:
     """``x`` spread by ``stride``, padded by ``before`` (negative crops) and on the right to give an
     output of spatial size ``sizes``, convolved with ``w`` (``(C_in, C_out/groups, *kernel)``)
     flipped, its channel axes swapped within each group."""
@@ -405,15 +412,18 @@ def _conv_transpose_core(x: Tensor, w: Tensor, bias: Tensor | None, stride: tupl
         x = _spread(x, 2 + j, stride[j])
     after = tuple(o + d * (k - 1) - i - b for o, d, k, i, b in zip(sizes, dilation, kernel, x.shape[2:], before))
     padded = any(b > 0 or a > 0 for b, a in zip(before, after))
-    if padded:  # store the cotangent, then the padded copy: a plain copy, not a fused one with gates
-        x = x.contiguous()
-    x = x.pad(((0, 0), (0, 0)) + tuple(zip(before, after)))
+    # a padded input is stored, not read through gates in the inner loop: a gradient's padding is
+    # kernel-1 on each side (MNIST's 5x5 dx: 45 -> 21 ms), and the one-output-channel path
+    # vectorizes along output positions only for ungated loads
+    if padded and last is not None and all(s == 1 for s in stride):
+        # x is a view of `last`, stored channels-last: pad that, and store the copy channels-last
+        lp = last.pad(((0, 0),) + tuple(zip(before, after)) + ((0, 0),)).contiguous()
+        x = lp.permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
+    elif padded:  # the cotangent stored, then the padded copy: a plain copy, not a fused one with gates
+        x = x.contiguous().pad(((0, 0), (0, 0)) + tuple(zip(before, after))).contiguous()
+    else:
+        x = x.pad(((0, 0), (0, 0)) + tuple(zip(before, after)))
     g, c_in, og = groups, x.shape[1], w.shape[1]
-    if padded:
-        # store the padded input, not gated reads of it in the inner loop: a gradient's padding is
-        # kernel-1 on each side (MNIST's 5x5 dx: 45 -> 21 ms), and the one-output-channel path
-        # vectorizes along output positions only for ungated loads
-        x = x.contiguous()
     wf = w.reshape((g, c_in // g, og) + kernel).transpose(1, 2).reshape((g * og, c_in // g) + kernel)
     wf = wf.flip(tuple(range(2, 2 + nd)))
     return conv(x, wf, bias, 1, 0, dilation, g)
