@@ -49,6 +49,7 @@ from .ir import Kernel, Loop, Opt, U, substitute_arg
 ROW_TILES = (8, 6, 4, 3, 2)
 COL_TILES = (2, 3, 5)
 SPARE_REGISTERS = 4  # vector registers a tile leaves for the column loads and the broadcast row value
+TRANSPOSE_TILE = 16  # a transposing copy walks tiles of this many elements on each side
 SMALL_UPCAST = 16  # a matmul-like kernel's innermost output loop up to this size is unrolled whole
 VECTOR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.MIN})
 
@@ -337,9 +338,34 @@ def _access_order(k: Kernel) -> Kernel:
             if _stride(index, lp.var) == 1:
                 score[i] += touched
     best = max(range(len(k.loops)), key=lambda i: (score[i], i))
+    if not k.reduce_loops():
+        tiled = _transpose_tiles(k, score, best)
+        if tiled is not k:
+            return tiled
     if score[best] < 2 * score[-1] or k.loops[best].size < 8 or best == len(k.loops) - 1:
         return k
     order = tuple(i for i in range(len(k.loops)) if i != best) + (best,)
+    return apply_opt(k, Opt("permute", 0, order))
+
+
+def _transpose_tiles(k: Kernel, score: list[int], best: int) -> Kernel:
+    """A transpose (one access contiguous along loop ``a``, another along loop ``b``, each a good
+    share of the bytes): both loops in tiles of ``TRANSPOSE_TILE``, the tile loops outside, so
+    a tile's cache lines are used whole on both sides instead of one element per line."""
+    t = TRANSPOSE_TILE
+    other = [i for i in range(len(k.loops)) if i != best and score[i] * 4 >= score[best] > 0]
+    if not other:
+        return k
+    b = max(other, key=lambda i: score[i])
+    a_lp, b_lp = k.loops[best], k.loops[b]
+    if a_lp.size < 2 * t or b_lp.size < 2 * t or a_lp.size % t or b_lp.size % t:
+        return k
+    k = apply_opt(k, Opt("split", b, t))
+    k = apply_opt(k, Opt("split", best + (best > b), t))
+    names = {a_lp.var.name + "o", a_lp.var.name + "i", b_lp.var.name + "o", b_lp.var.name + "i"}
+    pos = {lp.var.name: i for i, lp in enumerate(k.loops)}
+    rest = tuple(i for i, lp in enumerate(k.loops) if lp.var.name not in names)
+    order = rest + tuple(pos[n] for n in (b_lp.var.name + "o", a_lp.var.name + "o", b_lp.var.name + "i", a_lp.var.name + "i"))
     return apply_opt(k, Opt("permute", 0, order))
 
 
