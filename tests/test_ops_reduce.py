@@ -287,11 +287,11 @@ def test_matmul_transposed_views():
 
 
 def test_large_matmul_reads_a_packed_copy_of_b(monkeypatch):
-    """Past _PACK_MIN_BYTES the right operand is copied into column panels first (lowered to a
+    """Past a quarter of the last-level cache the right operand is copied into column panels first (lowered to a
     3-loop kernel over the panels); values, batching, transposed views and gradients unchanged."""
     import corvid.ops.reduce as red
 
-    monkeypatch.setattr(red, "_PACK_MIN_BYTES", 1)
+    monkeypatch.setattr(red, "_PACK_LLC_FRACTION", 1 << 40)  # (any operand is past it)
     monkeypatch.setattr(red, "_PACK_MIN_ROWS", 8)
     a, b = data(cd.float64, (2, 16, 24), 1), data(cd.float64, (24, 32), 2)
     ta, tb = cv.Tensor(a, requires_grad=True), cv.Tensor(b, requires_grad=True)

@@ -317,3 +317,12 @@ def test_multiply_add_fusion_where_the_product_has_one_use():
     assert sum(u.op == "mulacc" for u in k2.values()) == 1
     h = cv.Tensor(a.astype(np.float16))
     assert not any(u.op == "mulacc" for u in fuse_multiply_add(_base(h * 1.5 + h)).values())  # rounds per op
+
+
+def test_cache_sizes_are_read_from_the_system_or_defaulted():
+    """The heuristics size the matmul packing threshold by the last-level cache (issue 5: per
+    device cores, vector width and cache sizes)."""
+    from corvid.codegen.opt import cache_bytes
+
+    sizes = [cache_bytes(level) for level in (1, 2, 3)]
+    assert all(s >= 4096 for s in sizes) and sizes[0] <= sizes[1] <= sizes[2]

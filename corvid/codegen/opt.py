@@ -69,6 +69,31 @@ def vector_bytes() -> int:
 
 
 @functools.cache
+def cache_bytes(level: int) -> int:
+    """This CPU's data (or unified) cache size at ``level`` (1, 2, 3), from sysfs; typical sizes
+    (32 KiB, 1 MiB, 32 MiB) where the system does not say."""
+    import glob
+
+    for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        try:
+            with open(f"{folder}/level") as f:
+                lvl = int(f.read())
+            with open(f"{folder}/type") as f:
+                kind = f.read().strip()
+            with open(f"{folder}/size") as f:
+                text = f.read().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if lvl == level and kind in ("Data", "Unified"):
+            unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            try:
+                return int(text.rstrip("KMG")) * unit
+            except ValueError:
+                break
+    return {1: 32 << 10, 2: 1 << 20}.get(level, 32 << 20)
+
+
+@functools.cache
 def vector_registers() -> int:
     """Vector registers of this CPU (32 with AVX-512, else 16)."""
     return 32 if vector_bytes() == 64 else 16

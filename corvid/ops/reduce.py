@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .. import dtype as dt
+from ..codegen.opt import cache_bytes
 from ..graph.node import Op, node
 from .elementwise import where
 from .movement import normalize_axis
@@ -40,10 +41,11 @@ def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
 
 
 _TRANSPOSE_COPY_MIN = 1 << 14  # elements of b: smaller transposed operands are read in place
-# a right operand of at least this many bytes is read through a packed copy (see _packed_transpose):
-# beyond it, its rows lie so far apart that walking a column panel misses the TLB at every row
-# (2048^2 float32: 140 -> 225 GFLOP/s measured on a 2-core AVX-512 machine)
-_PACK_MIN_BYTES = 8 << 20
+# a right operand of at least a quarter of the last-level cache is read through a packed copy (see
+# _packed_transpose): beyond it, its rows lie so far apart that walking a column panel misses the
+# TLB at every row (2048^2 float32: 140 -> 225 GFLOP/s measured on a 2-core AVX-512 machine with
+# 32 MiB of L3, where this is 8 MiB)
+_PACK_LLC_FRACTION = 4
 _PACK_PANEL_BYTES = 128  # columns per panel: two 64-byte vectors
 _PACK_MIN_ROWS = 64  # a matrix-vector product reads b once anyway: a copy would only add traffic
 
@@ -56,7 +58,7 @@ def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
     k, m = b.shape[-2:]
     p = _PACK_PANEL_BYTES // b.dtype.itemsize
     if not b.dtype.is_float or b.dtype.itemsize < 4 or m % p or rows < _PACK_MIN_ROWS or \
-            k * m * b.dtype.itemsize < _PACK_MIN_BYTES:
+            k * m * b.dtype.itemsize < cache_bytes(3) // _PACK_LLC_FRACTION:
         return None
     lead = tuple(range(b.ndim - 2))
     r = len(lead)
