@@ -2,6 +2,7 @@
 
 import os
 import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -326,3 +327,35 @@ def test_cache_sizes_are_read_from_the_system_or_defaulted():
 
     sizes = [cache_bytes(level) for level in (1, 2, 3)]
     assert all(s >= 4096 for s in sizes) and sizes[0] <= sizes[1] <= sizes[2]
+
+
+def _c_program(source: str, name: str):
+    from corvid.runtime.compiler import compile_kernel
+
+    lib = compile_kernel(source, name)
+    return type("P", (), {"lib_path": lib.path, "fname": name})()
+
+
+def test_beam_candidates_run_in_a_child_process_that_survives_crashes_and_hangs():
+    """Issue 5: candidates are timed in a separate process with a time limit: a kernel that
+    segfaults or never returns costs that candidate (None), and the next one runs normally."""
+    from corvid.codegen import sandbox
+
+    good = _c_program("void ok(float* o, const float* a) { for (int i = 0; i < 4; i++) o[i] = 2 * a[i]; }", "ok")
+    crash = _c_program("void boom(float* o, const float* a) { volatile float* p = 0; o[0] = *p; }", "boom")
+    hang = _c_program("void spin(float* o, const float* a) { for (volatile int i = 0; ; i++) o[0] = a[0]; }", "spin")
+    runner = sandbox.ChildRunner(np.dtype(np.float32), 4, 2, [np.arange(4, dtype=np.float32)])
+    out, seconds = runner.run(good, None, runs=2)
+    np.testing.assert_array_equal(out, [0, 2, 4, 6])
+    assert seconds > 0
+    assert runner.run(crash, 1.0) is None
+    np.testing.assert_array_equal(runner.run(good, 1.0)[0], [0, 2, 4, 6])  # a new child, the same inputs
+    old = sandbox.HARD_LIMIT_S
+    sandbox.HARD_LIMIT_S = 1.0
+    try:
+        t0 = time.perf_counter()
+        assert runner.run(hang, 0.01, runs=1) is None
+        assert time.perf_counter() - t0 < 30
+    finally:
+        sandbox.HARD_LIMIT_S = old
+    np.testing.assert_array_equal(runner.run(good, 1.0)[0], [0, 2, 4, 6])

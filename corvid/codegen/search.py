@@ -6,6 +6,9 @@ structure is searched once per (kernel, device) and the winning actions are stor
 database in the cache directory (``search.sqlite``), so later processes apply them without
 searching. A corrupt database is moved aside and rebuilt, never trusted.
 
+Candidates are timed in a child process on the CPU (:mod:`corvid.codegen.sandbox`), so one
+that crashes or hangs (killed past a hard time limit) costs only itself.
+
 The search (:func:`beam_search`) runs the unoptimized kernel once for the reference result and
 starts from it and the heuristics' choice (a start ``CUTOFF`` times slower than the best is
 dropped: its neighbours are as slow). Each round applies every legal next action
@@ -29,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +45,7 @@ MAX_ROUNDS = 8
 MIN_GAIN = 0.01      # a round must beat the best time by 1% to go on
 CUTOFF = 4.0         # a candidate whose first run is this many times slower than the best is dropped
 RUNS = 5             # timed runs per candidate (the minimum counts)
+SANDBOX = True       # CPU candidates are timed in a child process (see corvid/codegen/sandbox.py)
 UPCASTS = (2, 3, 4, 8)
 SPLITS = (4, 8, 16, 32, 64)
 UNROLLS = (2, 4, 8)
@@ -184,6 +189,16 @@ class _Runner:
         return out.numpy(), best
 
 
+def _make_runner(k: Kernel, device: str) -> Any:
+    """The CPU's candidates run in a child process (:mod:`corvid.codegen.sandbox`: a crash or a
+    hang costs the candidate, not the search); other devices' in this one."""
+    if get_device(device).name == "CPU" and SANDBOX:
+        from .sandbox import ChildRunner
+
+        return ChildRunner(np.dtype(k.params[0].dtype.np), k.params[0].size, len(k.params), random_inputs(k))
+    return _Runner.make(k, device)
+
+
 def _same(got: np.ndarray, want: np.ndarray) -> bool:
     if got.dtype.kind in "fc":
         return bool(np.allclose(got.astype(np.complex128 if got.dtype.kind == "c" else np.float64),
@@ -203,7 +218,7 @@ class SearchResult:
 def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) -> SearchResult:
     """The fastest action sequence found for ``k`` on ``device`` (see the module docstring)."""
     dev = get_device(device)
-    runner = _Runner.make(k, device)
+    runner = _make_runner(k, device)
 
     def compile_one(c: Kernel) -> Program:
         c = finalize(c)

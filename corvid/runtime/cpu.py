@@ -70,8 +70,9 @@ class CPUAllocator(Allocator):
 
 
 class CPUProgram(Program):
-    def __init__(self, fn: Any, allocator: CPUAllocator):
+    def __init__(self, fn: Any, allocator: CPUAllocator, lib_path: Any = None, fname: str | None = None):
         self.fn = fn
+        self.lib_path, self.fname = lib_path, fname  # (the beam search times candidates in a child process)
         self._addresses = allocator._addresses
         self._address = allocator.address
 
@@ -102,4 +103,5 @@ class CPUDevice(Device):
 
     def compile(self, kernel: Kernel, source: str) -> CPUProgram:
         lib = compile_kernel(source, kernel.name)
-        return CPUProgram(lib.function(kernel.name, [ctypes.c_void_p] * len(kernel.params)), self.allocator)
+        return CPUProgram(lib.function(kernel.name, [ctypes.c_void_p] * len(kernel.params)), self.allocator,
+                          lib.path, kernel.name)

@@ -1,0 +1,128 @@
+"""Beam-search candidates run in a child process (issue 5: "in a process pool, with a time limit
+per candidate"): a candidate kernel that crashes (a segfault from a bad index) or hangs takes
+down the child, not the search, and one that runs past a hard time limit is killed.
+
+The child (:func:`serve`) is started once per process with the ``spawn`` method and reused by
+every search; it holds one kernel's random inputs at a time and, for each candidate, loads the
+compiled library (a path in the kernel cache), runs the function on those inputs ``runs`` times
+and answers with the output bytes and the best time, or None when the first run took longer than
+the candidate's soft limit (``CUTOFF`` x the fastest so far, as in-process). The parent waits at
+most :data:`HARD_LIMIT_S` plus ``HARD_FACTOR`` times the soft limit per run; past that, or when
+the child dies, it is killed and restarted and the candidate is dropped.
+
+Only the CPU device has libraries to hand over; other devices time candidates in-process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import time
+from typing import Any
+
+import numpy as np
+
+HARD_LIMIT_S = 10.0  # seconds a candidate may take beyond HARD_FACTOR x its soft limit per run
+HARD_FACTOR = 4.0
+REFERENCE_LIMIT_S = 600.0  # the unoptimized reference run has no soft limit; this is its hard one
+
+
+def serve(conn: Any) -> None:
+    """The child's loop: ``("inputs", [bytes...], out_nbytes)`` sets the inputs; ``("run", path,
+    name, n_params, runs, limit)`` times one function; EOF ends it."""
+    libs: dict[str, ctypes.CDLL] = {}
+    inputs: list[np.ndarray] = []
+    out_nbytes = 0
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "inputs":
+            inputs = [np.frombuffer(b, np.uint8).copy() for b in msg[1]]
+            out_nbytes = msg[2]
+            conn.send(True)
+            continue
+        _, path, name, n_params, runs, limit = msg
+        lib = libs.get(path)
+        if lib is None:
+            lib = libs[path] = ctypes.CDLL(path)
+        fn = lib[name]
+        fn.argtypes = [ctypes.c_void_p] * n_params
+        fn.restype = None
+        out = np.zeros(max(out_nbytes, 1), np.uint8)
+        ptrs = [out.ctypes.data] + [a.ctypes.data for a in inputs]
+        best = float("inf")
+        answer: Any = None
+        for i in range(runs):
+            t0 = time.perf_counter()
+            fn(*ptrs)
+            best = min(best, time.perf_counter() - t0)
+            if i == 0 and limit is not None and best > limit:
+                break
+        else:
+            answer = (out[:out_nbytes].tobytes(), best)
+        conn.send(answer)
+
+
+class ChildRunner:
+    """Times compiled CPU candidates of one kernel in the shared child (see the module docstring);
+    the same interface as the in-process runner of :mod:`corvid.codegen.search`."""
+
+    _proc: Any = None
+    _conn: Any = None
+
+    def __init__(self, out_dtype: np.dtype, out_size: int, n_params: int, inputs: list[np.ndarray]):
+        self.out_dtype, self.out_size, self.n_params = out_dtype, out_size, n_params
+        self.inputs = [np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes() for a in inputs]
+        self._send_inputs()
+
+    @classmethod
+    def _ensure(cls) -> None:
+        if cls._proc is not None and cls._proc.is_alive():
+            return
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=serve, args=(child,), daemon=True, name="corvid-beam-timer")
+        proc.start()
+        child.close()
+        cls._proc, cls._conn = proc, parent
+
+    @classmethod
+    def _kill(cls) -> None:
+        if cls._proc is not None:
+            cls._proc.kill()
+            cls._proc.join(5)
+        if cls._conn is not None:
+            cls._conn.close()
+        cls._proc = cls._conn = None
+
+    def _send_inputs(self) -> None:
+        self._ensure()
+        self._conn.send(("inputs", self.inputs, self.out_size * self.out_dtype.itemsize))
+        if not self._conn.poll(REFERENCE_LIMIT_S):
+            self._kill()
+            raise RuntimeError("beam search: the timing process did not start")
+        self._conn.recv()
+
+    def run(self, program: Any, limit: float | None, runs: int = 5) -> tuple[np.ndarray, float] | None:
+        """(output, best time of ``runs`` runs), or None when the first run exceeds ``limit``
+        seconds, the candidate crashed the child, or it ran past the hard limit (killed)."""
+        path, name = getattr(program, "lib_path", None), getattr(program, "fname", None)
+        if path is None or name is None:
+            raise TypeError("ChildRunner needs a CPU program (a compiled library path and function name)")
+        self._ensure()
+        hard = REFERENCE_LIMIT_S if limit is None else HARD_LIMIT_S + HARD_FACTOR * limit * runs
+        try:
+            self._conn.send(("run", str(path), name, self.n_params, runs, limit))
+            if not self._conn.poll(hard):
+                raise TimeoutError
+            got = self._conn.recv()
+        except (EOFError, OSError, TimeoutError):  # crashed or hung: a new child, the same inputs
+            self._kill()
+            self._send_inputs()
+            return None
+        if got is None:
+            return None
+        out = np.frombuffer(got[0], dtype=self.out_dtype, count=self.out_size).copy()
+        return out, got[1]
