@@ -81,3 +81,23 @@ def test_module_table_lists_layers_with_parameter_counts_and_totals():
     assert cells[5][1] == "Tagged(<script>)" and "<script>" not in page  # escaped
     assert "29 parameters (23 trainable)" in page and "(training mode)" in page
     assert "(eval mode)" in model.eval()._repr_html_()
+
+
+def test_jupyter_displays_figures_inline_and_tensors_as_html():
+    """What a Jupyter kernel does with a cell's value: IPython's display formatter (with the
+    inline PNG format selected, as ``%matplotlib inline`` does) renders a corvid figure as a PNG
+    and a tensor as HTML."""
+    pytest.importorskip("matplotlib", reason="figures need matplotlib (the [plot] extra)")
+    pytest.importorskip("IPython", reason="the display check needs IPython (as Jupyter kernels have)")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
+
+    shell = InteractiveShell.instance()
+    select_figure_formats(shell, {"png"})
+    ax = cv.plot.line(cv.arange(5.0), title="inline")
+    data, _ = shell.display_formatter.format(ax.figure)
+    png = data["image/png"]
+    png = png if isinstance(png, bytes) else __import__("base64").b64decode(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    data, _ = shell.display_formatter.format(cv.arange(6.0).reshape(2, 3))
+    assert "float32" in data["text/html"] and "(2, 3)" in data["text/html"]
