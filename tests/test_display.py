@@ -86,18 +86,27 @@ def test_module_table_lists_layers_with_parameter_counts_and_totals():
 def test_jupyter_displays_figures_inline_and_tensors_as_html():
     """What a Jupyter kernel does with a cell's value: IPython's display formatter (with the
     inline PNG format selected, as ``%matplotlib inline`` does) renders a corvid figure as a PNG
-    and a tensor as HTML."""
+    and a tensor as HTML. (In a child process: an IPython shell changes matplotlib's global state.)"""
     pytest.importorskip("matplotlib", reason="figures need matplotlib (the [plot] extra)")
     pytest.importorskip("IPython", reason="the display check needs IPython (as Jupyter kernels have)")
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.core.pylabtools import select_figure_formats
+    code = """
+import base64
+import corvid as cv
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.pylabtools import select_figure_formats
+shell = InteractiveShell.instance()
+select_figure_formats(shell, {"png"})
+ax = cv.plot.line(cv.arange(5.0), title="inline")
+data, _ = shell.display_formatter.format(ax.figure)
+png = data["image/png"]
+png = png if isinstance(png, bytes) else base64.b64decode(png)
+assert png[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and len(png) > 1000, png[:16]
+data, _ = shell.display_formatter.format(cv.arange(6.0).reshape(2, 3))
+assert "float32" in data["text/html"] and "(2, 3)" in data["text/html"]
+print("ok")
+"""
+    import subprocess
+    import sys
 
-    shell = InteractiveShell.instance()
-    select_figure_formats(shell, {"png"})
-    ax = cv.plot.line(cv.arange(5.0), title="inline")
-    data, _ = shell.display_formatter.format(ax.figure)
-    png = data["image/png"]
-    png = png if isinstance(png, bytes) else __import__("base64").b64decode(png)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
-    data, _ = shell.display_formatter.format(cv.arange(6.0).reshape(2, 3))
-    assert "float32" in data["text/html"] and "(2, 3)" in data["text/html"]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
