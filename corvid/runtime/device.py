@@ -144,7 +144,8 @@ class Buffer:
 
 # --- registry --------------------------------------------------------------------------------------
 
-_BACKENDS = {"CPU": "corvid.runtime.cpu:CPUDevice", "NULL": "corvid.runtime.null:NullDevice"}
+_BACKENDS = {"CPU": "corvid.runtime.cpu:CPUDevice", "NULL": "corvid.runtime.null:NullDevice",
+             "CL": "corvid.runtime.opencl:CLDevice"}
 _devices: dict[str, Device] = {}
 DEFAULT_DEVICE = "CPU"
 

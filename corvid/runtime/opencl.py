@@ -1,0 +1,130 @@
+"""The CL device: kernels rendered to OpenCL C, built and launched through pyopencl.
+
+Install with ``pip install "corvid[opencl]"`` plus an OpenCL driver (an ICD): a GPU vendor's, or
+PoCL on the CPU (Debian: ``apt-get install pocl-opencl-icd``). The device is the first one
+OpenCL lists, or the one ``CORVID_CL_DEVICE`` names (its index in the list of every platform's
+devices, or a part of its name).
+
+Memory is ``cl.Buffer`` objects. Launches are queued on one in-order command queue, so a kernel
+sees the results of the ones before it, a buffer returned to the pool may be handed out again at
+once, and a read (a blocking copy on the same queue) waits for the kernels that write it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ..codegen.ir import Kernel
+from ..render.opencl import OpenCLRenderer, global_size
+from .device import Allocator, Device, Program
+
+
+def _pyopencl() -> Any:
+    """The pyopencl module, imported when the device starts (so that importing this module, as
+    doctest collection does, works without it)."""
+    try:
+        import pyopencl
+    except ImportError as e:
+        raise ImportError('the CL device needs pyopencl: pip install "corvid[opencl]" '
+                          "(and an OpenCL driver, e.g. PoCL: apt-get install pocl-opencl-icd)") from e
+    return pyopencl
+
+
+def _pick_device(cl: Any) -> Any:
+    """The OpenCL device to use (see the module docstring); RuntimeError when there is none."""
+    try:
+        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except cl.Error as e:  # (no ICD installed: pyopencl reports PLATFORM_NOT_FOUND_KHR)
+        devices, why = [], str(e)
+    else:
+        why = "no OpenCL platform has a device"
+    if not devices:
+        raise RuntimeError(f"the CL device found no OpenCL device ({why}); install a driver, e.g. PoCL "
+                           "for the CPU: apt-get install pocl-opencl-icd")
+    want = os.environ.get("CORVID_CL_DEVICE", "").strip()
+    if not want:
+        return devices[0]
+    if want.isdigit():
+        if int(want) >= len(devices):
+            raise RuntimeError(f"CORVID_CL_DEVICE={want}: there are {len(devices)} OpenCL devices")
+        return devices[int(want)]
+    named = [d for d in devices if want.lower() in d.name.lower()]
+    if not named:
+        raise RuntimeError(f"CORVID_CL_DEVICE={want!r} matches no OpenCL device; there are: "
+                           + ", ".join(d.name for d in devices))
+    return named[0]
+
+
+class CLAllocator(Allocator):
+    """``cl.Buffer`` blocks (at least one byte: OpenCL has no empty buffers)."""
+
+    def __init__(self, cl: Any, context: Any, queue: Any, pool_limit_bytes: int = 2 << 30):
+        super().__init__(pool_limit_bytes)
+        self.cl, self.context, self.queue = cl, context, queue
+
+    def _alloc(self, nbytes: int) -> Any:
+        cl = self.cl
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
+
+    def copyin(self, handle: Any, data: np.ndarray) -> None:
+        if data.size:
+            self.cl.enqueue_copy(self.queue, handle, np.ascontiguousarray(data), is_blocking=True)
+
+    def copyout(self, handle: Any, nbytes: int) -> np.ndarray:
+        out = np.empty(nbytes, dtype=np.uint8)
+        if nbytes:
+            self.cl.enqueue_copy(self.queue, out, handle, is_blocking=True)
+        return out
+
+
+class CLProgram(Program):
+    """One ``__kernel``, launched over the NDRange :func:`corvid.render.opencl.global_size`
+    gives (the work-group size is left to the driver)."""
+
+    def __init__(self, kernel: Any, queue: Any, size: tuple[int, ...]):
+        self.kernel, self.queue, self.size = kernel, queue, size
+
+    def __call__(self, handles: list[Any]) -> None:
+        if 0 in self.size:  # (an empty output: nothing to compute)
+            return
+        self.kernel(self.queue, self.size, None, *handles)
+
+
+class CLDevice(Device):
+    """OpenCL through pyopencl. It applies no optimization actions (``optimization_actions``):
+    those of :mod:`corvid.codegen.opt` are CPU ones (GCC vector types, OpenMP threads)."""
+
+    name = "CL"
+    optimization_actions = False
+
+    def __init__(self) -> None:
+        self.cl = cl = _pyopencl()
+        self.cl_device = _pick_device(cl)
+        self.context = cl.Context([self.cl_device])
+        self.queue = cl.CommandQueue(self.context)
+        self.allocator = CLAllocator(cl, self.context, self.queue)
+        self.renderer = OpenCLRenderer(fp64="cl_khr_fp64" in self.cl_device.extensions.split())
+        self._programs: dict[str, Any] = {}  # source -> built cl.Program
+
+    def compile(self, kernel: Kernel, source: str) -> CLProgram:
+        if not isinstance(kernel, Kernel):
+            raise NotImplementedError(f"the CL device cannot run {type(kernel).__name__} {kernel.name!r} yet "
+                                      "(only kernels of the IR; scatter is rendered for the CPU only)")
+        cl, prog = self.cl, self._programs.get(source)
+        if prog is None:
+            try:
+                with warnings.catch_warnings():  # (pyopencl warns on any compiler output)
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                    prog = cl.Program(self.context, source).build()
+            except cl.RuntimeError as e:
+                raise RuntimeError(f"OpenCL could not build kernel {kernel.name} on {self.cl_device.name}:\n{e}\n"
+                                   f"--- source ---\n{source}") from None
+            self._programs[source] = prog
+        return CLProgram(cl.Kernel(prog, kernel.name), self.queue, global_size(kernel))
+
+    def synchronize(self) -> None:
+        self.queue.finish()

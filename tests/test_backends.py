@@ -1,0 +1,202 @@
+"""The backend suite: one set of checks that every executing device runs, compared with numpy.
+
+A new backend is verified by running this file: every test is parametrized by device, over the
+executing devices registered in ``corvid.runtime.device`` (NULL computes nothing, so it is left
+out). A device that cannot start here (no driver, no pyopencl) is skipped with the reason, e.g.
+``SKIPPED ... CL not available: the CL device needs pyopencl ...``. Sizes are small and the
+kernels few: OpenCL drivers compile each kernel when it is first used (PoCL takes ~0.1-0.5 s).
+"""
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.runtime.device import _BACKENDS, get_device
+
+DEVICES = [name for name in _BACKENDS if name != "NULL"]  # CPU, CL and any plugin registered first
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    try:
+        get_device(request.param)
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"{request.param} not available: {e}")
+    return request.param
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def close(got: cv.Tensor, want: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    got_np = got.numpy()
+    assert got_np.dtype == want.dtype, (got_np.dtype, want.dtype)
+    assert got_np.shape == want.shape, (got_np.shape, want.shape)
+    np.testing.assert_allclose(got_np, want, rtol=rtol, atol=atol)
+
+
+def test_the_device_runs_the_kernels(device):
+    x = cv.Tensor(np.arange(6, dtype=np.float32), device=device)
+    y = x * 2 + 1
+    assert y.device == device
+    np.testing.assert_array_equal(y.numpy(), np.arange(6, dtype=np.float32) * 2 + 1)
+
+
+# --- elementwise, per dtype ---------------------------------------------------------------------------
+def test_float_math(device):
+    for npdt in (np.float32, np.float64):
+        a, b = rand(3, 5, dtype=npdt), np.abs(rand(3, 5, dtype=npdt)) + 0.5
+        x, y = cv.Tensor(a, device=device), cv.Tensor(b, device=device)
+        tol = {"rtol": 2e-6, "atol": 1e-6} if npdt == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+        close(x.exp() * y.log() + (x / y).sin() - y.sqrt(), np.exp(a) * np.log(b) + np.sin(a / b) - np.sqrt(b), **tol)
+        close(cv.maximum(x, y) - cv.minimum(x, 0.0) + x // y + x % y,
+              np.maximum(a, b) - np.minimum(a, 0) + a // b + a % b, **tol)
+        close(cv.where(x > 0, x.tanh(), -x), np.where(a > 0, np.tanh(a), -a), **tol)
+
+
+def test_float_specials_are_not_lost(device):
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0], dtype=np.float32)
+    x = cv.Tensor(a, device=device)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal((x * 2).numpy(), a * 2)
+        np.testing.assert_array_equal(cv.maximum(x, 0.5).numpy(), np.maximum(a, 0.5))
+        np.testing.assert_array_equal((x * 0 + np.inf).numpy(), a * 0 + np.inf)
+    assert x.max().numpy().item() != x.max().numpy().item()  # nan propagates through max
+
+
+@pytest.mark.parametrize("npdt", [np.int32, np.int64, np.uint8])
+def test_integer_ops_wrap_like_numpy(device, npdt):
+    info = np.iinfo(npdt)
+    a = np.array([info.max, info.min, 7, -7 if info.min < 0 else 9, 3, 0], dtype=npdt)
+    b = np.array([1, 1, 2, 3, -2 if info.min < 0 else 5, 4], dtype=npdt)
+    x, y = cv.Tensor(a, device=device), cv.Tensor(b, device=device)
+    with np.errstate(all="ignore"):
+        want = (a + b) * b - a // b + a % b
+        np.testing.assert_array_equal(((x + y) * y - x // y + x % y).numpy(), want)
+        np.testing.assert_array_equal((x ^ y | (x & 6)).numpy(), a ^ b | (a & 6))
+        np.testing.assert_array_equal((x < y).numpy(), a < b)
+
+
+def test_int64_values_beyond_32_bits(device):
+    a = np.array([2**40 + 3, -(2**50), 2**62], dtype=np.int64)
+    x = cv.Tensor(a, device=device)
+    np.testing.assert_array_equal((x * 3 + 1).numpy(), a * 3 + 1)
+    np.testing.assert_array_equal(x.sum().numpy(), a.sum())
+
+
+def test_bool_logic_and_casts(device):
+    a, b = rand(4, 3) > 0, rand(4, 3) > 0
+    x, y = cv.Tensor(a, device=device), cv.Tensor(b, device=device)
+    np.testing.assert_array_equal((x & ~y | (x ^ y)).numpy(), a & ~b | (a ^ b))
+    np.testing.assert_array_equal(x.astype(cv.float32).numpy(), a.astype(np.float32))
+    np.testing.assert_array_equal(x.astype(cv.int64).sum(axis=0).numpy(), a.astype(np.int64).sum(axis=0))
+    f = rand(4, 3) * 100
+    np.testing.assert_array_equal(cv.Tensor(f, device=device).astype(cv.int32).numpy(), f.astype(np.int32))
+    np.testing.assert_array_equal(cv.Tensor(f, device=device).astype(cv.uint8).numpy(),
+                                  f.astype(np.int64).astype(np.uint8))  # (wraps through int, as numpy on x86)
+
+
+def test_broadcasting(device):
+    a, b, c = rand(4, 1, 3), rand(5, 1), rand(3)
+    x, y, z = (cv.Tensor(v, device=device) for v in (a, b, c))
+    close(x * y + z, a * b + c)
+
+
+# --- reductions, matmul, softmax -----------------------------------------------------------------------
+def test_reductions_over_several_axes(device):
+    a = rand(4, 5, 6)
+    x = cv.Tensor(a, device=device)
+    close(x.sum(), a.sum(), rtol=1e-5)
+    close(x.sum(axis=(0, 2)), a.sum(axis=(0, 2)), rtol=1e-5)
+    close(x.max(axis=1), a.max(axis=1))
+    close(x.min(axis=(1, 2), keepdims=True), a.min(axis=(1, 2), keepdims=True))
+    np.testing.assert_array_equal(x.argmax(axis=2).numpy(), a.argmax(axis=2))
+    np.testing.assert_array_equal(x.argmax().numpy(), a.argmax())
+    i = (a * 10).astype(np.int32)
+    np.testing.assert_array_equal(cv.Tensor(i, device=device).sum(axis=1).numpy(), i.sum(axis=1))
+
+
+def test_matmul_and_softmax(device):
+    a, b = rand(17, 33), rand(33, 9)
+    x, y = cv.Tensor(a, device=device), cv.Tensor(b, device=device)
+    close(x @ y, a @ b, rtol=1e-5, atol=1e-5)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    close(x.softmax(axis=1), e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+# --- movement, fusion, indexing ------------------------------------------------------------------------
+def test_movement_ops(device):
+    a = rand(2, 3, 4)
+    x = cv.Tensor(a, device=device)
+    close(x.reshape(6, 4).permute(1, 0) + 0, a.reshape(6, 4).T)
+    close(x.pad(((1, 0), (0, 2), (1, 1))) * 1, np.pad(a, ((1, 0), (0, 2), (1, 1))))
+    close(x.shrink(((0, 1), (1, 3), (2, 4))).flip(2) + 1, a[0:1, 1:3, 2:4][:, :, ::-1] + 1)
+    close(x[:, :1].expand(2, 5, 4) * 2, np.broadcast_to(a[:, :1], (2, 5, 4)) * 2)
+
+
+def test_a_fused_chain_is_one_kernel(device):
+    a = rand(8, 16)
+    x = cv.Tensor(a, device=device)
+    y = ((x * 2).exp() + 1).log().sum(axis=1)
+    assert len(y.schedule()) == 1
+    close(y, np.log(np.exp(a * 2) + 1).sum(axis=1), rtol=1e-5)
+
+
+def test_indexing_and_gather(device):
+    a = rand(6, 5)
+    x = cv.Tensor(a, device=device)
+    idx = np.array([[0, 4], [2, 2], [3, 1]])
+    close(x[1:5:2, ::-1] + 0, a[1:5:2, ::-1])
+    close(cv.take(x, cv.Tensor(np.array([5, 0, 3]), device=device), axis=0), a[[5, 0, 3]])
+    close(cv.gather(x[:3], 1, cv.Tensor(idx, device=device)), np.take_along_axis(a[:3], idx, axis=1))
+
+
+# --- random numbers and transforms ---------------------------------------------------------------------
+def test_random_keys_give_the_same_numbers_on_every_device(device):
+    k = cv.random.key(7, device=device)
+    got = cv.random.normal(k, (3, 50)).numpy()
+    want = cv.random.normal(cv.random.key(7, device="CPU"), (3, 50)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    u = cv.random.uniform(cv.random.split(k)[1], (1000,)).numpy()
+    assert 0.0 <= u.min() and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.05
+
+
+def test_grad_and_jit(device):
+    a, w = rand(4, 3), rand(3)
+
+    def loss(w, x):
+        return ((x @ w).tanh() ** 2).sum()
+
+    x, wt = cv.Tensor(a, device=device), cv.Tensor(w, device=device)
+    t = np.tanh(a @ w)
+    want = a.T @ (2 * t * (1 - t * t))
+    close(cv.grad(loss)(wt, x), want, rtol=1e-5, atol=1e-6)
+    jitted = cv.jit(cv.grad(loss))
+    for _ in range(2):
+        close(jitted(wt, x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_half_precision_floats(device):
+    import ml_dtypes
+
+    a = rand(3, 7)
+    for npdt in (np.float16, ml_dtypes.bfloat16):
+        h = a.astype(npdt)
+        x = cv.Tensor(h, device=device)
+        want = (h.astype(np.float32) * 3 + 1).astype(npdt)  # (computed in float, rounded once)
+        np.testing.assert_array_equal((x * 3 + 1).numpy().astype(np.float32), want.astype(np.float32))
+        got = x.exp().sum(axis=1).numpy()
+        assert got.dtype == npdt
+        np.testing.assert_allclose(got.astype(np.float32), np.exp(h.astype(np.float32)).sum(axis=1), rtol=2e-2)
+        np.testing.assert_array_equal(x.pad(((1, 0), (0, 0)))[0].numpy().astype(np.float32), np.zeros(7))
+
+
+def test_unsupported_dtype_raises_instead_of_computing_garbage(device):
+    x = cv.Tensor(np.array([1 + 2j, 3 - 1j], dtype=np.complex64), device=device)
+    if device != "CL":
+        close(x * 2, np.array([2 + 4j, 6 - 2j], dtype=np.complex64))
+        return
+    with pytest.raises(NotImplementedError, match="complex64"):
+        (x * 2).numpy()
