@@ -359,3 +359,15 @@ def test_beam_candidates_run_in_a_child_process_that_survives_crashes_and_hangs(
     finally:
         sandbox.HARD_LIMIT_S = old
     np.testing.assert_array_equal(runner.run(good, 1.0)[0], [0, 2, 4, 6])
+
+
+def test_flop_estimate_counts_a_hoisted_reduce_once():
+    """A layer norm's mean feeds its variance's reduce; the mean is computed once per row (hoisted
+    out of the variance loop), so the estimate is a few FLOPs per element, not one per element
+    squared (DEBUG=2 used to report thousands of percent of peak for such kernels)."""
+    x = _real(128, 256)
+    m = x.mean(-1, keepdims=True)
+    y = (x - m) / (((x - m) ** 2).mean(-1, keepdims=True) + 1e-5).sqrt()
+    flops, nbytes = y.schedule()[-1].kernel.estimates()
+    assert 4 * x.size <= flops <= 10 * x.size, flops
+    assert nbytes >= 2 * 4 * x.size

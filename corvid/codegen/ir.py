@@ -171,8 +171,10 @@ class Kernel:
     # cost model, for DEBUG and the roofline report -------------------------------------------
     def estimates(self) -> tuple[int, int]:
         """(floating point operations, bytes moved): each float ALU op and each float accumulate
-        counted per iteration of its loop nest (times the lanes of a vector value), and every
-        buffer read or written once (the compulsory traffic)."""
+        counted once per iteration of the loops it runs in as generated (hoisted out of the loops
+        it does not depend on: a layer norm's mean is not recounted inside its variance's loop),
+        times the lanes of a vector value, and every buffer read or written once (the compulsory
+        traffic)."""
         trips = _trip_counts(self)
         lanes = self.vector_width
         vec: set[int] = set()
@@ -191,19 +193,20 @@ class Kernel:
 
 
 def _trip_counts(k: Kernel) -> dict[int, int]:
-    """How often each value would run if nothing were hoisted (an upper bound, like a FLOP count)."""
-    outer = math.prod(lp.size for lp in k.loops)
+    """How often each value runs, as placed by linearize (a reduce: how often its update runs)."""
+    from .linearize import placement
+
+    values, place = placement(k)
+    size = {lp.var: lp.size for lp in k.loops}
+    for u in values:
+        if u.op == "reduce":
+            size.update({lp.var: lp.size for lp in u.arg[1]})
     counts: dict[int, int] = {}
-
-    def visit(u: U, mult: int) -> None:
-        counts[id(u)] = max(counts.get(id(u), 0), mult)
-        inner = mult * math.prod(lp.size for lp in u.arg[1]) if u.op == "reduce" else mult
-        for s in u.src:
-            if counts.get(id(s), -1) < inner:
-                visit(s, inner)
-
-    for st in k.stores:
-        visit(st.value, outer)
+    for u in values:
+        n = math.prod(size.get(v, 1) for v in place[id(u)])
+        counts[id(u)] = n
+        if u.op == "reduce":  # keyed by the body value, as estimates() reads it
+            counts[id(u.src[0])] = max(counts.get(id(u.src[0]), 0), n * math.prod(lp.size for lp in u.arg[1]))
     return counts
 
 
