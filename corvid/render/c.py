@@ -17,6 +17,7 @@ import math
 
 from ..codegen.ir import Kernel, U
 from ..codegen.opt import VECTOR_OPS
+from ..codegen.opt import _contiguous_in as _lane_contiguous
 from ..codegen.passes import has_fma
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
 from ..dtype import DType, reduce_identity
@@ -200,10 +201,6 @@ def _vector_valued(u: U) -> bool:
     """Lane-dependent values of these dtypes are held in vector registers; others (bool, ints,
     16-bit floats) only as scalars inside a lane loop."""
     return u.dtype.name in ("float32", "float64")
-
-
-def _lane_contiguous(expr: Sym, lane: Var) -> bool:
-    return expr.substitute({lane: Num(0)}) + lane == expr
 
 
 class CRenderer:
