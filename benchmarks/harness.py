@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, TextIO
 
 import numpy as np
 
-from .frameworks import Framework, available_frameworks
+from .frameworks import Framework, available_frameworks, device_frameworks
 from .models import MODELS
 from .training import CNN_TRAIN
 from .transforms import OVERHEADS, Overhead
@@ -81,10 +81,10 @@ def time_calls(call: Callable[[], Any], repeat: int, budget_s: float) -> Timing:
     return Timing(first, runs)
 
 
-def _check(row: Row, got: np.ndarray, want: np.ndarray) -> None:
+def _check(row: Row, got: np.ndarray, want: np.ndarray, who: str = "corvid") -> None:
     wl = row.workload
     if got.shape != want.shape:
-        row.failures.append(f"shape {got.shape} != numpy's {want.shape}")
+        row.failures.append(f"{who}: shape {got.shape} != numpy's {want.shape}")
         return
     wide = np.complex128 if np.iscomplexobj(got) or np.iscomplexobj(want) else np.float64
     err = np.abs(got.astype(wide) - want.astype(wide))
@@ -92,8 +92,8 @@ def _check(row: Row, got: np.ndarray, want: np.ndarray) -> None:
     bad = ~(err <= tol)  # also catches nan
     if bad.any():
         i = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), err.shape) if err.ndim else ()
-        row.failures.append(f"{int(bad.sum())} of {bad.size} elements differ beyond rtol={wl.rtol} atol={wl.atol}; "
-                            f"worst at {tuple(int(j) for j in i)}: corvid {got[i]!r}, numpy {want[i]!r}")
+        row.failures.append(f"{who}: {int(bad.sum())} of {bad.size} elements differ beyond rtol={wl.rtol} "
+                            f"atol={wl.atol}; worst at {tuple(int(j) for j in i)}: {got[i]!r}, numpy {want[i]!r}")
 
 
 def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
@@ -103,7 +103,9 @@ def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_
     row.work = wl.rate(inputs)
     results: dict[str, np.ndarray] = {}
     for fw in frameworks:
-        fn = fw.wrap(wl.ops[fw.name])
+        if fw.impl not in wl.ops:
+            continue
+        fn = fw.wrap(wl.ops[fw.impl])
         args = [fw.to_native(a) for a in inputs]
         out: list[Any] = [None]
 
@@ -112,21 +114,28 @@ def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_
 
         try:
             row.timings[fw.name] = t = time_calls(call, repeat, budget_s)
+        except NotImplementedError as e:
+            if fw.name == "corvid":
+                raise
+            # (a backend that says it cannot run an op yet, e.g. complex numbers on CL: not wrong)
+            print(f"  {wl.name:<18} {fw.name:<7} unsupported: {str(e).splitlines()[0]}", file=log)
+            continue
         except Exception as e:  # report and go on: one broken peer must not hide the others
             print(f"  {wl.name:<18} {fw.name:<7} ERROR {type(e).__name__}: {e}", file=log)
-            if fw.name == "corvid":
-                row.failures.append(f"raised {type(e).__name__}: {e}")
+            if fw.impl == "corvid":
+                row.failures.append(f"{fw.name} raised {type(e).__name__}: {e}")
             continue
-        if fw.name in ("corvid", "numpy"):
+        if fw.impl in ("corvid", "numpy"):
             results[fw.name] = fw.to_numpy(out[0])
         note = " (one call only: slower than --budget)" if t.only_first else ""
         print(f"  {wl.name:<18} {fw.name:<7} first {t.first_s * 1e3:10.2f} ms   median {t.median_s * 1e3:10.2f} ms"
               f"  ({len(t.runs_s)} runs){note}", file=log, flush=True)
         del out[0], args
-    if "corvid" in results and "numpy" in results:
-        _check(row, results["corvid"], results["numpy"])
+    for name, got in results.items():
+        if name != "numpy" and "numpy" in results:
+            _check(row, got, results["numpy"], name)
     for f in row.failures:
-        print(f"FAIL {wl.name}: corvid {f}", file=log, flush=True)
+        print(f"FAIL {wl.name}: {f}", file=log, flush=True)
     return row
 
 
@@ -292,13 +301,17 @@ def select(only: list[str] | None) -> list[Workload | Overhead]:
 
 
 def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: float = 10.0, quick: bool = False,
-                   cold_cache: bool = True, out: TextIO = sys.stdout) -> list[Row | OverheadRow]:
-    """Run the selected workloads on every available framework and print the tables to ``out``."""
+                   cold_cache: bool = True, out: TextIO = sys.stdout, devices: str = "all") -> list[Row | OverheadRow]:
+    """Run the selected workloads on every available framework and print the tables to ``out``;
+    the array workloads also on each corvid device that ``devices`` names (see
+    :func:`benchmarks.frameworks.device_frameworks`), as ``corvid@DEVICE`` columns."""
     chosen = select(only)
     latency_too = not only or any(LATENCY.startswith(t) for t in _tokens(only))
     workloads = [w for w in chosen if isinstance(w, Workload)]
     overheads = [w for w in chosen if isinstance(w, Overhead)]
     frameworks, skipped = available_frameworks()
+    on_devices, not_started = device_frameworks(devices)
+    frameworks, skipped = frameworks + on_devices, skipped + not_started
     names = [fw.name for fw in frameworks]
     with _kernel_cache(cold_cache) as cache_note:
         print(f"corvid benchmarks on {platform.machine()} with {os.cpu_count()} cores, Python "
@@ -345,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="stop repeating a measurement after this long (default 10)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, measures nothing useful")
     p.add_argument("--warm-cache", action="store_true", help="use the on-disk kernel cache instead of a fresh one")
+    p.add_argument("--devices", default="all", metavar="LIST",
+                   help="corvid devices besides the CPU to run the array workloads on, comma separated (default "
+                        "'all': every one that starts here, e.g. CL on PoCL; 'CPU': none)")
     p.add_argument("--heuristics", action="store_true",
                    help="instead: time every kernel the default heuristics change against its unoptimized form")
     args = p.parse_args(argv)
@@ -358,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         heuristics.report(results, sys.stdout)
         return 0 if all(r.ok for r in results) else 1
     try:
-        rows = run_benchmarks(args.only, args.repeat, args.budget, args.quick, cold_cache=not args.warm_cache)
+        rows = run_benchmarks(args.only, args.repeat, args.budget, args.quick, cold_cache=not args.warm_cache,
+                              devices=args.devices)
     except ValueError as e:
         p.error(str(e))
     return 1 if any(r.failures for r in rows) else 0

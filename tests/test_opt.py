@@ -76,7 +76,8 @@ def test_random_action_sequences_keep_results(name):
     for _ in range(6):
         k = k0
         for _ in range(rng.integers(1, 5)):
-            cands = search.candidate_opts(k) + [Opt("local", a, 4) for a in range(len(k.loops))]
+            cands = search.candidate_opts(k) + [Opt("local", a, 4) for a in range(len(k.loops))] + \
+                [Opt("group_local", r, 4) for r in range(len(reduce_loops(k)))]
             try:
                 k = apply_opt(k, cands[rng.integers(len(cands))])
             except OptError:

@@ -82,8 +82,11 @@ def beam_width() -> int:
 def optimize(k: Kernel, device: str) -> Kernel:
     """``k`` (lowered, loops merged, no actions yet) with its actions: the heuristics', or, with a
     beam width, the cached or newly searched ones."""
-    if not getattr(get_device(device), "optimization_actions", True):
-        return finalize(k)  # (a device whose renderer takes no CPU actions: no vectors or threads)
+    dev = get_device(device)
+    if not getattr(dev, "optimization_actions", True):
+        # a device whose renderer takes no CPU actions (vectors, threads): its own heuristics
+        heuristics = getattr(dev, "heuristics", None)
+        return finalize(heuristics(k) if heuristics is not None else k)
     width = beam_width()
     if width == 0 or not k.params or k.params[0].size == 0:
         return finalize(apply_heuristics(k))

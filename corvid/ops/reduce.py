@@ -50,6 +50,41 @@ _PACK_PANEL_BYTES = 128  # columns per panel: two 64-byte vectors
 _PACK_MIN_ROWS = 64  # a matrix-vector product reads b once anyway: a copy would only add traffic
 
 
+# A device without one kernel's view of all its cores (a GPU, OpenCL) runs a long reduce with few
+# outputs in two kernels: partials side by side, then their reduce (see _split_reduce)
+_SPLIT_MIN = 1 << 16  # reduced elements
+_SPLIT_MAX_OUT = 64  # outputs
+_SPLIT_PARTS = 1024  # partials per output (at most)
+
+
+def _split_layout(device: str) -> str | None:
+    from ..runtime.device import get_device
+
+    return getattr(get_device(device), "split_reduces", None)
+
+
+def _split_reduce(x: Tensor, op: str, axes: tuple[int, ...], n: int, layout: str) -> Tensor:
+    """``op`` over ``axes`` (keeping them as size 1) as two reduces: first ``parts`` partials,
+    each over a contiguous chunk of the reduced elements (``layout="chunks"``: what a CPU-like
+    device that runs a work item's loop at a time reads fastest) or over every ``parts``-th
+    element (``"strided"``: neighbouring work items of a GPU read neighbouring elements); then
+    the partials' reduce. Both are REDUCE nodes, so gradients and transforms see ordinary
+    reduces."""
+    kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    parts = next((p for p in (_SPLIT_PARTS, 512, 256, 128) if n % p == 0), 0)
+    if not parts:  # (an odd count: one kernel)
+        return x._new(node(Op.REDUCE, (x.node,), (op, axes), x.dtype, kept))
+    keep = [i for i in range(x.ndim) if i not in axes]
+    lead = tuple(x.shape[i] for i in keep)
+    flat = x.permute(keep + list(axes))
+    if layout == "chunks":
+        partial = flat.reshape(lead + (parts, n // parts))._reduce(op, -1, keepdims=False)
+    else:
+        partial = flat.reshape(lead + (n // parts, parts))._reduce(op, -2, keepdims=False)
+    # (stored: the scheduler would fuse the two reduces back into one kernel)
+    return partial.contiguous()._reduce(op, -1, keepdims=False).reshape(kept)
+
+
 def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
     """``b.mT`` (shape (..., m, k)) read from a copy of ``b`` in which each panel of P columns is
     stored contiguously, row after row (shape (..., m/P, k, P)); None when ``b`` is small, not a
@@ -99,6 +134,10 @@ class ReduceMixin:
         axes = tuple(a for a in axes if x.shape[a] != 1)
         if not axes:
             return x.reshape(out_shape)
+        n = math.prod(x.shape[a] for a in axes)
+        layout = _split_layout(x.device) if n >= _SPLIT_MIN and math.prod(kept) <= _SPLIT_MAX_OUT else None
+        if layout is not None:
+            return _split_reduce(x, op, axes, n, layout).reshape(out_shape)
         out = x._new(node(Op.REDUCE, (x.node,), (op, axes), x.dtype, kept))
         return out.reshape(out_shape)
 

@@ -12,6 +12,7 @@ once, and a read (a blocking copy on the same queue) waits for the kernels that 
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..codegen.ir import Kernel
-from ..render.opencl import OpenCLRenderer, global_size
+from ..codegen.opt import gpu_heuristics
+from ..render.opencl import OpenCLRenderer, launch
 from .device import Allocator, Device, Program
 
 
@@ -82,21 +84,22 @@ class CLAllocator(Allocator):
 
 
 class CLProgram(Program):
-    """One ``__kernel``, launched over the NDRange :func:`corvid.render.opencl.global_size`
-    gives (the work-group size is left to the driver)."""
+    """One ``__kernel``, launched over the NDRange :func:`corvid.render.opencl.launch` gives
+    (the work-group size too when the kernel has ``"local"`` loops; else the driver picks it)."""
 
-    def __init__(self, kernel: Any, queue: Any, size: tuple[int, ...]):
-        self.kernel, self.queue, self.size = kernel, queue, size
+    def __init__(self, kernel: Any, queue: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None):
+        self.kernel, self.queue, self.global_size, self.local_size = kernel, queue, global_size, local_size
 
     def __call__(self, handles: list[Any]) -> None:
-        if 0 in self.size:  # (an empty output: nothing to compute)
+        if 0 in self.global_size:  # (an empty output: nothing to compute)
             return
-        self.kernel(self.queue, self.size, None, *handles)
+        self.kernel(self.queue, self.global_size, self.local_size, *handles)
 
 
 class CLDevice(Device):
-    """OpenCL through pyopencl. It applies no optimization actions (``optimization_actions``):
-    those of :mod:`corvid.codegen.opt` are CPU ones (GCC vector types, OpenMP threads)."""
+    """OpenCL through pyopencl. The CPU's optimization actions and beam search do not apply
+    (``optimization_actions``: GCC vector types, OpenMP threads); :meth:`heuristics` chooses
+    GPU-style ones (work-group reduces)."""
 
     name = "CL"
     optimization_actions = False
@@ -108,6 +111,13 @@ class CLDevice(Device):
         self.queue = cl.CommandQueue(self.context)
         self.allocator = CLAllocator(cl, self.context, self.queue)
         self.renderer = OpenCLRenderer(fp64="cl_khr_fp64" in self.cl_device.extensions.split())
+        # an OpenCL driver for a CPU (PoCL) runs a work-group's items one after the other on one
+        # core: a work item should read a contiguous run, and a work-group reduce only adds
+        # barriers; a GPU runs the items side by side and wants neighbours to read neighbours
+        self.cpu_like = bool(self.cl_device.type & cl.device_type.CPU)
+        # a long reduce with few outputs runs as two kernels (corvid/ops/reduce.py), so that
+        # more than one work-group (core, compute unit) takes part
+        self.split_reduces = "chunks" if self.cpu_like else "strided"
         self._programs: dict[str, Any] = {}  # source -> built cl.Program
 
     def compile(self, kernel: Kernel, source: str) -> CLProgram:
@@ -124,7 +134,18 @@ class CLDevice(Device):
                 raise RuntimeError(f"OpenCL could not build kernel {kernel.name} on {self.cl_device.name}:\n{e}\n"
                                    f"--- source ---\n{source}") from None
             self._programs[source] = prog
-        return CLProgram(cl.Kernel(prog, kernel.name), self.queue, global_size(kernel))
+        geometry = launch(kernel)
+        local = geometry.local_size
+        if local is not None and math.prod(local) > self.cl_device.max_work_group_size:
+            raise RuntimeError(f"kernel {kernel.name}: a work-group of {math.prod(local)} work items is more than "
+                               f"{self.cl_device.name} allows ({self.cl_device.max_work_group_size})")
+        return CLProgram(cl.Kernel(prog, kernel.name), self.queue, geometry.global_size, local)
+
+    def heuristics(self, kernel: Kernel) -> Kernel:
+        """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with work-groups
+        no larger than this device allows; no work-group reduces on a CPU-like device (see
+        ``cpu_like``)."""
+        return gpu_heuristics(kernel, self.cl_device.max_work_group_size, shared_reduce=not self.cpu_like)
 
     def synchronize(self) -> None:
         self.queue.finish()

@@ -1,0 +1,141 @@
+"""GPU-style kernels: work-group ("local") loops, work-group reduces through local memory, the
+NDRange they launch with, the GPU heuristics, and long reduces split into two kernels
+(corvid/codegen/opt.py group_local / gpu_heuristics, corvid/render/opencl.py, corvid/ops/reduce.py).
+
+The kernels run on the CL device (PoCL in CI) and are compared with the unoptimized kernel on
+the CPU; without an OpenCL driver those tests are skipped with the reason."""
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.codegen import search
+from corvid.codegen.ir import Opt
+from corvid.codegen.opt import GPU_MANY_OUTPUTS, OptError, apply_opt, apply_opts, gpu_heuristics, reduce_loops
+from corvid.render.opencl import launch
+from corvid.runtime.device import get_device
+from tests.test_opt import _base, _kernels, _real
+
+
+@pytest.fixture(scope="module")
+def cl():
+    try:
+        return get_device("CL")
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"CL not available: {e}")
+
+
+def _run(device: str, k, arrays):
+    dev = get_device(device)
+    prog = dev.compile(k, dev.renderer.render(k))
+    runner = search._Runner.make(k, device)
+    for buf, a in zip(runner.inputs, arrays):
+        buf.copyin(a)
+    return runner.run(prog, None)[0]
+
+
+def _check(got, want, exact: bool, opts) -> None:
+    assert got.dtype == want.dtype
+    if exact:
+        np.testing.assert_array_equal(got, want, err_msg=str(opts))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(opts))
+
+
+@pytest.mark.parametrize("name", ["sum_inner", "sum_outer", "sum_two_axes", "max", "softmax", "int", "matmul_tanh",
+                                  "gated_columns", "where_colsum"])
+def test_work_group_reduces_keep_results(cl, name):
+    """Each reduce loop shared by 2..16 work items (a power of two or not), alone and with a
+    work-group output loop beside it, gives what the unoptimized kernel gives on the CPU."""
+    k0 = _base(_kernels()[name])
+    arrays = search.random_inputs(k0, seed=5)
+    want = _run("CPU", k0, arrays)
+    tried = 0
+    for axis, lp in enumerate(reduce_loops(k0)):
+        for width in (2, 3, 4, 16):
+            if lp.size % width or width >= lp.size:
+                continue
+            extra = [Opt("local", len(k0.loops) - 1, 2)] if k0.loops and k0.loops[-1].size % 2 == 0 else []
+            for opts in ([Opt("group_local", axis, width)], [Opt("group_local", axis, width)] + extra):
+                k = apply_opts(k0, opts)
+                src = cl.renderer.render(k)
+                assert "barrier(CLK_LOCAL_MEM_FENCE)" in src and "__local" in src
+                _check(_run("CL", k, arrays), want, want.dtype.kind != "f" or name == "max", opts)
+                _check(_run("CPU", k, arrays), want, want.dtype.kind != "f" or name == "max", opts)  # a plain loop there
+                tried += 1
+    assert tried >= 2
+
+
+def test_work_group_reduces_keep_nan_and_integer_wraparound(cl):
+    a = np.random.default_rng(0).standard_normal((4, 256)).astype(np.float32)
+    a[1, 77] = np.nan
+    a[2, :] = -np.inf
+    ints = np.full((3, 64), np.iinfo(np.int64).max // 16, dtype=np.int64)  # the sum wraps around
+    for op, x in (("max", a), ("min", a), ("sum", a), ("sum", ints), ("prod", ints[:, :8] % 7 + 1)):
+        t = getattr(cv.Tensor(x), op)(axis=1)
+        k0 = _base(t)
+        k = apply_opt(k0, Opt("group_local", 0, 8 if x.shape[1] > 8 else 4))
+        arrays = [x]
+        with np.errstate(all="ignore"):
+            want = getattr(np, op)(x, axis=1) if op in ("max", "min") else getattr(np, op)(x, axis=1, dtype=t.dtype.np)
+        got = _run("CL", k, arrays)
+        if x.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-5, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+def test_launch_geometry():
+    """Grid loops are work-group ids (innermost on dimension 0), "local" loops work items; a loop
+    that a reduce is hoisted out of stays inside the work item."""
+    k = _base(_real(64, 32) @ _real(32, 48, seed=1))
+    plain = launch(k)
+    assert plain.global_size == (48, 64) and plain.local_size is None
+    tiled = launch(apply_opts(k, [Opt("local", 1, 16), Opt("group_local", 0, 8)]))
+    assert tiled.local_size == (16, 8) and tiled.global_size == (3 * 16, 64 * 8)
+    soft = _base(_real(8, 32).softmax(-1))  # the row's max and sum are computed once per row
+    assert [lp.size for lp in launch(soft).grid] == [8]
+    with pytest.raises(OptError, match="must divide"):
+        apply_opt(k, Opt("group_local", 0, 5))
+
+
+def test_gpu_heuristics_share_long_reduces_with_few_outputs():
+    full = _base(_real(1 << 14).sum())
+    assert [str(o) for o in gpu_heuristics(full).opts] == ["group_local(0, 256)"]
+    assert [str(o) for o in gpu_heuristics(full, max_group=64).opts] == ["group_local(0, 64)"]
+    many = _base(_real(GPU_MANY_OUTPUTS, 1024).sum(axis=1))  # a work item per output fills a device
+    assert gpu_heuristics(many).opts == ()
+    soft = _base(_real(4, 8192).softmax(-1))  # hoisted reduces: the work items would all run the columns
+    assert gpu_heuristics(soft).opts == ()
+
+
+def test_gpu_heuristics_give_matmul_work_items_register_tiles(cl):
+    """A matmul-like kernel's work item computes an 8 x 8 tile (each loaded value serves a row or
+    a column of it); an elementwise kernel gets none; results are unchanged on the device."""
+    a, b = _real(256, 64), _real(64, 128, seed=1)
+    k = _base(a @ b)
+    tiled = gpu_heuristics(k)
+    assert [str(o) for o in tiled.opts] == ["upcast(1, 8)", "upcast(0, 8)"]
+    assert gpu_heuristics(_base((a * 2).exp())).opts == ()
+    assert gpu_heuristics(_base(_real(16, 64) @ _real(64, 16, seed=1))).opts == ()  # too few work items left
+    arrays = search.random_inputs(k, seed=2)
+    np.testing.assert_allclose(_run("CL", tiled, arrays), _run("CPU", k, arrays), rtol=1e-5, atol=1e-5)
+    x = cv.Tensor(a.numpy(), device="CL")  # what the CL device chooses for itself
+    np.testing.assert_allclose((x @ cv.Tensor(b.numpy(), device="CL")).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_long_reduces_split_into_two_kernels_on_cl(cl):
+    """A long reduce with few outputs runs as partials then their reduce (two kernels), so that
+    several work-groups share it; values and gradients are a plain reduce's."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 1 << 16)).astype(np.float32)
+    x = cv.Tensor(a, device="CL")
+    assert len(x.sum().schedule()) == 2 and len(cv.Tensor(a).sum().schedule()) == 1
+    np.testing.assert_allclose(x.sum().numpy(), a.astype(np.float64).sum(), rtol=1e-5)
+    np.testing.assert_allclose(x.max(axis=1).numpy(), a.max(axis=1))
+    np.testing.assert_allclose(x.T.mean(axis=0).numpy(), a.astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-7)
+    odd = rng.standard_normal(65537).astype(np.float32)  # no split divides it: one kernel
+    np.testing.assert_allclose(cv.Tensor(odd, device="CL").sum().numpy(), odd.astype(np.float64).sum(), rtol=1e-4)
+    w = cv.Tensor(a, device="CL", requires_grad=True)
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * a, rtol=1e-6)
