@@ -76,10 +76,15 @@ class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size`` samples.
 
     ``DataLoader(dataset, batch_size=1, shuffle=False, seed=None, drop_last=False, collate_fn=None,
-    prefetch=2)``. Each pass (each ``iter``) visits every sample once: in order, or with
-    ``shuffle`` in a new permutation per epoch drawn from ``(seed, epoch)`` (so the same seed
+    prefetch=2, sampler=None)``. Each pass (each ``iter``) visits every sample once: in order, or
+    with ``shuffle`` in a new permutation per epoch drawn from ``(seed, epoch)`` (so the same seed
     gives the same epochs; ``seed=None`` picks a random one). The last batch is smaller unless
     ``drop_last``. ``set_epoch(n)`` sets the epoch the next pass uses (to resume).
+
+    ``sampler`` replaces that order: a sized iterable of sample indices, such as
+    :class:`corvid.distributed.DistributedSampler` (this process's share of the dataset). Before
+    each pass the loader calls its ``set_epoch(epoch)`` if it has one, so the sampler's epochs
+    follow the loader's. ``shuffle`` with a sampler is a ValueError (the sampler decides the order).
 
     Batches of array-backed datasets (:class:`TensorDataset`, :class:`MNIST`, their
     :class:`Subset`) are sliced from the arrays at once; other datasets are read sample by sample
@@ -89,27 +94,40 @@ class DataLoader:
     by the iteration, and the thread stops when the iteration ends or is abandoned."""
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, seed: int | None = None,
-                 drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None, prefetch: int = 2):
+                 drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None, prefetch: int = 2,
+                 sampler: Any = None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if prefetch < 0:
             raise ValueError(f"prefetch must be non-negative, got {prefetch}")
+        if shuffle and sampler is not None:
+            raise ValueError("DataLoader: shuffle=True and a sampler exclude each other (the sampler sets the order)")
+        self.sampler = sampler
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
         self.collate_fn, self.prefetch = collate_fn, prefetch
         self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
         self.epoch = 0
 
     def __len__(self) -> int:
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass epoch ``epoch`` (its shuffle order); passes count up from there."""
         self.epoch = epoch
 
-    def _index_batches(self) -> list[np.ndarray]:
+    def _order(self) -> np.ndarray:
+        """The sample indices of the next pass, in the order it visits them."""
+        if self.sampler is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(self.epoch)
+            return np.fromiter(self.sampler, dtype=np.int64)
         n = len(self.dataset)
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(n) if self.shuffle else np.arange(n)
+        return np.random.default_rng([self.seed, self.epoch]).permutation(n) if self.shuffle else np.arange(n)
+
+    def _index_batches(self) -> list[np.ndarray]:
+        order = self._order()
+        n = len(order)
         stop = n - n % self.batch_size if self.drop_last else n
         return [order[i:i + self.batch_size] for i in range(0, stop, self.batch_size)]
 
