@@ -231,6 +231,17 @@ def test_long_reduces_are_exact_and_a_loop_limit_is_never_silent():
         (y.max() + y.sum()).numpy()
 
 
+def test_register_tiled_matmul():
+    """The device's heuristics give a matmul's invocations 8x8 output tiles (gpu_heuristics)."""
+    from corvid.codegen.opt import gpu_heuristics
+    from tests.test_opt import _base
+
+    a, b = RNG.standard_normal((256, 64)).astype(np.float32), RNG.standard_normal((64, 128)).astype(np.float32)
+    k = _base(cv.Tensor(a) @ cv.Tensor(b))
+    assert [str(o) for o in get_device(D).heuristics(k).opts] == [str(o) for o in gpu_heuristics(k).opts] != []
+    np.testing.assert_allclose((on(a) @ on(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_kernels_with_many_buffers():
     limit = get_device(D).renderer.max_buffers
     arrays = [RNG.standard_normal(5).astype(np.float32) for _ in range(limit)]
