@@ -35,12 +35,13 @@ from . import fft  # noqa: E402,F401
 from .dtype import complex64, complex128  # noqa: E402,F401
 from .ops.elementwise import make_complex as complex  # noqa: E402,F401,A001
 from .codegen.search import beam  # noqa: E402,F401
+from .runtime.device import default_device, get_default_device, set_default_device  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.plot`` and ``cv.notebook`` are imported on first
-    use (they cost import time that array code does not need; plot needs matplotlib)."""
-    if name in ("nn", "optim", "data", "plot", "notebook"):
+    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.distributed``, ``cv.plot`` and ``cv.notebook`` are
+    imported on first use (they cost import time that array code does not need; plot needs matplotlib)."""
+    if name in ("nn", "optim", "data", "distributed", "plot", "notebook"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

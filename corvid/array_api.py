@@ -32,7 +32,7 @@ import numpy as np
 
 from . import dtype as dt
 from .creation import empty_like as _empty_like, full_like as _full_like
-from .dlpack import _copy, from_dlpack, from_numpy
+from .dlpack import _copy, from_dlpack, from_numpy, host_device, is_cpu
 from .dtype import DType, DTypeLike
 from .ops import special
 from .ops.indexing import nonzero, take, take_along_axis, where
@@ -122,9 +122,10 @@ def asarray(obj: Any, /, *, dtype: DTypeLike | None = None, device: str | None =
                 else np.from_dlpack(obj)
             if d is not None and dt.from_numpy(arr.dtype) is not d:
                 raise ValueError(f"asarray(copy=False) cannot change dtype {arr.dtype} to {d.name}")
-            if dev not in (None, "CPU"):
+            host = host_device(dev)
+            if not is_cpu(host):
                 raise ValueError(f"asarray(copy=False) cannot move CPU memory to {dev}")
-            return from_numpy(arr, copy=False)
+            return from_numpy(arr, copy=False, device=host)
         raise ValueError(f"asarray(copy=False): a {type(obj).__name__} has no memory a tensor can share")
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
         obj = np.from_dlpack(obj)
@@ -544,7 +545,10 @@ class _Info:
         return canonical_device(None)
 
     def devices(self) -> list[str]:
-        return ["CPU"]
+        """The default device and the CPU. Devices start on first use, so this lists no others
+        (``CPU:1``, ``CL`` … work when named; see ``docs/devices.md``)."""
+        default = canonical_device(None)
+        return [default] if default == "CPU" else [default, "CPU"]
 
     def default_dtypes(self, *, device: str | None = None) -> dict[str, DType]:
         canonical_device(device)

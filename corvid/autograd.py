@@ -237,7 +237,7 @@ class AutogradMixin:
                     owner.grad = g
                 return
             held = [holder(g.node) for _, g in updates]
-            realize(held, self.device)  # one schedule for all of them
+            realize(held, None, [g.device for _, g in updates])  # one schedule for all of them
             for owner, g in updates:
                 owner.grad = g.realize()
 

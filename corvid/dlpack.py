@@ -53,9 +53,11 @@ def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = Non
     >>> np.shares_memory(np.from_dlpack(t), a)
     True
     """
-    if device is not None and canonical_device(device) != "CPU":
-        raise ValueError(f"from_dlpack: only the CPU device can import DLPack memory, got {device!r}")
+    dev = host_device(device)
+    if not is_cpu(dev):
+        raise ValueError(f"from_dlpack: only CPU devices (CPU, CPU:1, ...) can import DLPack memory, got {device!r}")
     if isinstance(x, Tensor):
+        x = x.to(dev)
         return _copy(x) if copy else x
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"from_dlpack needs an object with __dlpack__, got {type(x).__name__}")
@@ -63,19 +65,36 @@ def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = Non
         arr = np.from_dlpack(x)
     except (BufferError, RuntimeError, ValueError) as e:
         raise BufferError(f"from_dlpack: cannot import {type(x).__name__} ({e}); only CPU memory is supported") from e
-    return from_numpy(arr, copy=copy)
+    return from_numpy(arr, copy=copy, device=dev)
 
 
-def from_numpy(arr: np.ndarray, copy: bool | None = None) -> Tensor:
-    """A CPU tensor over ``arr``'s memory (``copy`` as in :func:`from_dlpack`)."""
+def is_cpu(device: Any) -> bool:
+    """Whether ``device`` (canonical) is one of the logical CPU devices, whose memory is host memory."""
+    return type(device) is str and (device == "CPU" or device.startswith("CPU:"))
+
+
+def host_device(device: str | None) -> str:
+    """The CPU device host memory is imported to: ``device`` (canonical); for None the default
+    device when it is a CPU device, else ``'CPU'`` (other devices cannot wrap host memory)."""
+    dev = canonical_device(device)
+    return dev if device is not None or is_cpu(dev) else "CPU"
+
+
+def from_numpy(arr: np.ndarray, copy: bool | None = None, device: str | None = None) -> Tensor:
+    """A tensor on a CPU device over ``arr``'s memory (``copy`` as in :func:`from_dlpack`):
+    ``device`` (``'CPU'``, ``'CPU:1'``, …), by default the default device if it is a CPU device,
+    else ``'CPU'``. ValueError for a device that is not a CPU device."""
+    device = host_device(device)
+    if not is_cpu(device):
+        raise ValueError(f"from_numpy: only CPU devices (CPU, CPU:1, ...) can hold numpy memory, got {device!r}")
     d = dt.from_numpy(arr.dtype)
     handle = None if copy else _zero_copy_handle(arr)
     if handle is None:
         if copy is False:
             raise ValueError("copy=False: the memory is not C-contiguous and aligned, so corvid cannot read it "
                              "without a copy")
-        return Tensor(np.ascontiguousarray(arr))  # Tensor(ndarray) copies
-    return Tensor._from_node(node(Op.BUFFER, (), Buffer.wrap("CPU", d, arr.size, handle), d, arr.shape), "CPU")
+        return Tensor(np.ascontiguousarray(arr), device=device)  # Tensor(ndarray) copies
+    return Tensor._from_node(node(Op.BUFFER, (), Buffer.wrap(device, d, arr.size, handle), d, arr.shape), device)
 
 
 def _copy(x: Tensor) -> Tensor:
@@ -98,8 +117,9 @@ class _BufferView:
 
 def export_view(t: Tensor) -> np.ndarray:
     """A writable numpy view of ``t``'s realized buffer that keeps the buffer alive (no copy)."""
-    if t.device != "CPU":
-        raise BufferError(f"DLPack export is only implemented for CPU tensors, this one is on {t.device}")
+    if not is_cpu(t.device):
+        raise BufferError(f"DLPack export is only implemented for CPU tensors (CPU, CPU:1, ...), this one is on "
+                          f"{t.device}; move it with .to('CPU') first")
     if t.dtype is dt.bfloat16:
         raise BufferError("DLPack export of bfloat16 is not supported (numpy's DLPack producer has no bfloat16)")
     t.realize()

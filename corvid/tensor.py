@@ -37,6 +37,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     ``dtype``, Python floats give ``float32``, complex numbers ``complex64``, ints ``int64``, bools
     ``bool``; numpy arrays keep their dtype (complex64 and complex128 included). ``requires_grad=True`` makes a leaf for :meth:`backward` (see
     :mod:`corvid.autograd`); ``grad`` holds its accumulated gradient (None until backward).
+    ``device`` defaults to the default device (:func:`corvid.set_default_device`); a Tensor given
+    with another device is copied there (:meth:`to`); a list of devices replicates the value on each.
 
     >>> import corvid as cv
     >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
@@ -57,8 +59,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     def _init_node(self, data: Any, dtype: DTypeLike | None, device: str | None) -> Node:
         if isinstance(data, Tensor):
             self.device = data.device if device is None else canonical_device(device)
-            if self.device != data.device:
-                raise NotImplementedError("copying between devices is not supported yet")
+            data = data.to(self.device)
             return data.node if dtype is None else data.astype(dtype).node
         self.device = canonical_device(device)
         target = None if dtype is None else dt.to_dtype(dtype)
@@ -67,6 +68,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                 raise TypeError(f"cannot make a {target.name} tensor from the complex number {data!r}; "
                                 "take .real or .imag first")
             return _const_node(data, target or dt.python_scalar_dtype(data), ())
+        if type(self.device) is tuple:  # replicated: made on the first device, copied to the others
+            return Tensor(data, dtype, self.device[0]).to(self.device).node
         arr = _to_numpy(data, target)
         buf = Buffer(self.device, dt.from_numpy(arr.dtype), arr.size)
         if arr.size:
@@ -130,7 +133,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
             self.node = leaf_node(Tensor._from_node(n.src[0], self.device).realize().node, n.arg)
         elif n.op is not Op.BUFFER:
-            h = holder(n)
+            h = on_device(holder(n), self.device)
             _realize([h], self.device)
             if not n.traced:
                 self.node = node(Op.BUFFER, (), h.buffer, n.dtype, n.shape)
@@ -178,7 +181,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
         extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype.name}"
-        dev = "" if self.device == "CPU" else f", device={self.device!r}"
+        dev = "" if self.device == "CPU" else f", device={self.device!r}"  # (tuple: a sharded tensor)
         return f"Tensor({body}{extra}{dev})"
 
     def _repr_html_(self) -> str:
@@ -214,10 +217,41 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                              f"bytes, {d.name} has {d.itemsize}")
         return self if d is self.dtype else self._new(node(Op.BITCAST, (self.node,), d, d, self.shape))
 
-    def to(self, device: str) -> Tensor:
-        if canonical_device(device) == self.device:
+    def to(self, device: Any) -> Tensor:
+        """This tensor on ``device``: itself when it is there already, else a lazy copy (a COPY
+        node, computed when needed; gradients flow back to this tensor's device).
+
+        ``device`` is a name (``'CPU:1'``, ``'CL'``) or a list of devices to replicate onto (as
+        :meth:`shard` with ``axis=None``); a sharded tensor moved to one device is gathered there.
+        ValueError for an unknown device.
+
+        >>> import corvid as cv
+        >>> cv.Tensor([1.0, 2.0]).to("CPU:1").device
+        'CPU:1'
+        """
+        dev = canonical_device(device)
+        if dev == self.device:
             return self
-        return Tensor(self.numpy(), device=device)
+        if type(dev) is tuple:
+            return self.shard(dev, axis=None)
+        return copy_to(self, dev)
+
+    def shard(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """This tensor split along ``axis`` over ``devices`` (a list of at least two), one part per
+        device, or replicated on every device when ``axis`` is None. See :mod:`corvid.sharding`.
+
+        Parts differ by at most one element along the axis (the first ones are larger, like
+        ``numpy.array_split``); ValueError when the axis has fewer elements than there are devices,
+        for a bad axis or device. Lazy and differentiable, like :meth:`to`.
+
+        >>> import corvid as cv
+        >>> x = cv.arange(6.0).reshape(3, 2).shard(["CPU:0", "CPU:1"], axis=0)
+        >>> x.device, (x * 2).sum(axis=0).tolist()
+        (('CPU', 'CPU:1'), [12.0, 18.0])
+        """
+        from .sharding import shard
+
+        return shard(self, devices, axis)
 
     # --- Array API protocol (see corvid/array_api.py and corvid/dlpack.py) ---------------------------
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
@@ -246,11 +280,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return dlpack_capsule(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .dlpack import DLPACK_CPU
+        from .dlpack import DLPACK_CPU, is_cpu
 
-        if self.device != "CPU":
-            raise BufferError(f"DLPack is only implemented for CPU tensors, this one is on {self.device}")
-        return (DLPACK_CPU, 0)
+        if not is_cpu(self.device):
+            raise BufferError(f"DLPack is only implemented for CPU tensors (CPU, CPU:1, ...), this one is on "
+                              f"{self.device}; move it with .to('CPU') first")
+        return (DLPACK_CPU, 0)  # every logical CPU device's memory is host memory
 
     def __complex__(self) -> complex:
         return complex(self.item())
@@ -277,7 +312,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     def _operand(self, x: Any, dtype: DType, shape: tuple[int, ...] = ()) -> Tensor:
         if isinstance(x, Tensor):
             if x.device != self.device:
-                raise ValueError(f"tensors on different devices: {self.device} and {x.device}")
+                raise ValueError(f"tensors on different devices: {self.device} and {x.device}; move one "
+                                 f"explicitly with .to({self.device!r}) or .to({x.device!r})")
             return x.astype(dtype)
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             return self._const(x, dtype, shape)
@@ -357,7 +393,8 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Compute several tensors in one schedule (``cv.realize(loss, *params)``): their kernels are
     planned together (shared work runs once) and compiled in parallel. Returns the tensors, each
     realized as by :meth:`Tensor.realize`. TypeError for anything that is not a Tensor."""
-    by_device: dict[str, list[Node]] = {}
+    roots: list[Node] = []
+    devices: list[Any] = []
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
@@ -365,12 +402,33 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
         if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
             n = n.src[0]
         if n.op is not Op.BUFFER and n.buffer is None:
-            by_device.setdefault(t.device, []).append(holder(n))
-    for device, nodes in by_device.items():
-        _realize(nodes, device)
+            roots.append(holder(n))
+            devices.append(t.device)
+    if roots:  # one schedule, even across devices
+        _realize(roots, None, devices)
     for t in tensors:
-        t.realize()  # now only rebinds to the computed buffers (``by_device`` keeps literals' holders alive)
+        t.realize()  # now only rebinds to the computed buffers (``roots`` keeps literals' holders alive)
     return tensors
+
+
+def on_device(h: Node, device: Any) -> Node:
+    """``h``, or a copy of it to ``device`` when its value was computed on another device already.
+
+    Only a graph of constants (``zeros``, ``arange``) can be that: it mentions no buffer, so it is
+    the same (hash-consed) node on every device, and the first device to realize it holds the value."""
+    b = h.buffer
+    if b is None or b.device == device:
+        return h
+    return node(Op.COPY, (h,), (b.device, device), h.dtype, h.shape)
+
+
+def copy_to(t: Tensor, destination: Any) -> Tensor:
+    """``t`` copied to ``destination`` (a device name, or a :class:`corvid.sharding.Layout`): a
+    COPY node over ``t``'s value (a literal is stored first: a COPY reads a stored source)."""
+    n = node(Op.COPY, (holder(t.node),), (t.device, destination), t.dtype, t.shape)
+    out = t._new(n)
+    out.device = destination if type(destination) is str else destination.devices
+    return out
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:

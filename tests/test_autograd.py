@@ -61,7 +61,7 @@ def test_every_primitive_has_a_rule():
     handled = (set(reverse.UNARY_RULES) | set(reverse.BINARY_RULES) | set(reverse.ZERO_RULES)
                | set(reverse.MOVEMENT_OPS) | {Op.WHERE, Op.REDUCE, Op.VAR})
     # CUSTOM (a host kernel) is differentiated through the custom_vjp its module wraps it in
-    assert set(Op) == handled | {Op.CUSTOM, Op.GATHER, Op.SCATTER}  # GATHER: _gather_rule; SCATTER: vjp_rule
+    assert set(Op) == handled | {Op.CUSTOM, Op.GATHER, Op.SCATTER, Op.COPY}  # GATHER: _gather_rule; SCATTER, COPY: vjp_rule
 
 
 UNARY = {

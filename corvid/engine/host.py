@@ -147,14 +147,16 @@ class HostProgram:
 def batch_host(n: Node, srcs: list[tuple[Node, int | None]], size: int) -> Node:
     """vmap's rule for a CUSTOM node: the same op over inputs with a leading batch axis; the packed
     result is regrouped per example so the batch is axis 0 of a (size, total) value."""
+    from ..runtime.device import get_default_device
     from ..tensor import Tensor
 
     arg: HostArg = n.arg
     if not arg.op.batched:
         raise NotImplementedError(f"vmap: the host op {arg.op.name} does not accept batch dimensions")
     ins = []
-    for s, b in srcs:  # (nodes carry no device; the wrappers only build nodes)
-        t = Tensor._from_node(s, "CPU")
+    device = get_default_device()  # nodes carry no device and only nodes come back: any label works
+    for s, b in srcs:
+        t = Tensor._from_node(s, device)
         if b is None:
             t = t.reshape((1,) + t.shape).expand((size,) + t.shape)
         ins.append(t)

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..graph.node import Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
@@ -33,26 +34,42 @@ def holder(n: Node) -> Node:
     return node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape) if n.op is Op.CONST else n
 
 
-def realize(roots: list[Node], device: str) -> None:
-    """Compute every node in ``roots`` that has no buffer yet. A literal (CONST) root is left
-    alone: pass its :func:`holder` (and keep a reference to it: nodes are weakly interned)."""
-    todo = [r for r in roots if r.buffer is None and r.op is not Op.CONST]
-    if not todo:
+def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = None) -> None:
+    """Compute every node in ``roots`` that has no buffer yet, on ``device`` (or each on its entry
+    of ``root_devices``; a device set for sharded values). A literal (CONST) root is left alone:
+    pass its :func:`holder` (and keep a reference to it: nodes are weakly interned)."""
+    devices = [device] * len(roots) if root_devices is None else root_devices
+    pairs = [(r, d) for r, d in zip(roots, devices) if r.buffer is None and r.op is not Op.CONST]
+    if not pairs:
         return
-    for r in todo:
+    todo = [r for r, _ in pairs]
+    for r, d in pairs:
         if r.numel == 0:
-            r.buffer = Buffer(device, r.dtype, 0)
+            r.buffer = empty_value(r, d)
     dbg = debug_level()
     if dbg >= 4:
         print(graph_dot(todo), file=sys.stderr)
-    schedule = create_schedule(todo, device)
+    schedule = create_schedule(todo, device, None if root_devices is None else [d for _, d in pairs])
     run_schedule(schedule, dbg)
+    finish = getattr(schedule, "assemble", None)  # a partitioned (sharded) schedule's results
+    if finish is not None:
+        finish()
+
+
+def empty_value(n: Node, device: Any) -> Any:
+    """The buffer of an empty value on ``device`` (one empty part per device of a device set)."""
+    if type(device) is tuple:
+        from ..sharding import replicated_buffer
+
+        return replicated_buffer([Buffer(d, n.dtype, 0) for d in device], n.shape)
+    return Buffer(device, n.dtype, 0)
 
 
 def compile_schedule(schedule: list[ScheduledKernel]) -> None:
     """Compile every kernel of ``schedule`` that has no program yet, several at a time (the C
     compiler runs as separate processes, so a thread per core keeps every core busy)."""
-    todo = list({id(sk.compiled): sk for sk in schedule if sk.compiled.program is None}.values())
+    todo = list({(id(sk.compiled), sk.device): sk for sk in schedule
+                 if sk.device not in sk.compiled.programs}.values())
     if len(todo) < 2:
         return
     workers = min(len(todo), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -70,7 +87,12 @@ def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> Non
     for sk in schedule:
         program = sk.program
         out = Buffer(sk.device, sk.output.dtype, sk.output.numel)
-        handles = [out.handle] + [n.buffer.handle for n in sk.inputs]
+        handles = [out.handle]
+        for n in sk.inputs:
+            b = n.buffer
+            if b.device != sk.device and type(b) is Buffer and sk.output.op is not Op.COPY:
+                b = _moved(b, sk.device)  # (a copy step reads its source device's buffer: that is its job)
+            handles.append(b.handle)
         t0 = time.perf_counter()
         program(handles)
         if dbg >= 2:
@@ -81,6 +103,14 @@ def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> Non
         get_device(schedule[0].device).synchronize()
         ms = (time.perf_counter() - start) * 1e3
         print(f"realize: {len(schedule)} kernel{'s' if len(schedule) != 1 else ''} in {ms:.3f} ms", file=sys.stderr)
+
+
+def _moved(b: Buffer, device: str) -> Buffer:
+    """A copy of ``b`` on ``device``, through host memory. Only a graph of constants (``zeros``,
+    ``arange``) reaches a kernel with its value on another device: such a graph mentions no
+    buffer, so one node serves every device, and it keeps the buffer of the device that computed
+    it first (see ``Tensor.realize``)."""
+    return Buffer(device, b.dtype, b.size).copyin(b.numpy())
 
 
 def _report(sk: ScheduledKernel, seconds: float, dbg: int) -> None:

@@ -44,6 +44,7 @@ class ScheduledKernel:
     output: Node
     inputs: list[Node]
     compiled: "_Compiled" = field(repr=False)
+    device: str  # where it runs (the logical devices of a family share ``compiled``)
 
     @property
     def kernel(self) -> Kernel:
@@ -54,15 +55,12 @@ class ScheduledKernel:
         return self.compiled.source
 
     @property
-    def device(self) -> str:
-        return self.compiled.device
-
-    @property
     def program(self) -> Program:
-        c = self.compiled
-        if c.program is None:
-            c.program = get_device(c.device).compile(c.kernel, c.source)
-        return c.program
+        programs = self.compiled.programs
+        p = programs.get(self.device)
+        if p is None:  # (on the CPU the library is cached by source: a second logical device only loads it)
+            p = programs[self.device] = get_device(self.device).compile(self.compiled.kernel, self.compiled.source)
+        return p
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in self.inputs)
@@ -72,16 +70,28 @@ class ScheduledKernel:
 _cache: dict[tuple, _Compiled] = {}
 
 
-_plans: dict[tuple, list[tuple[int, list[int], _Compiled]]] = {}
+# structural key -> [(root position, input positions, compiled, constant positions, device)], or
+# _SHARDED for a graph with sharded values (partitioned per device by corvid/sharding.py)
+_plans: dict[tuple, Any] = {}
+_SHARDED = "sharded"
 
 
-def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
-    """The kernels that realizing ``roots`` runs, in order, without running anything.
+def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | None = None) -> list[ScheduledKernel]:
+    """The kernels that realizing ``roots`` on ``device`` runs, in order, without running anything.
+
+    ``root_devices`` gives each root its own device instead. A COPY node's source is computed on
+    the copy's source device and the copy is a step of its own (:mod:`corvid.engine.copy`); a
+    graph with sharded values (a device set) is partitioned into per-device graphs first.
 
     The kernel split depends only on the graph's structure, so it is cached by a structural key
     of the whole graph: a training loop that rebuilds the same graph every step pays for one
     graph walk, not for lowering probes and region walks."""
-    todo = [r for r in roots if r.buffer is None and r.numel > 0]
+    if root_devices is None:
+        todo = [r for r in roots if r.buffer is None and r.numel > 0]
+        devices: tuple = (device,) * len(todo)
+    else:
+        pairs = [(r, d) for r, d in zip(roots, root_devices) if r.buffer is None and r.numel > 0]
+        todo, devices = [r for r, _ in pairs], tuple(d for _, d in pairs)
     if not todo:
         return []
     every = toposort(todo, stop=lambda n: n.buffer is not None)
@@ -89,22 +99,46 @@ def create_schedule(roots: list[Node], device: str) -> list[ScheduledKernel]:
     inputs = [n for n in every if n.buffer is not None]
     inner = [n for n in every if n.buffer is None]
     pos = {id(n): i for i, n in enumerate(every)}
-    key = (device, _structure_key(inner, inputs), tuple(pos[id(r)] for r in todo))
-    plan = _plans.get(key)
+    # a sharded input (a MultiBuffer) needs a partitioned schedule, whatever the structure
+    sharded_input = any(type(n.buffer) is not Buffer for n in inputs)
+    key = None if sharded_input else (devices, _structure_key(inner, inputs), tuple(pos[id(r)] for r in todo))
+    plan = _SHARDED if sharded_input else _plans.get(key)
     if plan is None:
-        stored = _stored(todo, every)
-        plan = []
-        for n in every:
-            if id(n) in stored and n.buffer is None and n.numel > 0:
-                compiled, ins, consts = _make_kernel(n, stored, device)
-                plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts]))
+        placed = _place(todo, devices, every)
+        if any(type(d) is tuple for d in placed.values()):
+            plan = _SHARDED
+        else:
+            stored = _stored(todo, every)
+            plan = []
+            for n in every:
+                if id(n) in stored and n.buffer is None and n.numel > 0:
+                    dev = placed[id(n)]
+                    compiled, ins, consts = _make_kernel(n, stored, dev)
+                    plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts], dev))
         _plans[key] = plan
-    for _, ins, _, _ in plan:  # an empty stored input needs no kernel: its value is an empty buffer
+    if plan is _SHARDED:
+        from ..sharding import partition_schedule
+
+        return partition_schedule(todo, list(devices))
+    for _, ins, _, _, dev in plan:  # an empty stored input needs no kernel: its value is an empty buffer
         for i in ins:
             if every[i].buffer is None and every[i].numel == 0:
-                every[i].buffer = Buffer(device, every[i].dtype, 0)
+                every[i].buffer = Buffer(dev, every[i].dtype, 0)
     return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins] +
-                            _const_input([every[i] for i in cs], device), c) for r, ins, c, cs in plan]
+                            _const_input([every[i] for i in cs], dev), c, dev) for r, ins, c, cs, dev in plan]
+
+
+def _place(todo: list[Node], devices: tuple, every: list[Node]) -> dict[int, Any]:
+    """The device each node of ``every`` is computed on: its consumer's, except below a COPY,
+    whose source lives on the copy's source device (a node two devices need keeps the first)."""
+    where = {id(r): d for r, d in zip(todo, devices)}
+    for n in reversed(every):  # consumers before their sources
+        if n.buffer is not None:
+            continue
+        d = n.arg[0] if n.op is Op.COPY else where[id(n)]
+        for s in n.src:
+            where.setdefault(id(s), d)
+    return where
 
 
 def _check_placeholders(every: list[Node]) -> None:
@@ -126,8 +160,8 @@ def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]
 def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
-    for n in every:  # a host kernel computes its node alone, from stored inputs
-        if n.op in (Op.CUSTOM, Op.SCATTER) and n.buffer is None:
+    for n in every:  # a host kernel (and a copy step) computes its node alone, from stored inputs
+        if n.op in (Op.CUSTOM, Op.SCATTER, Op.COPY) and n.buffer is None:
             stored[id(n)] = n
             stored.update({id(s): s for s in n.src if s.buffer is None})
         elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through a reshape)
@@ -268,12 +302,18 @@ def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
 
 
 class _Compiled:
-    """A lowered and rendered kernel, shared by every schedule with the same graph structure."""
+    """A lowered and rendered kernel, shared by every schedule with the same graph structure on
+    devices of one family (``CPU``, ``CPU:1``, …), with its program for each device."""
 
-    def __init__(self, kernel: Kernel, source: str, device: str, const_pos: tuple[int, ...] = ()):
-        self.kernel, self.source, self.device = kernel, source, device
+    def __init__(self, kernel: Kernel, source: str, const_pos: tuple[int, ...] = ()):
+        self.kernel, self.source = kernel, source
         self.const_pos = const_pos  # where the kernel's runtime constants are among its region's nodes
-        self.program: Program | None = None
+        self.programs: dict[str, Program] = {}
+
+
+def _family(device: str) -> str:
+    """The backend a device belongs to (``'CPU'`` for ``'CPU:1'``): what kernel caches key on."""
+    return device.partition(":")[0]
 
 
 def _host_kernel(root: Node, device: str) -> ScheduledKernel:
@@ -285,9 +325,23 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
     if compiled is None:
         op = root.arg.op
         kernel = HostKernel(f"host_{op.name}", [(n.shape, n.dtype) for n in inputs], root.numel, root.dtype)
-        compiled = _cache[key] = _Compiled(kernel, f"// host kernel: {op!r}", device)  # type: ignore[arg-type]
-        compiled.program = HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
-    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
+        compiled = _cache[key] = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
+        compiled.programs[device] = HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
+    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
+
+
+def _copy_step(root: Node, device: str) -> ScheduledKernel:
+    from .copy import CopyKernel, CopyProgram
+
+    source, destination = root.arg
+    nbytes = root.numel * root.dtype.itemsize
+    key = ("copy", source, destination, nbytes)
+    compiled = _cache.get(key)
+    if compiled is None:
+        kernel = CopyKernel(f"copy_{source}_to_{destination}_{root.numel}".replace(":", ""), nbytes)
+        compiled = _cache[key] = _Compiled(kernel, f"// copy {nbytes} bytes from {source} to {destination}")  # type: ignore[arg-type]
+        compiled.programs[destination] = CopyProgram(source, destination, nbytes)
+    return ScheduledKernel(compiled.kernel.name, root, list(root.src), compiled, destination)
 
 
 class ScatterKernel:
@@ -313,15 +367,15 @@ def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
     x, idx, src = root.shape, inputs[1].shape, inputs[2].shape
     O, n, m, inner = math.prod(x[:nj]), x[nj], src[nj], math.prod(x[nj + 1:])
     idx_inner = inner if len(idx) > nj + 1 else 1
-    key = (device, "scatter", reduce, root.dtype, O, n, m, inner, idx_inner)
+    key = (_family(device), "scatter", reduce, root.dtype, O, n, m, inner, idx_inner)
     compiled = _cache.get(key)
     if compiled is None:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
         kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
         openmp = getattr(get_device(device).renderer, "openmp", False)
         source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner, openmp)
-        compiled = _cache[key] = _Compiled(kernel, source, device)  # type: ignore[arg-type]
-    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled)
+        compiled = _cache[key] = _Compiled(kernel, source)  # type: ignore[arg-type]
+    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
 
 
 def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
@@ -336,19 +390,21 @@ def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
 
 def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Compiled, list[Node], list[Node]]:
     """(the compiled kernel computing ``root``, its input nodes, its runtime-constant nodes)."""
-    if root.op in (Op.CUSTOM, Op.SCATTER):
-        sk = (_host_kernel if root.op is Op.CUSTOM else _scatter_kernel)(root, device)
+    if root.op in (Op.CUSTOM, Op.SCATTER, Op.COPY):
+        step = {Op.CUSTOM: _host_kernel, Op.SCATTER: _scatter_kernel, Op.COPY: _copy_step}[root.op]
+        sk = step(root, device)
         return sk.compiled, sk.inputs, []
     nodes, inputs = _region(root, stored)
-    key = (device, _structure_key(nodes, inputs))
+    family = _family(device)
+    key = (family, _structure_key(nodes, inputs))
     compiled = _cache.get(key)
     if compiled is None:
         kernel, lw = lower_unmerged("kernel", root, inputs)
         kernel = merge_loops(kernel)
         kernel.name = _kernel_name(nodes, kernel)  # named by its loops before optimization
-        kernel = optimize(kernel, device)
+        kernel = optimize(kernel, family)
         where = {id(n): i for i, n in enumerate(nodes)}
-        compiled = _cache[key] = _Compiled(kernel, get_device(device).renderer.render(kernel), device,
+        compiled = _cache[key] = _Compiled(kernel, get_device(family).renderer.render(kernel),
                                            tuple(where[id(c)] for c in lw.consts))
     return compiled, inputs, [nodes[i] for i in compiled.const_pos]
 

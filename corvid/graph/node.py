@@ -47,6 +47,9 @@ class Op(Enum):
     RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
     # realization boundary: force a stored copy
     CONTIGUOUS = auto()
+    # the value moved between devices; arg: (source device, destination device). The scheduler
+    # computes the source on its device and gives the copy a step of its own (engine/schedule.py)
+    COPY = auto()
     # transforms (autodiff, vmap, jit). VAR marks a variable a transform differentiates or
     # batches; arg: a unique Mark. With one source it is the identity on that source's value;
     # with none it is a placeholder that has no value (realizing it is an error). DETACH is the

@@ -342,7 +342,8 @@ class Module:
 
     def to(self, *args: Any, device: str | None = None, dtype: Any = None) -> Module:
         """Move every parameter and buffer to ``device`` and/or cast the floating-point ones to
-        ``dtype`` (positional arguments: a device string or a dtype); returns self. Parameters
+        ``dtype`` (positional arguments: a device string or a dtype); returns self. A list of
+        devices replicates them on each (data parallelism, see ``docs/devices.md``). Parameters
         keep their identity (an optimizer built before still holds them); their ``.grad`` is
         reset when the value changes.
 
@@ -353,10 +354,10 @@ class Module:
         for a in args:
             if isinstance(a, DType):
                 dtype = a
-            elif isinstance(a, str):
+            elif isinstance(a, (str, list, tuple)):  # (a list of devices replicates, for data parallelism)
                 device = a
             else:
-                raise TypeError(f"to: expected a device string or a dtype, got {a!r}")
+                raise TypeError(f"to: expected a device string, a list of devices or a dtype, got {a!r}")
         target = None
         if dtype is not None:
             from .. import dtype as dt

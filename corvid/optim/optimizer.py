@@ -44,6 +44,7 @@ import numpy as np
 from ..autograd import enable_grad, no_grad
 from ..dtype import DType
 from ..engine import capture
+from ..runtime.device import get_default_device
 from ..tensor import Tensor, realize
 from ..tree import tree_flatten, tree_unflatten
 from .state import restore_like, unflatten_state_dict
@@ -368,7 +369,7 @@ def _same(value: Any, frozen: Any, frozen_node: Any) -> bool:
 
 
 def _device_of(group: dict[str, Any]) -> str:
-    return group["params"][0].device if group["params"] else "CPU"
+    return group["params"][0].device if group["params"] else get_default_device()
 
 
 def zeros_slot(p: Tensor, fill: float = 0.0) -> Tensor:

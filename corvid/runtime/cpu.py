@@ -85,18 +85,22 @@ class CPUProgram(Program):
 
 
 class CPUDevice(Device):
-    name = "CPU"
+    """Logical CPU device ``index`` (``'CPU'`` is index 0): its own allocator, so its buffers are
+    distinct from every other logical device's, and a renderer shared by all of them (the compiled
+    libraries are cached by source, so a kernel compiles once for every index)."""
 
-    def __init__(self) -> None:
+    _shared_renderer: CRenderer | None = None
+
+    def __init__(self, index: int = 0) -> None:
+        self.name = "CPU" if index == 0 else f"CPU:{index}"
         self.allocator = CPUAllocator()
-        self._renderer: CRenderer | None = None
 
     @property
     def renderer(self) -> CRenderer:
-        if self._renderer is None:  # finding the compiler is deferred until a kernel is needed
+        if CPUDevice._shared_renderer is None:  # finding the compiler is deferred until a kernel is needed
             tc = find_toolchain()
-            self._renderer = CRenderer(openmp=tc.openmp, libmvec=tc.libmvec)
-        return self._renderer
+            CPUDevice._shared_renderer = CRenderer(openmp=tc.openmp, libmvec=tc.libmvec)
+        return CPUDevice._shared_renderer
 
     def peak(self) -> Peak:
         return cpu_peak()

@@ -30,9 +30,10 @@ class NullProgram(Program):
 
 
 class NullDevice(Device):
-    name = "NULL"
+    """Logical NULL device ``index`` (``'NULL'`` is index 0)."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: int = 0) -> None:
+        self.name = "NULL" if index == 0 else f"NULL:{index}"
         self.allocator = NullAllocator()
         self.renderer = CRenderer()
 

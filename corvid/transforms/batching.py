@@ -294,7 +294,7 @@ class _Batcher:
             arg = tuple(a + 1 for a in arg)
         elif op is Op.VAR and arg.kind in MARK_RULES:
             arg = MARK_RULES[arg.kind](arg, self.batch, size, self.marks)
-        elif op not in (Op.CONTIGUOUS, Op.DETACH, Op.VAR):
+        elif op not in (Op.CONTIGUOUS, Op.DETACH, Op.VAR, Op.COPY):
             raise NotImplementedError(f"vmap has no batching rule for {op.name}")
         return node(op, (src,), arg, n.dtype, shape), 0
 

@@ -219,7 +219,8 @@ class _BatchedCall:
                 got = call.pullback(dict(zip(idx, ct_leaves)))
             finally:
                 call.res = saved
-            return [g if g is not None else Tensor._from_node(x, "CPU")._const(0.0) for g, x in
+            device = ct_leaves[0].device if ct_leaves else None  # (the inputs are nodes: no device of their own)
+            return [g if g is not None else zeros(x.shape, dtype=x.dtype, device=device) for g, x in
                     zip(got, call.inputs)]
 
         per = vmap(one, in_axes=(self.res_axes, 0), out_axes=0, axis_size=self.size)(

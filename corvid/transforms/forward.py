@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from ..graph.node import MOVEMENT, Mark, Node, Op, node, toposort
 from ..ops.elementwise import make_complex, where
 from ..ops.special import digamma as _digamma
-from ..tensor import Tensor
+from ..tensor import Tensor, copy_to
 from ..tree import tree_flatten, tree_unflatten
 from .batching import MARK_RULES, vmap
 from .rewrite import rewrite
@@ -221,6 +221,7 @@ _RULES: dict[Op, Callable[[Tensor, list[Tensor], list[Tensor | None]], Tensor | 
     Op.WHERE: lambda y, xs, ts: where(xs[0], _z(ts[1], y), _z(ts[2], y)),
     Op.REDUCE: lambda y, xs, ts: _reduce(y, xs[0], ts[0]),
     Op.CONTIGUOUS: lambda y, xs, ts: ts[0].contiguous(),
+    Op.COPY: lambda y, xs, ts: copy_to(ts[0], y.node.arg[1]),  # the tangent moves with the value
     Op.VAR: lambda y, xs, ts: ts[0],
     Op.CUSTOM: lambda y, xs, ts: _no_host_jvp(y),
     Op.GATHER: lambda y, xs, ts: None if ts[0] is None else y._new(

@@ -46,9 +46,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..engine.capture import Recorder as _Recorder, recorders as _recorders
-from ..engine.realize import _report, debug_level as _debug_level
+from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
-from ..runtime.device import Buffer, get_device
+from ..runtime.device import Buffer, canonical_device, get_device
 from ..tree import tree_flatten, tree_unflatten
 
 
@@ -65,7 +65,7 @@ class _Slot:
     ref: Any = None  # arg index; (tensor weakref, attr); leaf weakref; draw index; reader; Buffer; kernel index
     dtype: Any = None
     shape: tuple[int, ...] = ()
-    device: str = "CPU"
+    device: Any = None  # the device its buffer lives on
     fallback: Buffer | None = None  # a captured leaf's value at trace time, used if the tensor is gone
 
 
@@ -248,8 +248,9 @@ def add_guard(check: Callable[[], bool]) -> None:
         _requests[-1].guards.append(check)
 
 
-def scalar_input(read: Callable[[], float], dtype: Any, device: str = "CPU") -> Any:
-    """A 0-d tensor of ``dtype`` holding ``read()``, a Python number. Inside a ``jit`` trace it is
+def scalar_input(read: Callable[[], float], dtype: Any, device: str | None = None) -> Any:
+    """A 0-d tensor of ``dtype`` holding ``read()``, a Python number, on ``device`` (default: the
+    default device). Inside a ``jit`` trace it is
     a placeholder that the captured program fills with ``read()`` at every call, so a number that
     changes between calls (a learning rate a scheduler sets) is neither frozen nor a reason to
     trace again. Outside a trace: ``Tensor(read())`` now.
@@ -265,6 +266,7 @@ def scalar_input(read: Callable[[], float], dtype: Any, device: str = "CPU") -> 
     from .. import dtype as dt
 
     d = dt.to_dtype(dtype)
+    device = canonical_device(device)
     tensor = _tensor_class()
     if not _requests:
         return tensor(np.array(read(), dtype=d.np), device=device)
@@ -482,7 +484,12 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
     from ..tensor import Tensor
 
     roots = [x.node for x in out_leaves if isinstance(x, Tensor)] + [n for _, _, n in writes_src if n is not None]
-    device = next((x.device for x in out_leaves if isinstance(x, Tensor)), dyn[0].device if dyn else "CPU")
+    root_devices = [x.device for x in out_leaves if isinstance(x, Tensor)] + \
+        [t.device for t, _, n in writes_src if n is not None]
+    # where values without a device of their own (draws, scalars, state) are placed
+    device = root_devices[0] if root_devices else dyn[0].device if dyn else canonical_device(None)
+    if any(type(d) is tuple for d in root_devices) or any(type(x.device) is tuple for x in dyn):
+        raise JitError("jit does not capture sharded tensors yet; call the function without jit")
 
     slots: list[_Slot] = []
     slot_of: dict[int, int] = {}
@@ -544,11 +551,11 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
                              fallback=n.buffer))
                 if t is not None:
                     guards.append(_shape_guard(t, n))
-        schedule = create_schedule(roots, device)
+        schedule = create_schedule(roots, device, root_devices)
         compile_schedule(schedule)
         launches: list[_Launch] = []
         for sk in schedule:
-            ins = [_input_slot(m, slot_of, slots) for m in sk.inputs]
+            ins = [_input_slot(m, slot_of, slots, None if sk.output.op is Op.COPY else sk.device) for m in sk.inputs]
             out = add(sk.output, _Slot("kernel", len(launches), sk.output.dtype, sk.output.shape, sk.device))
             launches.append(_Launch(sk, out, ins))
             sk.program  # compile now, not during the first replay  # noqa: B018
@@ -583,13 +590,23 @@ def _has_placeholder(n: Node) -> bool:
     return n.traced and any(m.op is Op.VAR and not m.src for m in toposort([n], stop=lambda m: m.buffer is not None))
 
 
-def _input_slot(n: Node, slot_of: dict[int, int], slots: list[_Slot]) -> int:
+def _input_slot(n: Node, slot_of: dict[Any, int], slots: list[_Slot], device: str | None = None) -> int:
+    """The slot of kernel input ``n``; ``device``: the kernel's, when the input must be there."""
     if id(n) in slot_of:
         return slot_of[id(n)]
     if n.buffer is None:
         raise JitError(f"jit: internal error: kernel input {n} has no value")
+    b = n.buffer
+    if device is not None and type(b) is Buffer and b.device != device:
+        # a graph of constants realized on another device first (one node serves every device:
+        # see engine/realize.py _moved): this kernel's own copy of the value, made once
+        key = (id(n), device)
+        if key not in slot_of:
+            slot_of[key] = len(slots)
+            slots.append(_Slot("const", _moved(b, device), n.dtype, n.shape, device))
+        return slot_of[key]
     slot_of[id(n)] = len(slots)
-    slots.append(_Slot("const", n.buffer, n.dtype, n.shape, n.buffer.device))
+    slots.append(_Slot("const", b, n.dtype, n.shape, b.device))
     return slot_of[id(n)]
 
 

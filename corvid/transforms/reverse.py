@@ -179,6 +179,8 @@ def vjp_rule(n: Node, g: Tensor, need: list[bool]) -> list[Tensor | None]:
         out[0] = _reduce_rule(t(n.src[0]), t(n), g, *n.arg)
     elif n.op in MOVEMENT_OPS:
         out[0] = _movement_rule(n, g)
+    elif n.op is Op.COPY:  # the cotangent goes back to the source's device
+        out[0] = g.to(n.arg[0])
     elif n.op is Op.GATHER:
         if need[0]:
             out[0] = _gather_rule(t(n.src[0]), t(n.src[1]), g, n.arg)
