@@ -10,13 +10,23 @@ A device is four things (see ``docs/backends.md``):
 :class:`Buffer` is the device-neutral handle the rest of corvid uses. Its memory goes back to the
 allocator's pool as soon as the last reference to the Buffer disappears, and the pool hands it to
 the next allocation of the same size (fresh memory costs page faults).
+
+Device names: ``'CPU'`` (also spelled ``'cpu'``, ``'CPU:0'``), ``'CPU:1'``, ``'CPU:2'``, … are
+distinct logical CPU devices (each its own allocator and buffers, all sharing the compiler and the
+kernel caches), for testing multi-device code on one machine; ``'CL'``, ``'WEBGPU'``, ``'CUDA'``,
+``'NULL'`` (and ``'NULL:1'``, ...). The default
+device comes from ``CORVID_DEVICE`` at import, :func:`set_default_device` and the
+:func:`default_device` block (see ``docs/devices.md``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import threading
 from collections import defaultdict
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -71,11 +81,18 @@ class Program:
 
 
 class Device:
-    """A backend. Subclasses set ``name``, ``allocator``, ``renderer`` and implement ``compile``."""
+    """A backend. Subclasses set ``name``, ``allocator``, ``renderer`` and implement ``compile``.
+
+    ``family`` is the backend name without the index (``'CPU'`` for ``'CPU:1'``): the logical
+    devices of one backend share its lowered kernels and compiled code, keyed by family."""
 
     name: str = ""
     allocator: Allocator
     renderer: Any  # an object with ``render(kernel) -> str`` (see corvid/render/c.py)
+
+    @property
+    def family(self) -> str:
+        return self.name.partition(":")[0]
 
     def compile(self, kernel: Any, source: str) -> Program:
         raise NotImplementedError
@@ -145,21 +162,67 @@ class Buffer:
 # --- registry --------------------------------------------------------------------------------------
 
 _BACKENDS = {"CPU": "corvid.runtime.cpu:CPUDevice", "NULL": "corvid.runtime.null:NullDevice",
-             "CL": "corvid.runtime.opencl:CLDevice"}
+             "CL": "corvid.runtime.opencl:CLDevice", "WEBGPU": "corvid.runtime.webgpu:WebGPUDevice",
+             "CUDA": "corvid.runtime.cuda:CUDADevice"}
+# backends whose class takes an ``index`` and gives any number of distinct logical devices (own
+# allocator and buffers, shared compiler and kernel caches): ``CPU:1`` tests multi-device code on
+# one machine. Other backends have one device, ``NAME`` (``NAME:0`` is accepted as a spelling).
+_LOGICAL = {"CPU", "NULL"}
 _devices: dict[str, Device] = {}
-DEFAULT_DEVICE = "CPU"
+_canonical: dict[Any, Any] = {}  # every spelling already seen -> its canonical name (the fast path)
 
 
-def canonical_device(name: str | None) -> str:
-    """Normalize a device name (``'cpu'`` → ``'CPU'``); ValueError for unknown devices."""
-    if name is None:
-        return DEFAULT_DEVICE
+def _parse(name: Any) -> Any:
+    """The canonical name of ``name`` (validated), or a tuple of them for a device set."""
+    if isinstance(name, (tuple, list)):
+        devs = tuple(_parse(n) for n in name)
+        if any(isinstance(d, tuple) for d in devs):
+            raise ValueError(f"a device set holds single devices, got {name!r}")
+        if len(set(devs)) != len(devs):
+            raise ValueError(f"a device set names each device once, got {list(devs)}")
+        if len(devs) < 2:
+            raise ValueError(f"a device set needs at least two devices, got {list(devs)}; "
+                             "pass the one device by name")
+        return devs
     if not isinstance(name, str):
-        raise TypeError(f"device must be a string like 'CPU', got {type(name).__name__}")
-    canon = name.upper().split(":")[0]
-    if canon not in _BACKENDS:
-        raise ValueError(f"unknown device {name!r}; available: {', '.join(sorted(_BACKENDS))}")
+        raise TypeError(f"device must be a string like 'CPU' or 'CPU:1', got {type(name).__name__}")
+    base, sep, index = name.strip().upper().partition(":")
+    if base not in _BACKENDS:
+        raise ValueError(f"unknown device {name!r}; available: {available_devices()}")
+    if not sep or index == "0":
+        return base
+    if not index.isdigit():
+        raise ValueError(f"bad device index in {name!r}: expected {base}:N with N a non-negative integer")
+    if base not in _LOGICAL:
+        raise ValueError(f"device {name!r} does not exist: {base} has one device ({base}); "
+                         f"available: {available_devices()}")
+    return f"{base}:{int(index)}"
+
+
+def canonical_device(name: Any) -> Any:
+    """The canonical name of a device: ``'cpu'``, ``'CPU:0'`` → ``'CPU'``; ``'cpu:1'`` → ``'CPU:1'``;
+    None → the default device (:func:`get_default_device`). A list or tuple of at least two
+    distinct devices (a sharded tensor's devices) gives a tuple of canonical names.
+
+    ValueError for an unknown device or a bad index, listing what is available; TypeError for a
+    name that is not a string."""
+    if name is None:
+        return _scoped.device or _default_name
+    try:
+        canon = _canonical.get(name)
+    except TypeError:  # (a list: unhashable)
+        canon = None
+    if canon is None:
+        canon = _parse(name)
+        if isinstance(name, (str, tuple)):
+            _canonical[name] = canon
     return canon
+
+
+def available_devices() -> str:
+    """The device names corvid knows, for error messages (``CPU:N`` stands for any N)."""
+    names = sorted(_BACKENDS)
+    return ", ".join(f"{n}, {n}:N" if n in _LOGICAL else n for n in names)
 
 
 def get_device(name: str) -> Device:
@@ -168,13 +231,89 @@ def get_device(name: str) -> Device:
     if dev is not None:
         return dev
     name = canonical_device(name)
+    if isinstance(name, tuple):
+        raise ValueError(f"{list(name)} is a set of devices, not one device")
     dev = _devices.get(name)
     if dev is None:
-        module, cls = _BACKENDS[name].split(":")
-        dev = _devices[name] = getattr(importlib.import_module(module), cls)()
+        base, _, index = name.partition(":")
+        module, cls = _BACKENDS[base].split(":")
+        backend = getattr(importlib.import_module(module), cls)
+        dev = _devices[name] = backend(int(index)) if index else backend()
     return dev
 
 
-def register_backend(name: str, target: str) -> None:
-    """Make ``'module.path:ClassName'`` available as device ``name`` (used by plugins)."""
+def register_backend(name: str, target: str, logical: bool = False) -> None:
+    """Make ``'module.path:ClassName'`` available as device ``name`` (used by plugins).
+
+    ``logical=True`` says the class takes an ``index`` argument and that ``NAME:1``, ``NAME:2``, …
+    are distinct devices of that backend."""
     _BACKENDS[name.upper()] = target
+    if logical:
+        _LOGICAL.add(name.upper())
+
+
+# --- the default device ------------------------------------------------------------------------------
+
+class _Scoped(threading.local):
+    device: str | None = None  # set by a ``default_device`` block in this thread
+
+
+_scoped = _Scoped()
+_default_name = "CPU"
+
+
+def get_default_device() -> str:
+    """The device creation functions use when given none: the innermost ``default_device`` block
+    of this thread, else what :func:`set_default_device` (or ``CORVID_DEVICE``) chose, else CPU."""
+    return canonical_device(None)
+
+
+def set_default_device(name: str) -> None:
+    """Make ``name`` the default device of every thread (outside ``default_device`` blocks).
+
+    >>> import corvid as cv
+    >>> cv.set_default_device("CPU:1"); cv.zeros(2).device
+    'CPU:1'
+    >>> cv.set_default_device("CPU")
+
+    ValueError for an unknown device (the message lists the available ones)."""
+    global _default_name
+    dev = canonical_device(name)
+    if isinstance(dev, tuple):
+        raise ValueError(f"the default device is one device, not the set {list(dev)}")
+    _default_name = dev
+
+
+@contextmanager
+def default_device(name: str) -> Iterator[str]:
+    """Use ``name`` as the default device inside the block, in this thread (blocks nest).
+
+    >>> import corvid as cv
+    >>> with cv.default_device("CPU:1"):
+    ...     cv.arange(3).device
+    'CPU:1'
+    """
+    dev = canonical_device(name)
+    if isinstance(dev, tuple):
+        raise ValueError(f"the default device is one device, not the set {list(dev)}")
+    saved, _scoped.device = _scoped.device, dev
+    try:
+        yield dev
+    finally:
+        _scoped.device = saved
+
+
+def _default_from_environment() -> str:
+    value = os.environ.get("CORVID_DEVICE", "").strip()
+    if not value:
+        return "CPU"
+    try:
+        dev = canonical_device(value)
+    except ValueError as e:
+        raise ValueError(f"CORVID_DEVICE={value!r}: {e}") from None
+    if isinstance(dev, tuple):
+        raise ValueError(f"CORVID_DEVICE={value!r} must name one device")
+    return dev
+
+
+_default_name = _default_from_environment()

@@ -1,0 +1,199 @@
+"""Render a linearized kernel as CUDA C (the ``CUDA`` backend, :mod:`corvid.runtime.cuda`).
+
+CUDA C is C++ with a grid of thread blocks, so :class:`CUDARenderer` keeps the C renderer's
+statements and values and the work-group structure it shares with OpenCL
+(:mod:`corvid.render.gpu`: launch geometry, work-group reduces through ``__shared__`` memory and
+``__syncthreads()``, stores gated to the first thread of a shared reduce). What is CUDA's own:
+
+* the signature: ``extern "C" __global__ void __launch_bounds__(256) name(float* __restrict__ p0,
+  const float* __restrict__ p1, ...)`` (``const __restrict__`` inputs may go through the
+  read-only cache);
+* the grid (:func:`cuda_launch`): CUDA's grid is 2^31-1 blocks along x but only 65535 along y and
+  z, so the grid loops are flattened into one index and taken apart by division. With
+  ``"local"`` loops, that index is the block (``blockIdx.x``) and the ``"local"`` loops are
+  ``threadIdx.x/y/z``. Without any, the renderer chooses the block: :data:`BLOCK_THREADS`
+  threads, each one grid point (``blockIdx.x * 256 + threadIdx.x``), and the spare threads of
+  the last block return at once -- safe because such a kernel has no barrier;
+* no headers: NVRTC ships no C library and no ``cuda_fp16.h`` (those come with a full toolkit),
+  so the prelude typedefs the ``<stdint.h>`` names and converts float16 with PTX's ``cvt``
+  instructions; float16 is stored as ``cv_half``, a 16-bit struct that reads as a float (the C
+  renderer writes ``(float)p1[i]``), bfloat16 as ``uint16_t``; both are computed in float, as on
+  the CPU, and rounded to nearest even when stored;
+* math: ``expf``, ``logf``... for float, ``exp``, ``log``... for double (CUDA's, within the
+  documented ulp bounds of its math library; IEEE division and square root: kernels are built
+  without fast math, and with ``--fmad=false``: multiply-adds are fused only where the IR says,
+  so a value computed in two kernels is the same in both, as on the CPU);
+* numpy's semantics kept where CUDA's differ: a float converted to a narrow or unsigned integer
+  goes through a wider signed integer and wraps, as numpy's does on x86 (CUDA's own conversion
+  saturates); integer arithmetic wraps through unsigned types, as in the C renderer.
+
+Complex dtypes are not supported yet (NotImplementedError), nor vectorized kernels (the CUDA
+device applies no CPU actions). corvid has no fp8 dtypes, so none are rendered.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..codegen.ir import Kernel
+from ..dtype import DType
+from ..graph.node import Op
+from .c import _MATH, compute_type
+from .gpu import GPURenderer, Launch, launch
+
+BLOCK_THREADS = 256  # threads per block of a kernel without "local" loops
+MAX_BLOCKS = (1 << 31) - 1  # gridDim.x
+MAX_THREADS = (1024, 1024, 64)  # blockDim.x, .y, .z (and at most 1024 in all) on every GPU since sm_20
+
+_CUDA_TYPES = {"bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+               "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+               "float16": "cv_half", "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+
+_PRELUDE = """typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
+typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+static inline __device__ long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
+static inline __device__ long long cv_clampi(long long i, long long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
+static inline __device__ long long cv_floormod(long long a, long long b) { long long r = a % b; return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0); }
+static inline __device__ float cv_f16_f32(uint16_t x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
+struct cv_half {  // a float16 in memory, read as a float
+  uint16_t bits;
+  __device__ operator float() const { return cv_f16_f32(bits); }
+};
+static inline __device__ cv_half cv_f32_f16(float f) { cv_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h; }
+static inline __device__ float cv_bf16_f32(uint16_t x) { return __uint_as_float((uint32_t)x << 16); }
+static inline __device__ uint16_t cv_f32_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline __device__ uint64_t cv_f2u64(double x) {  // as x86 converts (numpy): wraps below 0
+  return x < 9223372036854775808.0 ? (uint64_t)(long long)x : ((uint64_t)(long long)(x - 9223372036854775808.0)) ^ 0x8000000000000000ULL;
+}
+"""
+
+# C spellings the inherited C renderer writes, and their CUDA equivalents (applied to the rendered
+# body and helpers; the prelude above is written in CUDA C already). Helpers become device
+# functions; nan and inf are written as their bits (NVRTC has no math_constants.h).
+_C_TO_CUDA = (("_Bool", "bool"), ("static inline ", "static inline __device__ "),
+              ("__builtin_fmaf(", "fmaf("), ("__builtin_fma(", "fma("),
+              ('__builtin_nanf("")', "__int_as_float(0x7fc00000)"),
+              ('__builtin_nan("")', "__longlong_as_double(0x7ff8000000000000LL)"),
+              ("__builtin_inff()", "__int_as_float(0x7f800000)"),
+              ("__builtin_inf()", "__longlong_as_double(0x7ff0000000000000LL)"),
+              ("#pragma GCC unroll", "#pragma unroll"),
+              ("copysign(0, ", "copysign(0.0, "))  # (an int 0 picks a host-only C++ overload)
+
+
+@dataclass(frozen=True)
+class CUDALaunch:
+    """How a kernel launches on CUDA: ``blocks`` along x (the grid loops flattened) of
+    ``threads`` = (x, y, z) each. ``geometry`` names the loops; ``points`` is the number of grid
+    points (one per thread without ``"local"`` loops, one per block with them)."""
+
+    geometry: Launch
+    blocks: int
+    threads: tuple[int, int, int]
+    points: int
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the last block has spare threads that must do nothing."""
+        return not self.geometry.local and self.blocks * self.threads[0] > self.points
+
+    @classmethod
+    def of(cls, geometry: Launch) -> CUDALaunch:
+        """The blocks and threads for ``geometry``; NotImplementedError past CUDA's limits."""
+        points = math.prod(lp.size for lp in geometry.grid)
+        if geometry.local:
+            sizes = [lp.size for lp in geometry.local] + [1] * (3 - len(geometry.local))
+            threads = (sizes[0], sizes[1], sizes[2])
+            blocks = points
+        else:
+            threads = (max(min(BLOCK_THREADS, points), 1), 1, 1)
+            blocks = -(-points // threads[0])
+        if any(t > m for t, m in zip(threads, MAX_THREADS)) or math.prod(threads) > MAX_THREADS[0]:
+            raise NotImplementedError(f"CUDA renderer: a block of {threads} threads (at most {MAX_THREADS}, "
+                                      f"{MAX_THREADS[0]} in all)")
+        if blocks > MAX_BLOCKS:
+            raise NotImplementedError(f"CUDA renderer: {blocks} blocks (at most {MAX_BLOCKS})")
+        return cls(geometry, blocks, threads, points)
+
+
+def cuda_launch(k: Kernel) -> CUDALaunch:
+    """The launch of ``k`` as :class:`CUDARenderer` renders it (the runtime launches with it)."""
+    return CUDALaunch.of(launch(k, max_grid=None))
+
+
+class CUDARenderer(GPURenderer):
+    """Kernel IR → CUDA C (see the module docstring), for NVRTC."""
+
+    dialect, device, types, long_type = "CUDA", "CUDA", _CUDA_TYPES, "long long"
+    shared, barrier = "__shared__", "__syncthreads();"
+    max_grid = None  # every grid loop may be flattened into the block index
+    spellings = _C_TO_CUDA
+
+    def render(self, k: Kernel) -> str:
+        self.dims: CUDALaunch | None = None
+        return super().render(k)
+
+    def _launch(self) -> CUDALaunch:
+        if self.dims is None:
+            self.dims = CUDALaunch.of(self.launch)
+        return self.dims
+
+    def _signature(self, k: Kernel) -> str:
+        args = ", ".join(f"{'' if p.output else 'const '}{_CUDA_TYPES[p.dtype.name]}* __restrict__ p{i}"
+                         for i, p in enumerate(k.params))
+        return f'extern "C" __global__ void __launch_bounds__({math.prod(self._launch().threads)}) {k.name}({args})'
+
+    def _prelude(self) -> str:
+        return _PRELUDE
+
+    def _ids(self) -> list[str]:
+        lines = super()._ids()
+        dims = self._launch()
+        if not self.launch.grid:
+            return lines
+        if self.launch.local:  # a block per grid point
+            return [*lines, "  int cv_point = (int)blockIdx.x;"]
+        t = "long long" if dims.blocks * dims.threads[0] >= 1 << 31 else "int"
+        lines.append(f"  {t} cv_point = ({t})blockIdx.x * {dims.threads[0]} + ({t})threadIdx.x;")
+        if dims.guarded:
+            lines.append(f"  if (cv_point >= {dims.points}) return;  // (the last block's spare threads; no barrier follows)")
+        return lines
+
+    def _grid_index(self, pos: int) -> str:
+        grid = self.launch.grid
+        stride = math.prod(lp.size for lp in grid[pos + 1:])
+        out = "cv_point" if stride == 1 else f"cv_point / {stride}"
+        return out if pos == 0 else f"({out} % {grid[pos].size})"
+
+    def _local_id(self, dim: int) -> str:
+        return f"threadIdx.{'xyz'[dim]}"
+
+    def _math_name(self, op: Op, dt: DType) -> str:
+        return _MATH[op] + ("f" if compute_type(dt) == "float" else "")
+
+    def _to_storage(self, expr: str, dt: DType) -> str:
+        return f"cv_f32_f16({expr})" if dt.name == "float16" else super()._to_storage(expr, dt)
+
+    def _cast(self, x: str, src: DType, dst: DType) -> str:
+        if src.is_float and dst.is_int and (dst.itemsize < 4 or dst.is_unsigned):
+            if dst.name == "uint64":
+                return f"cv_f2u64({x})"
+            wide = "int" if dst.itemsize < 4 else "long long"  # (x86 converts through these, then wraps)
+            return f"({compute_type(dst)})({wide})({x})"
+        return super()._cast(x, src, dst)
+
+    def _bitcast(self, u) -> str:
+        s, d = u.src[0].dtype, u.dtype
+        if s.is_bool or d.is_bool or s.itemsize != d.itemsize:
+            raise NotImplementedError(f"CUDA renderer: bitcast from {s.name} to {d.name}")
+        x, bits = self._ref(u.src[0]), f"uint{8 * s.itemsize}_t"
+        raw = {"float32": f"__float_as_uint({x})", "float64": f"(uint64_t)__double_as_longlong({x})",
+               "float16": f"cv_f32_f16({x}).bits", "bfloat16": f"cv_f32_bf16({x})"}.get(s.name, f"({bits})({x})")
+        return {"float32": f"__uint_as_float({raw})", "float64": f"__longlong_as_double((long long)({raw}))",
+                "float16": f"cv_f16_f32({raw})", "bfloat16": f"cv_bf16_f32({raw})"}.get(
+                    d.name, f"({compute_type(d)})({raw})")

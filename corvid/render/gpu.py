@@ -1,0 +1,245 @@
+"""What the GPU-style renderers (OpenCL C, CUDA C) share: the launch geometry and the work-group
+structure of a kernel, printed through small dialect hooks.
+
+A kernel runs as a grid of work-groups (OpenCL) or thread blocks (CUDA) of work items (threads):
+
+* :func:`launch`: the outermost output loops are not loops but work-group ids -- except output
+  loops that a reduce is hoisted out of (a softmax's columns, whose row max and sum every column
+  reads): those stay loops inside the work item, which computes the reduce once for all of them.
+  ``"local"`` loops (the ``local`` and ``group_local`` actions) are work-item ids within a
+  work-group. Everything else, sequential reduce loops included, runs as ordinary loops;
+* a work-group reduce (``group_local``): each work item reduces its strided share, then the
+  partials meet in work-group memory (``__local``, ``__shared__``), combined as a tree with
+  barriers, and every work item reads the total (so the code after it runs uniformly); stores
+  that do not depend on the partial's index are made by its first work item only.
+
+:class:`GPURenderer` prints that structure and leaves to a dialect (:mod:`corvid.render.opencl`,
+:mod:`corvid.render.cuda`) how an id is read (:meth:`GPURenderer._grid_index`,
+:meth:`GPURenderer._local_id`), the qualifier of work-group memory and the barrier, the signature,
+the prelude and the C spellings it rewrites. Both keep the C renderer's statements and values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..codegen.ir import Kernel, Loop, U
+from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
+from ..dtype import DType
+from ..graph.node import Op
+from .c import _MATH, CRenderer, _magnitude
+
+GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a kernel maps onto a grid of work-groups: ``grid`` the output loops that are work-group
+    ids (outermost first), ``local`` the ``"local"`` loops that are work-item ids within a group
+    (the first on dimension 0). The sizes are OpenCL's NDRange; :mod:`corvid.render.cuda` derives
+    its blocks and threads from the same loops."""
+
+    grid: tuple[Loop, ...]
+    local: tuple[Loop, ...]
+
+    @property
+    def local_size(self) -> tuple[int, ...] | None:
+        """The work-group size, or None when the kernel has no ``"local"`` loops (the driver, or
+        the CUDA renderer, chooses it)."""
+        if not self.local:
+            return None
+        dims = max(len(self.grid), len(self.local))
+        return tuple(self.local[d].size if d < len(self.local) else 1 for d in range(dims))
+
+    @property
+    def global_size(self) -> tuple[int, ...]:
+        """Work items per dimension, the innermost grid loop on dimension 0."""
+        groups = tuple(lp.size for lp in reversed(self.grid)) or (1,)
+        per_group = self.local_size or ()
+        dims = max(len(groups), len(per_group))
+        return tuple((groups[d] if d < len(groups) else 1) * (per_group[d] if d < len(per_group) else 1)
+                     for d in range(dims))
+
+
+def launch(k: Kernel, max_grid: int | None = GRID_DIMS) -> Launch:
+    """The grid of ``k`` (see the module docstring): at most ``max_grid`` output loops become
+    work-group ids (None: all that may; CUDA flattens them into one block index).
+    NotImplementedError for more than :data:`GRID_DIMS` ``"local"`` loops."""
+    local = tuple(lp for lp in k.loops if lp.kind == "local") + \
+        tuple({lp.var: lp for lp in k.reduce_loops() if lp.kind == "local"}.values())
+    if len(local) > GRID_DIMS:
+        raise NotImplementedError(f"GPU renderer: {len(local)} work-group dimensions (at most {GRID_DIMS})")
+    values, place = placement(k)
+    # a reduce computed outside some output loop (placed above it) keeps that loop in the work item
+    shallowest = min((len(place[id(u)]) for u in values if u.op == "reduce"), default=len(k.loops))
+    grid: list[Loop] = []
+    for lp in k.loops[:shallowest if max_grid is None else min(shallowest, max_grid)]:
+        if lp.kind == "local":
+            break
+        grid.append(lp)
+    return Launch(tuple(grid), local)
+
+
+def kernel_dtypes(k: Kernel) -> set[DType]:
+    """Every dtype ``k`` stores, loads or computes in."""
+    return {p.dtype for p in k.params} | {u.dtype for u in k.values()} | {s.dtype for u in k.values() for s in u.src}
+
+
+class GPURenderer(CRenderer):
+    """Kernel IR → a GPU dialect of C (see the module docstring). Subclasses set the class
+    attributes and implement the hooks marked below."""
+
+    dialect = ""  # in error messages: "OpenCL", "CUDA"
+    device = ""  # the device's name, in error messages
+    types: ClassVar[dict[str, str]] = {}  # dtype name -> element type of a buffer pointer
+    long_type = ""  # the 64-bit index type
+    shared = ""  # the qualifier of work-group memory
+    barrier = ""  # a work-group barrier over work-group memory
+    max_grid: int | None = GRID_DIMS  # output loops that may be work-group ids (see launch)
+    spellings: tuple[tuple[str, str], ...] = ()  # C spellings the C renderer prints -> this dialect's
+
+    def __init__(self) -> None:
+        # fma: both dialects' fma() is exact on every device, so multiply-adds need no CPU feature
+        super().__init__(openmp=False, libmvec=False, fma=True)
+
+    def render(self, k: Kernel) -> str:
+        self._check(k)
+        self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
+        self.complex_math = {}
+        self.lane, self.vec, self.held, self._lane_ctx, self._narrow = None, set(), set(), None, {}
+        big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
+        big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
+            any(_magnitude(st.index) >= 1 << 31 for st in k.stores)
+        self.index_t = self.long_type if big else "int"
+        self.launch = launch(k, self.max_grid)
+        self.shared_decls: list[str] = []  # work-group arrays, declared at kernel scope (OpenCL allows no other)
+        self._shared_reduce = {lp.var for lp in self.launch.local if lp not in k.loops}
+        self._emit_grid(linearize(k), list(self.launch.grid))
+        body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self.shared_decls, *self._ids(),
+                          *self.lines, "}", ""])
+        for c, spelled in self.spellings:
+            body = body.replace(c, spelled)
+        return self._prelude() + body
+
+    def _check(self, k: Kernel) -> None:
+        """NotImplementedError for what this renderer cannot express (rather than wrong values)."""
+        if k.vector_width > 1:
+            raise NotImplementedError(f"{self.dialect} renderer: vectorized kernels (the {self.device} device applies "
+                                      "no CPU optimization actions; was the kernel optimized for the CPU?)")
+        for dt in kernel_dtypes(k):
+            if dt.name not in self.types:
+                raise NotImplementedError(f"the {self.device} device does not support {dt.name} yet")
+
+    # dialect hooks ----------------------------------------------------------------------------
+    def _signature(self, k: Kernel) -> str:
+        """The kernel's declaration, up to its opening brace."""
+        raise NotImplementedError
+
+    def _prelude(self) -> str:
+        """Source before the helpers and the kernel: typedefs, index helpers, extensions."""
+        raise NotImplementedError
+
+    def _ids(self) -> list[str]:
+        """Lines at the top of the kernel that read the ids it needs: each ``"local"`` loop's
+        variable (:meth:`_local_id`), and whatever :meth:`_grid_index` reads."""
+        return [f"  {self.index_t} {self._var(lp.var)} = ({self.index_t}){self._local_id(d)};"
+                for d, lp in enumerate(self.launch.local)]
+
+    def _grid_index(self, pos: int) -> str:
+        """The value of grid loop ``pos`` (0: the outermost of ``self.launch.grid``)."""
+        raise NotImplementedError
+
+    def _local_id(self, dim: int) -> str:
+        """The work item's id within its work-group along ``dim``."""
+        raise NotImplementedError
+
+    def _emit_store(self, s: StoreStmt, depth: int) -> None:
+        """A store (a dialect with its own way to write a dtype overrides this)."""
+        super()._emit_block([s], depth)
+
+    # the work-group structure ------------------------------------------------------------------
+    def _emit_grid(self, stmts: list, grid: list[Loop]) -> None:
+        """Print ``stmts`` with the output loops ``grid`` (outermost first) as ids. Statements
+        around a grid loop run in every work item (each computes them itself)."""
+        for s in stmts:
+            if isinstance(s, For) and not s.reduce and grid and s.loop.var == grid[0].var:
+                pos = len(self.launch.grid) - len(grid)
+                index = self._grid_index(pos)
+                self.lines.append(f"  {self.index_t} {self._var(s.loop.var)} = ({self.index_t}){index};")
+                self._emit_grid(s.body, grid[1:])
+            else:
+                self._emit_block([s], 1)
+
+    def _emit_shared_reduce(self, u: U, pad: str) -> None:
+        """After the accumulator ``u`` of a work-group reduce is final in each work item: combine
+        the work items' partials in work-group memory (a tree: step ``s`` adds item ``l + s`` into
+        item ``l``), then every item reads the total."""
+        lp = next(x for x in u.arg[1] if x.kind == "local")
+        dims = self.launch.local
+        stride = {x.var: math.prod(y.size for y in dims[j + 1:]) for j, x in enumerate(dims)}
+        mine = " + ".join(f"{self._var(x.var)} * {stride[x.var]}" for x in dims)
+        first = " + ".join(f"{self._var(x.var)} * {stride[x.var]}" for x in dims if x.var != lp.var) or "0"
+        acc, t, step = self._name(u), self._type(u), stride[lp.var]
+        arr = f"{acc}_parts"
+        self.shared_decls.append(f"  {self.shared} {t} {arr}[{math.prod(x.size for x in dims)}];")
+        lid, top = self._var(lp.var), 1 << (lp.size - 1).bit_length()
+        self.lines += [
+            f"{pad}{arr}[{mine}] = {acc};",
+            f"{pad}{self.barrier}",
+            f"{pad}for (int s = {top // 2}; s > 0; s >>= 1) {{",
+            (f"{pad}  if ({lid} < s && {lid} + s < {lp.size}) "
+             f"{arr}[{mine}] = {self._combine(u, f'{arr}[{mine}]', f'{arr}[{mine} + s * {step}]')};"),
+            f"{pad}  {self.barrier}",
+            f"{pad}}}",
+            f"{pad}{acc} = {arr}[{first}];",
+            f"{pad}{self.barrier}  // (before the array is written again)",
+        ]
+
+    def _combine(self, u: U, a: str, b: str) -> str:
+        """Two partial results of the reduce ``u`` combined (each already nan-final)."""
+        op, dt = u.arg[0], u.dtype
+        if op == "sum":
+            return f"({a} | {b})" if dt.is_bool else self._alu(Op.ADD, [a, b], [dt, dt], dt)
+        if op == "prod":
+            return f"({a} & {b})" if dt.is_bool else self._alu(Op.MUL, [a, b], [dt, dt], dt)
+        if dt.is_float:  # a nan in either partial is the result
+            cmp = ">" if op == "max" else "<"
+            return f"(({a}) != ({a}) ? ({a}) : (({b}) != ({b}) || ({b}) {cmp} ({a})) ? ({b}) : ({a}))"
+        return self._minmax(op, a, b, dt)
+
+    # hooks of CRenderer -----------------------------------------------------------------------
+    def _emit_block(self, stmts: list, depth: int) -> None:
+        for s in stmts:
+            if isinstance(s, For) and s.loop.kind == "local":  # a work-item id, declared at the top
+                self._emit_block(s.body, depth)
+            elif isinstance(s, StoreStmt) and self._shared_reduce:
+                self.lines.append("  " * depth + f"if ({' && '.join(f'{self._var(v)} == 0' for v in self._shared_reduce)}) {{")
+                self._emit_store(s, depth + 1)
+                self.lines.append("  " * depth + "}")
+            elif isinstance(s, StoreStmt):
+                self._emit_store(s, depth)
+            else:
+                super()._emit_block([s], depth)
+                if isinstance(s, AccFinal) and any(lp.kind == "local" for lp in s.u.arg[1]):
+                    self._emit_shared_reduce(s.u, "  " * depth)
+
+    def _pragma(self, s: For) -> str:
+        return ""
+
+    def _math_decls(self) -> list[str]:
+        return []  # the math functions are built in
+
+    def _select(self, c: str, a: str, b: str, dt: DType) -> str:
+        return f"(({c}) ? ({a}) : ({b}))"  # (the C renderer's bit-mask selects go through memcpy)
+
+    def _math_name(self, op: Op, dt: DType) -> str:
+        """The built-in math function computing ``op`` on ``dt`` (a float type)."""
+        raise NotImplementedError
+
+    def _alu(self, op: Op, a: list[str], src: list[DType], dt: DType) -> str:
+        in_dt = src[-1] if op is Op.WHERE else (src[0] if src else dt)
+        if in_dt.is_float and op in _MATH:
+            return f"{self._math_name(op, in_dt)}({', '.join(a)})"
+        return super()._alu(op, a, src, dt)

@@ -1,0 +1,304 @@
+"""The CUDA backend without a GPU (corvid/render/cuda.py, corvid/runtime/cuda.py).
+
+Every kernel the backend suite (tests/test_backends.py) builds is compiled for sm_90 (H100/H200)
+to machine code -- NVRTC from cuda-bindings when it is installed (the runtime's own compile path),
+else ``nvcc -cubin``, which also runs ptxas, so register and shared-memory limits are checked too.
+The kernels are captured from the suite's own computations, run on a CPU-backed device that makes
+the CUDA device's graph choices (split reduces) and keeps each lowered kernel; the CUDA device's
+heuristics (register tiles, work-group reduces) are then applied as on the device. The rest
+checks the rendered text's structure and the launch geometry, which need no compiler.
+
+What this cannot check is whether the kernels compute the right values on a GPU: that needs the
+backend suite run on the CUDA device (it skips here with the reason).
+"""
+
+import ctypes
+import inspect
+import itertools
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.codegen.ir import Opt
+from corvid.codegen.opt import OptError, apply_opt, apply_opts, gpu_heuristics, reduce_loops
+from corvid.codegen.passes import finalize
+from corvid.render.cuda import BLOCK_THREADS, CUDALaunch, CUDARenderer, cuda_launch
+from corvid.render.gpu import Launch
+from corvid.runtime import device as registry
+from corvid.runtime.cpu import CPUDevice
+from corvid.runtime.cuda import kernel_params
+from tests.test_opt import _base, _kernels, _real
+
+ARCH = "sm_90"  # the GPU later sessions get (H200); every kernel must build for it
+MAX_THREADS = 1024  # an sm_90 block's thread limit, what CUDADevice.heuristics passes on
+BATCHES = 2  # translation units compiled side by side (CI has 2 cores)
+CAPTURE = "CUDAPTX"
+_CAPTURED: list = []  # the kernels _Capture was given
+
+
+class _Capture(CPUDevice):
+    """The CPU computing unoptimized kernels, so the suite's checks pass and its data-dependent
+    steps run as on any device; it records each lowered kernel, and builds its graphs as the
+    CUDA device does (a long reduce with few outputs split in two, strided)."""
+
+    optimization_actions = False
+    split_reduces = "strided"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = CAPTURE
+
+    def heuristics(self, kernel):
+        _CAPTURED.append(kernel)
+        return kernel
+
+
+def _gpu_shaped(device: str) -> None:
+    """Computations the suite's small sizes do not reach: the paths of the GPU heuristics."""
+    rng = np.random.default_rng(0)
+
+    def t(*shape):
+        return cv.Tensor(rng.standard_normal(shape).astype(np.float32), device=device)
+
+    big = t(3, 1 << 16)
+    big.sum().numpy()  # split into partials and their reduce
+    big.max(axis=1).numpy()
+    (t(256, 64) @ t(64, 128)).tanh().numpy()  # register tiles
+    t(64, 4096).sum(axis=1).numpy()  # a work-group reduce per row
+    t(4, 8192).softmax(-1).numpy()
+    t(2, 4096).astype(cv.float16).sum(axis=1).numpy()
+    cv.Tensor(rng.integers(-9, 9, (2, 4096)), device=device).prod(axis=1).numpy()
+    (t(4, 4096) > 0).any(axis=1).numpy()
+
+
+def _run_suite(device: str) -> None:
+    """Each test of tests/test_backends.py, with each of its parameters, on ``device``."""
+    import tests.test_backends as suite
+
+    for name, fn in vars(suite).items():
+        if not name.startswith("test_") or not callable(fn):
+            continue
+        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+        grids = [[dict(zip([a.strip() for a in m.args[0].split(",")], v if isinstance(v, tuple) else (v,)))
+                  for v in m.args[1]] for m in marks]
+        for combo in itertools.product(*grids):
+            kwargs = {k: v for part in combo for k, v in part.items()}
+            assert set(inspect.signature(fn).parameters) == {"device", *kwargs}, name
+            fn(device=device, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def suite_kernels():
+    """(name, kernel as the CUDA device optimizes it) for every kernel the backend suite and
+    :func:`_gpu_shaped` build, plus work-group reduce variants of test_opt's kernel spread."""
+    registry.register_backend(CAPTURE, f"{__name__}:_Capture")
+    _CAPTURED.clear()
+    try:
+        _run_suite(CAPTURE)
+        _gpu_shaped(CAPTURE)
+    finally:
+        registry._BACKENDS.pop(CAPTURE, None)
+        registry._devices.pop(CAPTURE, None)
+        for spelling in [s for s, c in registry._canonical.items() if c == CAPTURE]:
+            registry._canonical.pop(spelling)
+    out = [(k.name, finalize(gpu_heuristics(k, MAX_THREADS))) for k in _CAPTURED]
+    for name, t in _kernels().items():
+        k0 = _base(t)
+        for axis, lp in enumerate(reduce_loops(k0)):
+            for width in (2, 3, 16):
+                if lp.size % width or width >= lp.size:
+                    continue
+                extra = [Opt("local", len(k0.loops) - 1, 2)] if k0.loops and k0.loops[-1].size % 2 == 0 else []
+                for opts in ([Opt("group_local", axis, width)], [Opt("group_local", axis, width)] + extra):
+                    out.append((f"{name} {[str(o) for o in opts]}", finalize(apply_opts(k0, opts))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    """(a function compiling one CUDA source for ARCH, raising with the compiler's log, its name):
+    NVRTC (the runtime's path) when cuda-bindings and libnvrtc are there, else nvcc; else skip."""
+    try:
+        from corvid.runtime.cuda import NVRTCCompiler, _bindings
+
+        nvrtc = NVRTCCompiler(_bindings()[1])
+        return (lambda src: nvrtc.build(src, ARCH, "backend_suite")), f"NVRTC {nvrtc.version}"
+    except ImportError:
+        pass
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip('neither NVRTC (pip install "corvid[cuda]") nor nvcc is available to compile CUDA C')
+
+    def build(src: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "suite.cu")
+            with open(path, "w") as f:
+                f.write(src)
+            command = [nvcc, "-cubin", f"-arch={ARCH}", "-fmad=false", "-w", "-o", os.path.join(tmp, "suite.cubin"), path]
+            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
+            if done.returncode:
+                raise RuntimeError(done.stdout + done.stderr)
+
+    return build, "nvcc"
+
+
+def _translation_unit(sources: list[str]) -> tuple[str, list[int]]:
+    """One .cu holding every source, each in a namespace of its own (its prelude and helpers too)
+    and its kernel renamed (``extern "C"`` names are global); and each source's first line."""
+    parts, starts, line = [], [], 1
+    for i, src in enumerate(sources):
+        src = re.sub(r"(__launch_bounds__\(\d+\) )(\w+)\(", rf"\g<1>\g<2>_k{i}(", src, count=1)
+        parts.append(f"namespace cvk{i} {{\n{src}}}\n")
+        starts.append(line)
+        line += parts[-1].count("\n")
+    return "".join(parts), starts
+
+
+def test_every_backend_suite_kernel_compiles_for_sm_90(compiler, suite_kernels):
+    build, which = compiler
+    renderer = CUDARenderer()
+    sources, names, refused = [], [], []
+    for name, k in suite_kernels:
+        try:
+            src = renderer.render(k)
+        except NotImplementedError as e:
+            refused.append((name, str(e)))
+            continue
+        cuda_launch(k)  # (within CUDA's limits)
+        if src not in sources:
+            sources.append(src)
+            names.append(name)
+    # only complex kernels are refused; the GPU heuristics' paths were all reached
+    assert refused and all("complex" in why for _, why in refused), refused
+    assert {"upcast", "group_local", "local"} <= {o.op for _, k in suite_kernels for o in k.opts}
+    assert len(sources) >= 100, len(sources)
+    chunks = [list(range(len(sources)))[i::BATCHES] for i in range(BATCHES)]
+
+    def compile_chunk(chunk: list[int]) -> str | None:
+        tu, starts = _translation_unit([sources[i] for i in chunk])
+        try:
+            build(tu)
+        except RuntimeError as e:  # name the kernels the errors are in
+            lines = {int(n) for n in re.findall(r"\((\d+)\): error", str(e))}
+            bad = {names[chunk[max(j for j, s in enumerate(starts) if s <= n)]] for n in lines}
+            return f"{which} could not build {sorted(bad) or 'the batch'}:\n{str(e)[:4000]}"
+        return None
+
+    with ThreadPoolExecutor(BATCHES) as pool:
+        errors = [e for e in pool.map(compile_chunk, chunks) if e]
+    assert not errors, "\n\n".join(errors)
+
+
+# --- the rendered text ------------------------------------------------------------------------------
+def test_a_work_group_reduce_goes_through_shared_memory_with_barriers():
+    k = apply_opt(_base(_real(64, 256).sum(axis=1)), Opt("group_local", 0, 16))
+    src = CUDARenderer().render(k)
+    assert '__global__ void __launch_bounds__(16) fuzz(float* __restrict__ p0, const float* __restrict__ p1)' in src
+    assert "__shared__ float acc0_parts[16];" in src and src.count("__syncthreads();") == 3
+    assert "int r1l = (int)threadIdx.x;" in src and "int cv_point = (int)blockIdx.x;" in src
+    assert re.search(r"if \(r1l == 0\) \{\n\s+p0\[i0\] = acc0;", src)  # the first thread stores
+    assert "return;" not in src  # (no thread may leave before a barrier)
+
+
+def test_a_kernel_without_local_loops_gets_guarded_blocks():
+    k = _base(_real(5, 300) * 2 + 1)
+    src = CUDARenderer().render(k)
+    assert "int cv_point = (int)blockIdx.x * 256 + (int)threadIdx.x;" in src
+    assert "if (cv_point >= 1500) return;" in src and "__syncthreads" not in src
+    dims = cuda_launch(k)
+    assert (dims.blocks, dims.threads, dims.guarded) == (6, (256, 1, 1), True)
+
+
+def test_grid_loops_are_flattened_into_blocks_along_x():
+    """CUDA's y and z grid dimensions stop at 65535: every grid loop is taken apart from x."""
+    x = cv.Tensor(np.zeros((70000, 3, 5), np.float32), device="NULL").permute(2, 1, 0)  # (three loops)
+    k = _base(x + 1)
+    assert [lp.size for lp in k.loops] == [5, 3, 70000]
+    src = CUDARenderer().render(k)
+    assert "int i0 = (int)cv_point / 210000;" in src
+    assert "int i1 = (int)(cv_point / 70000 % 3);" in src and "int i2 = (int)(cv_point % 70000);" in src
+    assert cuda_launch(k).blocks == math.ceil(5 * 3 * 70000 / BLOCK_THREADS)
+    big = _base(cv.zeros((3, 1 << 30), dtype=cv.uint8, device="NULL") + 1)  # past 2^31 threads: 64-bit ids
+    assert "long long cv_point = (long long)blockIdx.x * 256" in CUDARenderer().render(big)
+
+
+def test_launch_geometry():
+    k = _base(_real(64, 32) @ _real(32, 48, seed=1))
+    plain = cuda_launch(k)
+    assert (plain.blocks, plain.threads, plain.points) == (64 * 48 // 256, (256, 1, 1), 64 * 48)
+    tiled = cuda_launch(apply_opts(k, [Opt("local", 1, 16), Opt("group_local", 0, 8)]))
+    assert (tiled.blocks, tiled.threads, tiled.guarded) == (64 * 3, (16, 8, 1), False)
+    soft = cuda_launch(_base(_real(8, 32).softmax(-1)))  # the row's reduces are computed once per row
+    assert [lp.size for lp in soft.geometry.grid] == [8] and soft.threads == (8, 1, 1)
+    alone = cuda_launch(_base(_real(8, 32).sum()))  # no grid loop: one thread does it all
+    assert (alone.blocks, alone.threads) == (1, (1, 1, 1))
+    lp = _base(_real(64, 32).sum(axis=1)).loops[0]
+    with pytest.raises(NotImplementedError, match="at most"):
+        CUDALaunch.of(Launch((), (lp, lp)))  # 64 x 64 threads in one block
+    with pytest.raises(OptError, match="must divide"):
+        apply_opt(k, Opt("group_local", 0, 5))
+
+
+def test_dtypes_are_rendered_without_headers():
+    """NVRTC has no C library or cuda_fp16.h: float16 is a 16-bit struct read as a float and
+    written through cvt.rn (round to nearest even); bool is bool; nan and inf are bit patterns."""
+    h = cv.Tensor(np.arange(6, dtype=np.float16), device="NULL")
+    src = CUDARenderer().render(_base(h * 3 + float("inf")))
+    assert "cv_half* __restrict__ p0, const cv_half* __restrict__ p1" in src
+    assert "p0[i0] = cv_f32_f16(" in src and "(float)p1[i0]" in src and "__int_as_float(0x7f800000)" in src
+    assert "#include" not in src and "_Bool" not in src and "__builtin" not in src
+    f = cv.Tensor(np.zeros(4, np.float32), device="NULL")
+    assert "(uint8_t)(int)(" in CUDARenderer().render(_base(f.astype(cv.uint8)))  # wraps as numpy (x86)
+    assert "cv_f2u64(" in CUDARenderer().render(_base(f.astype(cv.uint64)))
+    assert "__float_as_uint(" in CUDARenderer().render(_base(f.bitcast(cv.uint32) + 1))
+    c = cv.Tensor(np.zeros(2, np.complex64), device="NULL")
+    with pytest.raises(NotImplementedError, match="CUDA device does not support complex64"):
+        CUDARenderer().render(_base(c * 2))
+
+
+# --- the runtime, as far as it runs without a GPU ----------------------------------------------------
+def test_the_device_says_what_is_missing():
+    try:
+        dev = registry.get_device("CUDA")
+    except ImportError as e:
+        assert 'pip install "corvid[cuda]"' in str(e)
+    except RuntimeError as e:
+        assert "driver" in str(e) or "GPU" in str(e), e
+    else:
+        assert dev.split_reduces == "strided" and dev.arch.startswith("sm_")
+        pytest.skip(f"a GPU is here ({dev.gpu_name}): tests/test_backends.py runs on it")
+
+
+def test_kernel_params_point_at_the_addresses():
+    handles = [0x7F0000001000, 0x7F0000002000, 1 << 40]
+    params, alive = kernel_params(handles)
+    assert [ctypes.c_uint64.from_address(params[i]).value for i in range(3)] == handles
+    assert len(alive) == 3
+
+
+def test_nvrtc_builds_are_cached_on_disk(tmp_path, monkeypatch):
+    try:
+        from corvid.runtime.cuda import CUDAError, NVRTCCompiler, _bindings
+
+        nvrtc = _bindings()[1]
+        compiler = NVRTCCompiler(nvrtc)
+    except ImportError as e:
+        pytest.skip(f"NVRTC not available: {e}")
+    monkeypatch.setenv("CORVID_CACHE_DIR", str(tmp_path))
+    src = CUDARenderer().render(_base(_real(4, 8).exp()))
+    cubin = compiler.cubin(src, ARCH, "exp")
+    assert cubin[:4] == b"\x7fELF" and b"fuzz" in cubin  # (extern "C": the name cuModuleGetFunction asks for)
+    (path,) = (tmp_path / "cuda").glob("*/*.cubin")
+    again = NVRTCCompiler(nvrtc)  # (a new process: nothing in memory)
+    path.write_bytes(b"corrupt")  # the checksum no longer matches: built again
+    assert again.cubin(src, ARCH, "exp") == cubin and path.read_bytes() == cubin
+    with pytest.raises(CUDAError, match="could not compile kernel broken(.|\n)*--- source ---"):
+        compiler.cubin(src.replace("expf(", "no_such_function("), ARCH, "broken")
