@@ -287,7 +287,7 @@ def test_matmul_transposed_views():
 
 
 def test_large_matmul_reads_a_packed_copy_of_b(monkeypatch):
-    """Past a quarter of the last-level cache the right operand is copied into column panels first (lowered to a
+    """Past an eighth of the last-level cache the right operand is copied into column panels first (lowered to a
     3-loop kernel over the panels); values, batching, transposed views and gradients unchanged."""
     import corvid.ops.reduce as red
 

@@ -41,11 +41,11 @@ def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
 
 
 _TRANSPOSE_COPY_MIN = 1 << 14  # elements of b: smaller transposed operands are read in place
-# a right operand of at least a quarter of the last-level cache is read through a packed copy (see
+# a right operand of at least an eighth of the last-level cache is read through a packed copy (see
 # _packed_transpose): beyond it, its rows lie so far apart that walking a column panel misses the
-# TLB at every row (2048^2 float32: 140 -> 225 GFLOP/s measured on a 2-core AVX-512 machine with
-# 32 MiB of L3, where this is 8 MiB)
-_PACK_LLC_FRACTION = 4
+# TLB at every row (measured on a 2-core AVX-512 machine with 32 MiB of L3, where this is 4 MiB:
+# 2048^2 float32 140 -> 225 GFLOP/s; 1024^2 11.1-11.5 -> 10.3 ms, numpy's OpenBLAS 10.6-10.8)
+_PACK_LLC_FRACTION = 8
 _PACK_PANEL_BYTES = 128  # columns per panel: two 64-byte vectors
 _PACK_MIN_ROWS = 64  # a matrix-vector product reads b once anyway: a copy would only add traffic
 
