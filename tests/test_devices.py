@@ -291,18 +291,25 @@ def test_copies_to_and_from_cl(cl):
     assert z.device == "CL" and z.to("CPU:1").tolist() == [0.0, 1.0, 2.0]
 
 
+def _other_families(skip: bool = True) -> list[str]:
+    """The devices of another backend than the CPU that start here (skip the test if none and ``skip``)."""
+    out = []
+    for name in ("CL", "WEBGPU"):
+        try:
+            get_device(name)
+            out.append(name)
+        except (ImportError, RuntimeError, OSError):
+            pass
+    if not out and skip:
+        pytest.skip("neither CL nor WEBGPU is available here")
+    return out
+
+
 def test_a_constant_graph_realized_on_one_device_feeds_kernels_on_another():
     """A graph of constants (``arange``) mentions no buffer, so one node serves every device; a
     kernel on another device that reads it once it is stored must get the value on its own
     device (it once got a WEBGPU buffer on the CPU, or the CPU's numpy memory on WEBGPU)."""
-    devices = ["CPU:1"]
-    for name in ("CL", "WEBGPU"):
-        try:
-            get_device(name)
-            devices.append(name)
-        except (ImportError, RuntimeError, OSError):
-            pass
-    for dev in devices:
+    for dev in ["CPU:1", *_other_families(skip=False)]:
         for first, then in ((dev, "CPU"), ("CPU", dev)):
             idx = cv.arange(7, device=first) * 3 % 5
             idx.realize()
@@ -311,15 +318,6 @@ def test_a_constant_graph_realized_on_one_device_feeds_kernels_on_another():
             np.testing.assert_array_equal(got, np.arange(7, dtype=np.float32)[np.arange(7) * 3 % 5] * 10 + 1)
 
 
-def _other_families() -> list[str]:
-    out = []
-    for name in ("CL", "WEBGPU"):
-        try:
-            get_device(name)
-            out.append(name)
-        except (ImportError, RuntimeError, OSError):
-            pass
-    return out or pytest.skip("neither CL nor WEBGPU is available here")
 
 
 def test_jit_gets_its_own_copy_of_a_constant_realized_on_another_device():
