@@ -89,7 +89,10 @@ def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
     """``b.mT`` (shape (..., m, k)) read from a copy of ``b`` in which each panel of P columns is
     stored contiguously, row after row (shape (..., m/P, k, P)); None when ``b`` is small, not a
     float, its column count is not a multiple of P, or too few ``rows`` of the left operand would
-    reuse a panel to pay for the copy."""
+    reuse a panel to pay for the copy, or on a device without the CPU's caches and TLB (a GPU
+    reads a matmul's operands through its own tiles)."""
+    if not isinstance(b.device, str) or not b.device.startswith("CPU"):
+        return None
     k, m = b.shape[-2:]
     p = _PACK_PANEL_BYTES // b.dtype.itemsize
     if not b.dtype.is_float or b.dtype.itemsize < 4 or m % p or rows < _PACK_MIN_ROWS or \
