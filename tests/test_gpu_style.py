@@ -11,7 +11,8 @@ import pytest
 import corvid as cv
 from corvid.codegen import search
 from corvid.codegen.ir import Opt
-from corvid.codegen.opt import GPU_MANY_OUTPUTS, OptError, apply_opt, apply_opts, gpu_heuristics, reduce_loops
+from corvid.codegen.opt import (GPU_MANY_OUTPUTS, OptError, apply_opt, apply_opts, can_vectorize, gpu_heuristics,
+                                reduce_loops)
 from corvid.render.opencl import launch
 from corvid.runtime.device import get_device
 from tests.test_opt import _base, _kernels, _real
@@ -109,6 +110,16 @@ def test_gpu_heuristics_share_long_reduces_with_few_outputs():
     assert gpu_heuristics(soft).opts == ()
 
 
+def test_cpu_like_devices_get_vector_columns_for_column_reduces():
+    """A sum over a leading axis gets vectors across its outputs on a device that runs a work
+    item's loops in sequence (PoCL); a row reduce or an elementwise kernel gets none."""
+    col = _base(_real(64, 256).sum(axis=0))
+    assert [str(o) for o in gpu_heuristics(col, vector_lanes=8).opts] == ["vectorize(0, 8)"]
+    assert gpu_heuristics(col).opts == ()  # (a GPU: neighbouring work items already read neighbours)
+    assert gpu_heuristics(_base(_real(64, 256).sum(axis=1)), vector_lanes=8).opts == ()
+    assert gpu_heuristics(_base((_real(64, 256) * 2).exp()), vector_lanes=8).opts == ()
+
+
 def test_gpu_heuristics_give_matmul_work_items_register_tiles(cl):
     """A matmul-like kernel's work item computes an 8 x 8 tile (each loaded value serves a row or
     a column of it); an elementwise kernel gets none; results are unchanged on the device."""
@@ -139,3 +150,31 @@ def test_long_reduces_split_into_two_kernels_on_cl(cl):
     w = cv.Tensor(a, device="CL", requires_grad=True)
     (w * w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * a, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["matmul", "softmax", "sum_outer", "where_colsum", "matmul_tanh", "gated_columns",
+                                  "elementwise"])
+def test_random_action_sequences_keep_results_on_cl(cl, name):
+    """The fuzz test of the actions, on the CL device: vectors (OpenCL's floatN, vload/vstore,
+    lane loops for values without a vector form), register tiles, work-group loops and reduces,
+    in random combinations, against the unoptimized kernel on the CPU."""
+    k0 = _base(_kernels()[name])
+    arrays = search.random_inputs(k0, seed=7)
+    want = _run("CPU", k0, arrays)
+    rng = np.random.default_rng(sum(map(ord, name)) + 1)
+    vectorized = 0
+    vectorizable = [a for a in range(len(k0.loops)) if can_vectorize(k0, a, 4)]
+    for trial in range(5):
+        k = k0 if trial or not vectorizable else apply_opt(k0, Opt("vectorize", vectorizable[-1], 4))
+        for _ in range(rng.integers(1, 4)):
+            cands = [o for o in search.candidate_opts(k) if o.op != "vectorize" or o.arg in (2, 4, 8, 16)]
+            cands += [Opt("vectorize", a, 4) for a in range(len(k.loops))]
+            cands += [Opt("local", a, 2) for a in range(len(k.loops))]
+            cands += [Opt("group_local", r, 4) for r in range(len(reduce_loops(k)))]
+            try:
+                k = apply_opt(k, cands[rng.integers(len(cands))])
+            except OptError:
+                continue
+        vectorized += k.vector_width > 1
+        _check(_run("CL", k, arrays), want, want.dtype.kind != "f", [str(o) for o in k.opts])
+    assert vectorized or not vectorizable

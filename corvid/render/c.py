@@ -213,11 +213,26 @@ class CRenderer:
     def render(self, k: Kernel) -> str:
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
         self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
-        self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
-        self.vec: set[int] = set()
-        self.held: set[int] = set()
         self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names
         self._narrow: dict[Var, Var] = {}  # inside a piece of a split loop: its variable with the piece's range
+        self._setup_lanes(k)
+        big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
+        # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
+        # (i*16383) % 16384) is computed in 64 bits, as is everything when sizes need it
+        big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
+            any(_magnitude(st.index) >= 1 << 31 for st in k.stores)
+        self.index_t = "long long" if big else "int"
+        self._emit_block(linearize(k), 1)
+        args = ", ".join(
+            f"{'' if p.output else 'const '}{_STORAGE[p.dtype.name]}* restrict p{i}" for i, p in enumerate(k.params))
+        head = [_PRELUDE, *self._math_decls(), *self.helpers.values(), f"void {k.name}({args}) {{"]
+        return "\n".join(head + self.lines + ["}", ""])
+
+    def _setup_lanes(self, k: Kernel) -> None:
+        """For a vectorized kernel: which values are vectors (``vec``) and which of those live in
+        vector variables (``held``)."""
+        self.lane = Var("lane", 0, k.vector_width - 1) if k.vector_width > 1 else None
+        self.vec, self.held = set(), set()
         if self.lane is not None:
             for u in k.values():
                 if any(self.lane in x.vars() for x in u.syms()) or any(id(x) in self.vec for x in u.src):
@@ -231,17 +246,6 @@ class CRenderer:
                 if id(u) in self.held:
                     self.held.update(id(x) for x in u.src if id(x) in self.vec and _vector_valued(x))
             self.held.update(id(st.value) for st in k.stores if id(st.value) in self.vec)
-        big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
-        # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
-        # (i*16383) % 16384) is computed in 64 bits, as is everything when sizes need it
-        big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
-            any(_magnitude(st.index) >= 1 << 31 for st in k.stores)
-        self.index_t = "long long" if big else "int"
-        self._emit_block(linearize(k), 1)
-        args = ", ".join(
-            f"{'' if p.output else 'const '}{_STORAGE[p.dtype.name]}* restrict p{i}" for i, p in enumerate(k.params))
-        head = [_PRELUDE, *self._math_decls(), *self.helpers.values(), f"void {k.name}({args}) {{"]
-        return "\n".join(head + self.lines + ["}", ""])
 
     # statements ------------------------------------------------------------------------------------
     def _emit_block(self, stmts: list, depth: int) -> None:
@@ -279,7 +283,7 @@ class CRenderer:
                             f"p{p}[{idx.render(self._var)}] = {v};")
                 elif self.lane is not None and self.lane in idx.vars():
                     v = self._ref(value) if id(value) in self.vec else self._broadcast(self._ref(value), dt)
-                    line = f"*({self._vtype(dt)}*)(p{p} + {self._lane0(idx)}) = {v};"
+                    line = self._vstore(dt, p, self._lane0(idx), v)
                 else:
                     line = f"p{p}[{idx.render(self._var)}] = {self._to_storage(self._ref(value), dt)};"
                 if gate is not None and gate != Num(1):  # (a padded loop: the gate never depends on the lane)
@@ -461,6 +465,13 @@ class CRenderer:
     def _type(self, u: U) -> str:
         return self._vtype(u.dtype) if id(u) in self.vec else compute_type(u.dtype)
 
+    def _vload(self, dt: DType, param: int, offset: str) -> str:
+        """The vector of ``dt`` at ``p<param> + offset`` (the type is aligned to one element)."""
+        return f"*(const {self._vtype(dt)}*)(p{param} + {offset})"
+
+    def _vstore(self, dt: DType, param: int, offset: str, value: str) -> str:
+        return f"*({self._vtype(dt)}*)(p{param} + {offset}) = {value};"
+
     def _broadcast(self, x: str, dt: DType) -> str:
         return f"(({self._vtype(dt)}){{{', '.join([x] * self.k.vector_width)}}})"
 
@@ -558,7 +569,7 @@ class CRenderer:
     def _expr(self, u: U) -> str:
         if id(u) in self.vec and self._lane_ctx is None:
             if u.op == "load":
-                return f"*(const {self._vtype(u.dtype)}*)(p{u.arg[0]} + {self._lane0(u.arg[1])})"
+                return self._vload(u.dtype, u.arg[0], self._lane0(u.arg[1]))
             return self._vector_alu(u)
         if u.op == "gather":
             param, base, stride, size, gate = u.arg

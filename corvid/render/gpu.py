@@ -99,6 +99,7 @@ class GPURenderer(CRenderer):
     barrier = ""  # a work-group barrier over work-group memory
     max_grid: int | None = GRID_DIMS  # output loops that may be work-group ids (see launch)
     spellings: tuple[tuple[str, str], ...] = ()  # C spellings the C renderer prints -> this dialect's
+    vectors = False  # whether the dialect renders vectorized kernels (see OpenCLRenderer)
 
     def __init__(self) -> None:
         # fma: both dialects' fma() is exact on every device, so multiply-adds need no CPU feature
@@ -108,7 +109,8 @@ class GPURenderer(CRenderer):
         self._check(k)
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
         self.complex_math = {}
-        self.lane, self.vec, self.held, self._lane_ctx, self._narrow = None, set(), set(), None, {}
+        self._lane_ctx, self._narrow = None, {}
+        self._setup_lanes(k)
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
             any(_magnitude(st.index) >= 1 << 31 for st in k.stores)
@@ -125,7 +127,7 @@ class GPURenderer(CRenderer):
 
     def _check(self, k: Kernel) -> None:
         """NotImplementedError for what this renderer cannot express (rather than wrong values)."""
-        if k.vector_width > 1:
+        if k.vector_width > 1 and not self.vectors:
             raise NotImplementedError(f"{self.dialect} renderer: vectorized kernels (the {self.device} device applies "
                                       "no CPU optimization actions; was the kernel optimized for the CPU?)")
         for dt in kernel_dtypes(k):

@@ -37,6 +37,7 @@ from .gpu import GRID_DIMS, GPURenderer, Launch, kernel_dtypes, launch
 
 __all__ = ["GRID_DIMS", "Launch", "OpenCLRenderer", "global_size", "launch"]
 
+VECTOR_WIDTHS = (2, 4, 8, 16)  # OpenCL C's vector lengths (besides 3, which is padded to 4 in memory)
 _CL_TYPES = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
              "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
              "float16": "half", "bfloat16": "ushort", "float32": "float", "float64": "double"}
@@ -77,12 +78,17 @@ class OpenCLRenderer(GPURenderer):
     shared, barrier = "__local", "barrier(CLK_LOCAL_MEM_FENCE);"
     spellings = _C_TO_CL
 
+    vectors = True  # OpenCL C's floatN/doubleN (see _vtype)
+
     def __init__(self, fp64: bool = True):
         super().__init__()
         self.fp64 = fp64
 
     def _check(self, k: Kernel) -> None:
         super()._check(k)
+        if k.vector_width > 1 and k.vector_width not in VECTOR_WIDTHS:
+            raise NotImplementedError(f"OpenCL renderer: vectors of {k.vector_width} lanes (OpenCL C has "
+                                      f"{', '.join(map(str, VECTOR_WIDTHS))})")
         if not self.fp64 and any(dt.name == "float64" for dt in kernel_dtypes(k)):
             raise NotImplementedError("float64 on the CL device needs the cl_khr_fp64 extension, "
                                       "which this OpenCL device does not report")
@@ -134,6 +140,31 @@ class OpenCLRenderer(GPURenderer):
             x = f"cv_f32_bf16({x})"
         out = f"as_{_CL_TYPES[d.name]}({x})"
         return f"cv_bf16_f32({out})" if d.name == "bfloat16" else out
+
+    # vectors: OpenCL C's own types, with the GCC-style names and helpers the C renderer uses ---
+    def _vtype(self, dt: DType) -> str:
+        n = self.k.vector_width
+        name = f"cv_{dt.name}x{n}"
+        if name not in self.helpers:
+            base, mask = ("float", "int") if dt.name == "float32" else ("double", "long")
+            # a comparison of OpenCL vectors gives -1 (all bits set) per true lane, as GCC's do,
+            # and select() takes the lane of its second argument where the mask's top bit is set
+            self.helpers[name] = (f"typedef {base}{n} {name};\ntypedef {mask}{n} {name}_mask;\n"
+                                  f"static inline {name} {name}_select({name}_mask m, {name} a, {name} b) "
+                                  f"{{ return select(b, a, m); }}\n")
+        return name
+
+    def _broadcast(self, x: str, dt: DType) -> str:
+        return f"(({self._vtype(dt)})({x}))"
+
+    def _vload(self, dt: DType, param: int, offset: str) -> str:
+        return f"vload{self.k.vector_width}(0, p{param} + {offset})"  # (any element alignment)
+
+    def _vstore(self, dt: DType, param: int, offset: str, value: str) -> str:
+        return f"vstore{self.k.vector_width}({value}, 0, p{param} + {offset});"
+
+    def _vector_fma(self, dt: DType) -> str:
+        return "fma"  # overloaded for vectors, one rounding per lane
 
     def _math_name(self, op: Op, dt: DType) -> str:
         return _MATH[op]  # overloaded for float and double
