@@ -35,7 +35,7 @@ from ..graph.symbolic import Num
 from .c import _MATH, _float_helpers, compute_type
 from .gpu import GRID_DIMS, GPURenderer, Launch, kernel_dtypes, launch
 
-__all__ = ["GRID_DIMS", "Launch", "OpenCLRenderer", "global_size", "launch"]
+__all__ = ["GRID_DIMS", "Launch", "OpenCLRenderer", "launch"]
 
 VECTOR_WIDTHS = (2, 4, 8, 16)  # OpenCL C's vector lengths (besides 3, which is padded to 4 in memory)
 _CL_TYPES = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
@@ -63,11 +63,6 @@ static inline ushort cv_f32_bf16(float f) {
 _C_TO_CL = (("long long", "long"), ("__builtin_fmaf(", "fma("), ("__builtin_fma(", "fma("),
             ('__builtin_nanf("")', "NAN"), ('__builtin_nan("")', "((double)NAN)"),
             ("__builtin_inff()", "INFINITY"), ("__builtin_inf()", "((double)INFINITY)"))
-
-
-def global_size(k: Kernel) -> tuple[int, ...]:
-    """The NDRange of ``k`` as :class:`OpenCLRenderer` maps it (see :func:`corvid.render.gpu.launch`)."""
-    return launch(k).global_size
 
 
 class OpenCLRenderer(GPURenderer):
