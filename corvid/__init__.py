@@ -7,8 +7,8 @@
 (2,)
 """
 
-from .dtype import (ALL_DTYPES, DType, bfloat16, can_cast, finfo, float16, float32, float64, iinfo, int8, int16,
-                    int32, int64, promote_types, uint8, uint16, uint32, uint64)
+from .dtype import (ALL_DTYPES, DType, bfloat16, can_cast, finfo, float8_e4m3fn, float8_e5m2, float16, float32,
+                    float64, iinfo, int8, int16, int32, int64, promote_types, uint8, uint16, uint32, uint64)
 from .dtype import bool_ as bool  # noqa: A001  (the Array API name)
 from .ops.elementwise import where
 from .ops.movement import cat, stack

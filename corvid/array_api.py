@@ -11,7 +11,8 @@ Deviations from the standard, by design:
 * complex64 and complex128 cover arithmetic, the elementwise math functions, ``sum``/``prod``/
   ``mean`` and ``matmul`` (see :mod:`corvid.ops.elementwise`); for real input ``real`` and ``conj``
   are the identity and ``imag`` is zero;
-* the default floating dtype is float32 (the standard allows it); float16 and bfloat16 exist too;
+* the default floating dtype is float32 (the standard allows it); float16, bfloat16, float8_e4m3fn
+  and float8_e5m2 exist too;
 * arrays are values: in-place operators rebind the tensor to a new graph, so a "copy" of a
   corvid-owned tensor is a new handle; only memory shared through DLPack is copied eagerly.
 
@@ -556,7 +557,8 @@ class _Info:
                 "integral": dt.default_int, "indexing": dt.int64}
 
     def dtypes(self, *, device: str | None = None, kind: str | tuple | None = None) -> dict[str, DType]:
-        """The standard's dtypes corvid has (float16 and bfloat16 are extra and not listed), by kind."""
+        """The standard's dtypes corvid has (float16, bfloat16 and the 8-bit floats are extra and not
+        listed), by kind."""
         canonical_device(device)
         names = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
                  "float64", "complex64", "complex128")

@@ -120,8 +120,11 @@ def export_view(t: Tensor) -> np.ndarray:
     if not is_cpu(t.device):
         raise BufferError(f"DLPack export is only implemented for CPU tensors (CPU, CPU:1, ...), this one is on "
                           f"{t.device}; move it with .to('CPU') first")
-    if t.dtype is dt.bfloat16:
-        raise BufferError("DLPack export of bfloat16 is not supported (numpy's DLPack producer has no bfloat16)")
+    if t.dtype is dt.bfloat16 or t.dtype in dt.FLOAT8_DTYPES:
+        # (DLPack 1.1 has codes for them, but numpy's producer, which makes the capsule, has none)
+        raise BufferError(f"DLPack export of {t.dtype.name} is not supported (numpy's DLPack producer has no "
+                          f"{t.dtype.name}); export its bytes with .bitcast(corvid.uint{8 * t.dtype.itemsize}) "
+                          "or a wider float with .astype")
     t.realize()
     raw = np.asarray(_BufferView(t.node.buffer))
     return raw.view(t.dtype.np).reshape(t.shape)

@@ -6,7 +6,9 @@ kinds by a lattice ``bool < integers < floats < complex`` (see :func:`result_typ
 Python scalars are *weak*: they only contribute their kind, never their width.
 
 ``ALL_DTYPES`` lists the real dtypes; ``COMPLEX_DTYPES`` the two complex ones
-(``complex64``: two float32, ``complex128``: two float64, numpy's layout).
+(``complex64``: two float32, ``complex128``: two float64, numpy's layout). bfloat16 and the two
+8-bit floats (``float8_e4m3fn``: 4 exponent bits, 3 mantissa bits, no infinity, max 448;
+``float8_e5m2``: IEEE-style with infinities, max 57344) are ml_dtypes' formats of those names.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "DType", "DTypeLike", "ALL_DTYPES",
+    "DType", "DTypeLike", "ALL_DTYPES", "FLOAT8_DTYPES",
     "bool_", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "COMPLEX_DTYPES",
+    "float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "float32", "float64",
+    "complex64", "complex128", "COMPLEX_DTYPES",
     "default_float", "default_int", "default_complex",
     "to_dtype", "from_numpy", "python_scalar_dtype", "result_type",
     "promote_types", "can_cast", "finfo", "iinfo", "FInfo", "IInfo",
@@ -43,12 +46,12 @@ class DType:
 
     @property
     def np(self) -> np.dtype:
-        """The equivalent numpy dtype (``ml_dtypes.bfloat16`` for bfloat16)."""
+        """The equivalent numpy dtype (ml_dtypes' type of the same name for bfloat16 and the 8-bit floats)."""
         return _NUMPY[self]
 
     @property
     def is_float(self) -> bool:
-        """True for floating-point dtypes (including bfloat16)."""
+        """True for floating-point dtypes (including bfloat16 and the 8-bit floats)."""
         return self.kind == "f"
 
     @property
@@ -93,6 +96,8 @@ uint8 = DType("uint8", 1, "u")
 uint16 = DType("uint16", 2, "u")
 uint32 = DType("uint32", 4, "u")
 uint64 = DType("uint64", 8, "u")
+float8_e4m3fn = DType("float8_e4m3fn", 1, "f")
+float8_e5m2 = DType("float8_e5m2", 1, "f")
 float16 = DType("float16", 2, "f")
 bfloat16 = DType("bfloat16", 2, "f")
 float32 = DType("float32", 4, "f")
@@ -102,23 +107,26 @@ complex128 = DType("complex128", 16, "c")
 
 ALL_DTYPES: tuple[DType, ...] = (
     bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-    float16, bfloat16, float32, float64,
+    float8_e4m3fn, float8_e5m2, float16, bfloat16, float32, float64,
 )
 COMPLEX_DTYPES: tuple[DType, ...] = (complex64, complex128)
 default_float = float32
 default_int = int64
 default_complex = complex64
 _REAL_PART = {complex64: float32, complex128: float64}
-_COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64, float64: complex128}
+_COMPLEX_OF = {float8_e4m3fn: complex64, float8_e5m2: complex64, float16: complex64, bfloat16: complex64,
+               float32: complex64, float64: complex128}
+FLOAT8_DTYPES: tuple[DType, ...] = (float8_e4m3fn, float8_e5m2)
 
 DTypeLike = DType | str | np.dtype | type
 
-_NUMPY: dict[DType, np.dtype] = {
-    d: np.dtype(ml_dtypes.bfloat16 if d is bfloat16 else d.name) for d in ALL_DTYPES + COMPLEX_DTYPES
-}
+# the dtypes numpy itself lacks, as ml_dtypes' types of the same names
+_ML_DTYPES: dict[DType, np.dtype] = {d: np.dtype(getattr(ml_dtypes, d.name)) for d in (bfloat16, *FLOAT8_DTYPES)}
+_FROM_ML: dict[np.dtype, DType] = {v: k for k, v in _ML_DTYPES.items()}
+_NUMPY: dict[DType, np.dtype] = {d: _ML_DTYPES.get(d, np.dtype(d.name)) for d in ALL_DTYPES + COMPLEX_DTYPES}
 _BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
 _BY_KIND_SIZE: dict[tuple[str, int], DType] = {
-    (d.kind, d.itemsize): d for d in ALL_DTYPES + COMPLEX_DTYPES if d is not bfloat16
+    (d.kind, d.itemsize): d for d in ALL_DTYPES + COMPLEX_DTYPES if d not in _ML_DTYPES
 }
 _SUPPORTED = ", ".join(d.name for d in ALL_DTYPES + COMPLEX_DTYPES)
 
@@ -131,16 +139,16 @@ def from_numpy(np_dtype: np.dtype | type) -> DType:
     """Return the DType for a numpy dtype or numpy scalar type.
 
     Accepts a ``np.dtype`` or a numpy scalar type (e.g. ``np.float32``,
-    ``np.dtype('int8')``, ``ml_dtypes.bfloat16``) denoting a supported dtype
-    in native byte order. Raises TypeError for anything else (clongdouble,
-    object, strings, datetimes, byte-swapped, other ml_dtypes formats, ...).
+    ``np.dtype('int8')``, ``ml_dtypes.bfloat16``, ``ml_dtypes.float8_e4m3fn``) denoting a
+    supported dtype in native byte order. Raises TypeError for anything else (clongdouble,
+    object, strings, datetimes, byte-swapped, other ml_dtypes formats such as float8_e4m3fnuz, ...).
     """
     if not (isinstance(np_dtype, np.dtype)
             or (isinstance(np_dtype, type) and issubclass(np_dtype, np.generic))):
         raise _unsupported(np_dtype)
     dt = np.dtype(np_dtype)
-    if dt == _NUMPY[bfloat16]:
-        return bfloat16
+    if dt in _FROM_ML:
+        return _FROM_ML[dt]
     found = _BY_KIND_SIZE.get((dt.kind, dt.itemsize))
     if found is None or not dt.isnative:
         raise _unsupported(np_dtype)
@@ -151,7 +159,7 @@ def to_dtype(x: DTypeLike) -> DType:
     """Convert a dtype-like value to a DType singleton.
 
     Accepted: a DType; a canonical name (``'bool'``, ``'int8'``, ...,
-    ``'bfloat16'``, ``'float64'``); a numpy dtype or numpy scalar type (see
+    ``'bfloat16'``, ``'float8_e4m3fn'``, ``'float64'``); a numpy dtype or numpy scalar type (see
     :func:`from_numpy`); the Python types ``bool``, ``int``, ``float``
     (mapped to bool_, default_int, default_float). Anything else raises
     TypeError naming the input and listing the supported dtypes. ``complex``
@@ -196,7 +204,10 @@ def python_scalar_dtype(x: bool | int | float | complex) -> DType:
 # Promotion lattice: each node lists the nodes directly above it. "float*" is a
 # virtual node above every integer and below every float; it is the join of
 # integer types with no common integer supertype (e.g. uint64 and int64) and
-# stands for float64 when it is the final answer. Joins in a lattice are
+# stands for float64 when it is the final answer. "float8*" is the virtual join
+# of the two 8-bit formats, below every wider float: as a final answer it is a
+# TypeError (neither format holds the other; PyTorch and JAX refuse it too), but
+# with a wider float present the wider float wins. Joins in a lattice are
 # associative and commutative, so result_type is independent of argument order.
 _ABOVE: dict[str, tuple[str, ...]] = {
     "bool": ("uint8", "int8"),
@@ -208,7 +219,10 @@ _ABOVE: dict[str, tuple[str, ...]] = {
     "int16": ("int32",),
     "int32": ("int64",),
     "int64": ("float*",),
-    "float*": ("float16", "bfloat16"),
+    "float*": ("float8_e4m3fn", "float8_e5m2"),
+    "float8_e4m3fn": ("float8*",),
+    "float8_e5m2": ("float8*",),
+    "float8*": ("float16", "bfloat16"),
     "float16": ("float32",),
     "bfloat16": ("float32",),
     "float32": ("float64", "complex64"),
@@ -231,6 +245,9 @@ def _join(dtypes: frozenset[DType]) -> DType:
     """Least upper bound of a non-empty set of dtypes in the promotion lattice."""
     common = frozenset.intersection(*(_UPPER[d.name] for d in dtypes))
     (least,) = [n for n in common if _UPPER[n] == common]
+    if least == "float8*":
+        raise TypeError("no implicit promotion between float8_e4m3fn and float8_e5m2 (neither holds the "
+                        "other's values); cast one of them explicitly with astype")
     return float64 if least == "float*" else _BY_NAME[least]
 
 
@@ -242,12 +259,15 @@ def result_type(*args: DTypeLike | bool | int | float) -> DType:
     lattice: Array API rules within a kind, ``bool < integers < floats``
     across kinds (int32 + float16 -> float16), integers without a common
     integer type give float64 (uint64 + int64), bfloat16 + float16 -> float32.
+    An 8-bit float joins below every wider float (float8_e4m3fn + float16 -> float16) and above
+    bool and the integers (int32 + float8_e5m2 -> float8_e5m2); float8_e4m3fn with float8_e5m2
+    and no wider float raises TypeError (cast one of them with ``astype``).
     Real floats sit below complex: float32 + complex64 -> complex64,
     float64 + complex64 -> complex128.
     Weak scalars then contribute only their kind: an int turns bool into
     default_int, a float turns bool/int into default_float, a complex turns a
     real float into the complex dtype of its width (float32 -> complex64,
-    float64 -> complex128, float16/bfloat16 -> complex64) and bool/int into
+    float64 -> complex128, 8- and 16-bit floats -> complex64) and bool/int into
     default_complex; otherwise the strong result is kept. With only weak
     scalars the result is :func:`python_scalar_dtype` of the highest kind
     (bool < int < float < complex).
@@ -270,18 +290,24 @@ def result_type(*args: DTypeLike | bool | int | float) -> DType:
 
 
 def promote_types(a: DTypeLike, b: DTypeLike) -> DType:
-    """Promote two strong dtypes; same as ``result_type(a, b)`` for dtypes."""
+    """Promote two strong dtypes; same as ``result_type(a, b)`` for dtypes (TypeError for
+    float8_e4m3fn with float8_e5m2)."""
     return _join(frozenset((to_dtype(a), to_dtype(b))))
 
 
 _KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3, "c": 4}
 
 
+def _promotes_to(src: DType, dst: DType) -> bool:
+    return dst.name in _UPPER[src.name]
+
+
 def can_cast(from_: DTypeLike, to: DTypeLike, casting: str = "safe") -> bool:
     """Whether values of ``from_`` may be cast to ``to`` under ``casting``.
 
     * ``'no'``: only the identical dtype.
-    * ``'safe'``: ``promote_types(from_, to) is to`` (Array API meaning).
+    * ``'safe'``: ``promote_types(from_, to) is to`` (Array API meaning; False between the two
+      8-bit float formats, which do not promote).
     * ``'same_kind'``: safe, or a cast that does not go down the kind order
       bool < unsigned < signed < float < complex (e.g. float64 -> float16, int64 -> int8),
       matching numpy.
@@ -293,9 +319,9 @@ def can_cast(from_: DTypeLike, to: DTypeLike, casting: str = "safe") -> bool:
     if casting == "no":
         return src is dst
     if casting == "safe":
-        return promote_types(src, dst) is dst
+        return _promotes_to(src, dst)
     if casting == "same_kind":
-        return promote_types(src, dst) is dst or _KIND_ORDER[src.kind] <= _KIND_ORDER[dst.kind]
+        return _promotes_to(src, dst) or _KIND_ORDER[src.kind] <= _KIND_ORDER[dst.kind]
     if casting == "unsafe":
         return True
     raise ValueError(f"casting must be 'no', 'safe', 'same_kind' or 'unsafe', got {casting!r}")
@@ -358,11 +384,17 @@ def _ordered(dtype: DTypeLike) -> DType:
     return d
 
 
+_NO_INF = (float8_e4m3fn,)  # float formats without infinities: their extremes are ±finfo.max
+
+
 def min_value(dtype: DTypeLike) -> bool | int | float:
-    """Smallest value of ``dtype``: -inf for floats, iinfo.min for ints, False for bool.
+    """Smallest value of ``dtype``: -inf for floats (-448.0 for float8_e4m3fn, which has no
+    infinity), iinfo.min for ints, False for bool.
 
     TypeError for complex dtypes, which are not ordered."""
     d = _ordered(dtype)
+    if d in _NO_INF:
+        return -finfo(d).max
     if d.is_float:
         return float("-inf")
     if d.is_bool:
@@ -371,10 +403,13 @@ def min_value(dtype: DTypeLike) -> bool | int | float:
 
 
 def max_value(dtype: DTypeLike) -> bool | int | float:
-    """Largest value of ``dtype``: +inf for floats, iinfo.max for ints, True for bool.
+    """Largest value of ``dtype``: +inf for floats (448.0 for float8_e4m3fn), iinfo.max for ints,
+    True for bool.
 
     TypeError for complex dtypes, which are not ordered."""
     d = _ordered(dtype)
+    if d in _NO_INF:
+        return finfo(d).max
     if d.is_float:
         return float("inf")
     if d.is_bool:
@@ -406,7 +441,8 @@ def reduce_identity(dtype: DTypeLike, op: str) -> bool | int | float:
 def sum_dtype(dtype: DTypeLike) -> DType:
     """Accumulation dtype numpy uses for sum/prod of ``dtype``.
 
-    bool and signed ints -> int64, unsigned ints -> uint64, floats and complex unchanged.
+    bool and signed ints -> int64, unsigned ints -> uint64, floats and complex unchanged
+    (kernels accumulate 8- and 16-bit floats in float32 and round the result once).
     """
     d = to_dtype(dtype)
     if d.is_unsigned:

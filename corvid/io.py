@@ -43,7 +43,8 @@ class CorruptFileError(ValueError):
 
 _ST_DTYPES = {"F64": dt.float64, "F32": dt.float32, "F16": dt.float16, "BF16": dt.bfloat16, "I64": dt.int64,
               "I32": dt.int32, "I16": dt.int16, "I8": dt.int8, "U64": dt.uint64, "U32": dt.uint32,
-              "U16": dt.uint16, "U8": dt.uint8, "BOOL": dt.bool_}
+              "U16": dt.uint16, "U8": dt.uint8, "BOOL": dt.bool_,
+              "F8_E4M3": dt.float8_e4m3fn, "F8_E5M2": dt.float8_e5m2}
 _ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
 _MAX_HEADER = 100 << 20  # the reference implementation's limit
 
@@ -221,6 +222,11 @@ def load_safetensors(path: str | os.PathLike, names: list[str] | None = None,
 # --- numpy formats and the front door --------------------------------------------------------------------
 
 
+def _numpy_lacks(a: np.ndarray) -> bool:
+    """Whether ``a``'s dtype is one of ml_dtypes' (bfloat16, the 8-bit floats), which .npy cannot name."""
+    return a.dtype.kind == "V" or dt.from_numpy(a.dtype) in (dt.bfloat16, *dt.FLOAT8_DTYPES)
+
+
 def save(path: str | os.PathLike, obj: Any, metadata: Mapping[str, str] | None = None) -> None:
     """Save a tensor (``.npy``) or a dict of tensors (``.npz``, ``.safetensors``), atomically."""
     p = os.fspath(path)
@@ -229,15 +235,16 @@ def save(path: str | os.PathLike, obj: Any, metadata: Mapping[str, str] | None =
         return save_safetensors(obj, p, metadata)
     if ext == ".npy":
         a = _as_numpy(obj, "the value")
-        if a.dtype.kind == "V" or dt.from_numpy(a.dtype) is dt.bfloat16:
-            raise TypeError("save: .npy cannot hold bfloat16 (numpy has no such type); use .safetensors")
+        if _numpy_lacks(a):
+            raise TypeError(f"save: .npy cannot hold {a.dtype.name} (numpy has no such type); use .safetensors")
         return _atomic_write(p, lambda f: np.save(f, a, allow_pickle=False))
     if ext == ".npz":
         if not isinstance(obj, Mapping):
             raise TypeError(f"save: .npz needs a dict of tensors, got {type(obj).__name__}")
         arrays = {k: _as_numpy(v, k) for k, v in obj.items()}
-        if any(dt.from_numpy(a.dtype) is dt.bfloat16 for a in arrays.values()):
-            raise TypeError("save: .npz cannot hold bfloat16 (numpy has no such type); use .safetensors")
+        lacking = next((a.dtype.name for a in arrays.values() if _numpy_lacks(a)), None)
+        if lacking:
+            raise TypeError(f"save: .npz cannot hold {lacking} (numpy has no such type); use .safetensors")
         return _atomic_write(p, lambda f: np.savez(f, **arrays))
     raise ValueError(f"save: unknown extension {ext!r} in {p}; use .npy, .npz or .safetensors")
 

@@ -30,7 +30,7 @@ environment variable ``CORVID_LINALG`` read at import; the choice applies when a
   shape also builds, schedules and compiles them); inside ``grad``/``jvp``/``vmap``/``jit`` they
   become part of the traced graph. Its error behaviour differs (see below).
 
-Dtypes: integer and bool inputs compute in the default float dtype; float16 and bfloat16 are
+Dtypes: integer and bool inputs compute in the default float dtype; 8- and 16-bit floats are
 computed in float32 and cast back. complex64/complex128 work everywhere (Hermitian for
 ``cholesky``/``eigh``/``eigvalsh``, which read only the lower triangle, and ignore the imaginary
 part of the diagonal). Real-valued results of complex inputs (eigenvalues of ``eigh``, singular

@@ -140,7 +140,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return self
 
     def numpy(self) -> np.ndarray:
-        """A numpy copy of the value (bfloat16 comes back as ``ml_dtypes.bfloat16``)."""
+        """A numpy copy of the value (bfloat16 and the 8-bit floats come back as ml_dtypes arrays)."""
         self.realize()
         return self.node.buffer.numpy().reshape(self.shape)
 

@@ -35,6 +35,7 @@ from corvid.render.gpu import Launch
 from corvid.runtime import device as registry
 from corvid.runtime.cpu import CPUDevice
 from corvid.runtime.cuda import kernel_params
+from tests.test_fp8 import workload as fp8_workload
 from tests.test_opt import _base, _kernels, _real
 
 ARCH = "sm_90"  # the GPU later sessions get (H200); every kernel must build for it
@@ -77,6 +78,7 @@ def _gpu_shaped(device: str) -> None:
     t(2, 4096).astype(cv.float16).sum(axis=1).numpy()
     cv.Tensor(rng.integers(-9, 9, (2, 4096)), device=device).prod(axis=1).numpy()
     (t(4, 4096) > 0).any(axis=1).numpy()
+    fp8_workload(device)  # the 8-bit floats' conversions, ops, reductions and matmul
 
 
 def _run_suite(device: str) -> None:
@@ -262,6 +264,17 @@ def test_dtypes_are_rendered_without_headers():
     c = cv.Tensor(np.zeros(2, np.complex64), device="NULL")
     with pytest.raises(NotImplementedError, match="CUDA device does not support complex64"):
         CUDARenderer().render(_base(c * 2))
+
+
+def test_float8_is_rendered_without_headers():
+    """The 8-bit floats are bytes converted by bit arithmetic in device functions (CUDA's own
+    cuda_fp8.h comes with the toolkit, which NVRTC alone lacks), rounded after every op."""
+    x = cv.Tensor(np.zeros(4, np.uint8), device="NULL").bitcast(cv.float8_e5m2)
+    src = CUDARenderer().render(_base(x * 3 + 1))
+    assert "uint8_t* __restrict__ p0, const uint8_t* __restrict__ p1" in src
+    assert "static inline __device__ uint8_t cv_f32_e5m2(float f)" in src and "__float_as_uint(" in src
+    assert "p0[i0] = cv_f32_e5m2(" in src and "cv_round_e5m2(" in src
+    assert "#include" not in src and "memcpy" not in src and "__builtin" not in src
 
 
 # --- the runtime, as far as it runs without a GPU ----------------------------------------------------

@@ -121,9 +121,9 @@ def _tensor_leaves(tree: Any, what: str) -> tuple[list[Tensor], Any]:
 
 
 def _wire_dtype(d: dt.DType) -> dt.DType:
-    """The dtype a tensor travels as: MPI has no 16-bit floats (they are reduced in float32) and
-    no arithmetic on C booleans (bools travel as int32: sum and max are "any", min is "all")."""
-    if d in (dt.float16, dt.bfloat16):
+    """The dtype a tensor travels as: MPI has no 8- or 16-bit floats (they are reduced in float32)
+    and no arithmetic on C booleans (bools travel as int32: sum and max are "any", min is "all")."""
+    if d in (dt.float16, dt.bfloat16, *dt.FLOAT8_DTYPES):
         return dt.float32
     if d is dt.bool_:
         return dt.int32
@@ -172,7 +172,7 @@ def all_reduce(tensors: Any, op: str = "sum") -> Any:
     ``cv.grad``); the result has the same structure, shapes and dtypes, as new tensors (the inputs
     are unchanged). ``op`` is ``"sum"``, ``"mean"`` (the sum divided by :func:`world_size`;
     floating-point tensors only, else TypeError), ``"max"`` or ``"min"``; another name is a
-    ValueError. All tensors of one dtype (and device) travel in one MPI call; float16 and bfloat16
+    ValueError. All tensors of one dtype (and device) travel in one MPI call; 8- and 16-bit floats
     are reduced in float32. Every process must pass the same shapes and dtypes in the same order.
     With one process the input is returned as it is.
 

@@ -148,13 +148,13 @@ def scatter_prim(x: Tensor, nj: int, idx: Tensor, src: Tensor, reduce: str = "su
     or ``J + (m,) + R`` (entries outside ``[0, n)`` are dropped), ``src`` is ``J + (m,) + R``;
     returns ``x`` with each ``src[j, i, r]`` combined into ``[j, idx[j, i(, r)], r]`` by ``reduce``
     (a key of :data:`_PRIM_REDUCE`), in index order: O(m) work, duplicates combine
-    deterministically (the last ``"set"`` wins). Every dtype; bfloat16 arithmetic runs in float32
-    (rounded once at the end). TypeError for ``"amax"``/``"amin"`` of complex numbers."""
+    deterministically (the last ``"set"`` wins). Every dtype; bfloat16 and 8-bit float arithmetic
+    runs in float32 (rounded once at the end). TypeError for ``"amax"``/``"amin"`` of complex numbers."""
     prim = _PRIM_REDUCE[reduce]
     if x.dtype.is_complex and prim in ("max", "min"):
         raise TypeError(f"scatter_reduce: {reduce!r} is not defined for complex dtype {x.dtype.name} (complex "
                         "numbers have no order)")
-    if x.dtype is dt.bfloat16 and prim != "set":
+    if (x.dtype is dt.bfloat16 or x.dtype in dt.FLOAT8_DTYPES) and prim != "set":
         return scatter_prim(x.astype(dt.float32), nj, idx, src.astype(dt.float32), reduce).astype(x.dtype)
     i64, s = idx.astype(dt.int64), src.astype(x.dtype)
     return x._new(node(Op.SCATTER, (x.node, i64.node, s.node), (prim, nj), x.dtype, x.shape))

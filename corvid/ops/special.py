@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "logaddexp", "hypot", "copysign",
            "nextafter", "signbit"]
 
-_BITS = {2: dt.int16, 4: dt.int32, 8: dt.int64}
+_BITS = {1: dt.int8, 2: dt.int16, 4: dt.int32, 8: dt.int64}
 
 
 def _float(x: Tensor) -> Tensor:

@@ -46,7 +46,7 @@ _STABLE_METADATA = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": No
 
 def as_array(value: Any, name: str) -> np.ndarray:
     """``value`` (a corvid Tensor, a numpy array, a list or a scalar) as a numpy array matplotlib
-    can draw: a tensor is computed (``.numpy()``), bfloat16/float16 become float32.
+    can draw: a tensor is computed (``.numpy()``), 8- and 16-bit floats become float32.
 
     TypeError for complex values (plot ``.real``, ``.imag`` or ``abs()``) and for values numpy
     cannot make a numeric or string array of."""
@@ -58,7 +58,7 @@ def as_array(value: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name}: cannot be made into an array ({e})") from None
     if arr.dtype.kind == "c":
         raise TypeError(f"{name}: complex values cannot be plotted; plot .real, .imag or abs() of them")
-    if arr.dtype.kind == "V" or arr.dtype == np.float16:  # ml_dtypes (bfloat16, fp8) and half
+    if arr.dtype.kind == "V" or (arr.dtype.kind == "f" and arr.dtype.itemsize < 4):  # half, ml_dtypes' bfloat16, fp8
         arr = arr.astype(np.float32)
     if arr.dtype.kind not in "biufU":
         raise TypeError(f"{name}: expected numbers, got an array of {arr.dtype} ({type(value).__name__})")

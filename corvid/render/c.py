@@ -2,10 +2,16 @@
 
 Every value becomes one typed local (``float v3 = expf(v2);``), so integer results wrap at their
 own width after each op, as numpy's do. float16 and bfloat16 are stored as 16-bit values and
-computed in float. Loops marked parallel become OpenMP loops; sum/prod accumulators get an
-``omp simd reduction`` so the compiler may vectorize them without ``-ffast-math``. libm functions
-that glibc's libmvec provides in vector form are declared ``simd`` so loops calling them vectorize
-(the toolchain probe says whether libmvec is there).
+computed in float, and rounded to their width when stored. The 8-bit floats (float8_e4m3fn,
+float8_e5m2) are stored as bytes and computed in float too, but rounded after every op, as
+ml_dtypes' ufuncs do (:func:`float8_rounded`; with 3 or 2 mantissa bits, skipping the rounding
+between fused ops would change results visibly, and ``x.astype(fp8).astype(float32)`` would not
+quantize), converted on the bits with ml_dtypes' rounding (:func:`float8_helpers`).
+
+Loops marked parallel become OpenMP loops; sum/prod accumulators get an ``omp simd reduction``
+so the compiler may vectorize them without ``-ffast-math``. libm functions that glibc's libmvec
+provides in vector form are declared ``simd`` so loops calling them vectorize (the toolchain probe
+says whether libmvec is there).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from ..codegen.opt import VECTOR_OPS
 from ..codegen.opt import _contiguous_in as _lane_contiguous
 from ..codegen.passes import has_fma
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
-from ..dtype import DType, reduce_identity
+from ..dtype import DType, iinfo, reduce_identity
 from ..dtype import float32 as _F32, float64 as _F64
 from ..graph.node import Op
 from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var
@@ -29,7 +35,12 @@ _STORAGE = {"bool": "uint8_t",  # (not _Bool: gcc has no vector type for _Bool l
              "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
             "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+            "float8_e4m3fn": "uint8_t", "float8_e5m2": "uint8_t",
             "complex64": "float _Complex", "complex128": "double _Complex"}
+# dtypes stored narrower than float and computed in float
+FLOAT_COMPUTED = ("float8_e4m3fn", "float8_e5m2", "float16", "bfloat16")
+# the 8-bit floats: the short name in their conversion helpers' names (cv_f32_e4m3, cv_e4m3_f32)
+FLOAT8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 
 _MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.LOG1P: "log1p",
          Op.EXPM1: "expm1", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos",
@@ -62,6 +73,91 @@ static inline uint16_t cv_f32_bf16(float f) {
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 """
+
+
+# Conversions of the 8-bit floats, written on the bits with unsigned ints so that every C dialect
+# computes the same bytes: decoding is exact; encoding rounds to nearest even as ml_dtypes does
+# (float8_e4m3fn: nan, infinities and everything that rounds past 448 become nan, sign kept;
+# float8_e5m2: IEEE, overflow to infinity, every nan 0x7e with its sign). Both paths (normal,
+# subnormal) are computed and one is kept by a bit mask, without branches, so that loops over
+# them vectorize (kernels are built without gcc's loop if-conversion). ``{u}`` is the dialect's
+# name for uint32_t, ``{b}`` for uint8_t; cv_f32_u32 and cv_u32_f32 reinterpret the bits.
+_FLOAT8_SRC = {
+    "e4m3": """static inline float cv_e4m3_f32({b} x) {{
+  {u} s = ({u})(x & 0x80u) << 24, e = (x >> 3) & 0xfu, m = x & 7u;
+  {u} normal = ((e + 120u) << 23) | (m << 20), sub = cv_f32_u32((float)(int)m * 0.001953125f);
+  {u} nan = 0u - ({u})((x & 0x7fu) == 0x7fu), low = 0u - ({u})(e == 0u);
+  return cv_u32_f32(s | (nan & 0x7fc00000u) | (~nan & ((low & sub) | (~low & normal))));
+}}
+static inline {b} cv_f32_e4m3(float f) {{
+  {u} u = cv_f32_u32(f), a = u & 0x7fffffffu, s = (u >> 24) & 0x80u;
+  {u} r = (a - 0x3c000000u + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+  r = r > 0x7fu ? 0x7fu : r;
+  {u} shift = 141u - (a >> 23);
+  shift = shift > 25u ? 25u : shift;
+  {u} m = (a & 0x7fffffu) | 0x800000u, q = m >> shift, rem = m & ((1u << shift) - 1u), tie = 1u << (shift - 1u);
+  q += (({u})(rem > tie) | (({u})(rem == tie) & q)) & 1u;
+  {u} normal = 0u - ({u})(a >= 0x3c800000u);
+  return ({b})(s | (normal & r) | (~normal & q));
+}}
+static inline float cv_round_e4m3(float f) {{ return cv_e4m3_f32(cv_f32_e4m3(f)); }}
+""",
+    "e5m2": """static inline float cv_e5m2_f32({b} x) {{
+  {u} s = ({u})(x & 0x80u) << 24, e = (x >> 2) & 0x1fu, m = x & 3u;
+  {u} normal = ((e + 112u) << 23) | (m << 21), sub = cv_f32_u32((float)(int)m * 1.52587890625e-05f);
+  {u} top = 0u - ({u})(e == 31u), low = 0u - ({u})(e == 0u), nan = 0u - ({u})(m != 0u);
+  {u} special = 0x7f800000u | (nan & 0x400000u);
+  return cv_u32_f32(s | (top & special) | (~top & ((low & sub) | (~low & normal))));
+}}
+static inline {b} cv_f32_e5m2(float f) {{
+  {u} u = cv_f32_u32(f), a = u & 0x7fffffffu, s = (u >> 24) & 0x80u;
+  {u} r = (a - 0x38000000u + 0xfffffu + ((a >> 21) & 1u)) >> 21;
+  r = r > 0x7cu ? 0x7cu : r;
+  {u} shift = 134u - (a >> 23);
+  shift = shift > 25u ? 25u : shift;
+  {u} m = (a & 0x7fffffu) | 0x800000u, q = m >> shift, rem = m & ((1u << shift) - 1u), tie = 1u << (shift - 1u);
+  q += (({u})(rem > tie) | (({u})(rem == tie) & q)) & 1u;
+  {u} normal = 0u - ({u})(a >= 0x38800000u), nan = 0u - ({u})(a > 0x7f800000u);
+  return ({b})(s | (nan & 0x7eu) | (~nan & ((normal & r) | (~normal & q))));
+}}
+static inline float cv_round_e5m2(float f) {{ return cv_e5m2_f32(cv_f32_e5m2(f)); }}
+""",
+}
+
+
+def float8_helpers(short: str, u32: str = "uint32_t", u8: str = "uint8_t") -> str:
+    """C source of ``cv_<short>_f32`` (decode), ``cv_f32_<short>`` (encode) and ``cv_round_<short>``
+    (float to the nearest 8-bit value, as a float) for the 8-bit float ``short`` (``"e4m3"``,
+    ``"e5m2"``), with ``u32``/``u8`` the dialect's names of the unsigned types. They call
+    ``cv_f32_u32`` and ``cv_u32_f32``, which each dialect defines."""
+    return _FLOAT8_SRC[short].format(u=u32, b=u8)
+
+
+# ops whose 8-bit result is one of their operands or its negation: there is nothing to round
+_EXACT_OPS = (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS)
+
+
+def float8_rounded(k: Kernel) -> set[int]:
+    """The values of ``k`` (by id) that are rounded to their 8-bit float dtype where computed:
+    every one an op computes (alu, cast, index, a sum or product reduce) except selections and
+    sign changes, and except a product that only sum reduces read: those accumulate the exact
+    products in float32 (a matmul's dot products, as ml_dtypes' dot and fp8 matrix units do)."""
+    readers: dict[int, list[U]] = {}
+    for u in k.values():
+        for x in u.src:
+            readers.setdefault(id(x), []).append(u)
+    stored = {id(st.value) for st in k.stores}
+    out = set()
+    for u in k.values():
+        if u.dtype.name not in FLOAT8 or u.op not in ("alu", "cast", "index", "reduce"):
+            continue
+        if (u.op == "alu" and u.arg in _EXACT_OPS) or (u.op == "reduce" and u.arg[0] in ("max", "min")):
+            continue
+        if u.op == "alu" and u.arg is Op.MUL and id(u) not in stored and \
+                all(r.op == "reduce" and r.arg[0] == "sum" for r in readers.get(id(u), [])):
+            continue
+        out.add(id(u))
+    return out
 
 
 def _float_helpers(t: str, sfx: str) -> str:
@@ -141,7 +237,7 @@ def compute_type(dt: DType) -> str:
     """The C type a value of ``dt`` lives in while it is computed on."""
     if dt.is_bool:
         return "_Bool"
-    return "float" if dt.name in ("float16", "bfloat16") else _STORAGE[dt.name]
+    return "float" if dt.name in FLOAT_COMPUTED else _STORAGE[dt.name]
 
 
 def render_const(value, dt: DType) -> str:
@@ -199,7 +295,7 @@ def _linear_in(x: Sym, v: Var) -> tuple[int, int]:
 
 def _vector_valued(u: U) -> bool:
     """Lane-dependent values of these dtypes are held in vector registers; others (bool, ints,
-    16-bit floats) only as scalars inside a lane loop."""
+    8- and 16-bit floats) only as scalars inside a lane loop."""
     return u.dtype.name in ("float32", "float64")
 
 
@@ -215,6 +311,7 @@ class CRenderer:
         self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
         self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names
         self._narrow: dict[Var, Var] = {}  # inside a piece of a split loop: its variable with the piece's range
+        self.rounded = float8_rounded(k)
         self._setup_lanes(k)
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
@@ -256,7 +353,7 @@ class CRenderer:
                     if id(s.u) in self.held:
                         self._emit_lane_def(s.u, pad)
                     continue  # a lane scalar: computed inside the lane loops of its users
-                self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {self._expr(s.u)};")
+                self.lines.append(f"{pad}{self._type(s.u)} {self._name(s.u)} = {self._rounded(s.u, self._expr(s.u))};")
             elif isinstance(s, AccInit):
                 init = render_const(reduce_identity(s.u.dtype, s.u.arg[0]), s.u.dtype)
                 if id(s.u) in self.vec:
@@ -513,9 +610,9 @@ class CRenderer:
         self._lane_ctx = {}
         try:
             for j, x in enumerate(order):
-                self.lines.append(f"{pad}  {compute_type(x.dtype)} {name}_{j} = {self._expr(x)};")
+                self.lines.append(f"{pad}  {compute_type(x.dtype)} {name}_{j} = {self._rounded(x, self._expr(x))};")
                 self._lane_ctx[id(x)] = f"{name}_{j}"
-            self.lines.append(f"{pad}  {name}[lane] = {self._expr(u)};")
+            self.lines.append(f"{pad}  {name}[lane] = {self._rounded(u, self._expr(u))};")
         finally:
             self._lane_ctx = None
         self.lines.append(f"{pad}}}")
@@ -555,16 +652,48 @@ class CRenderer:
     def _ref(self, u: U) -> str:
         if u.op == "const":
             return render_const(u.arg, u.dtype)
+        if u.op == "reduce" and id(u) in self.rounded:  # (the accumulator itself is float)
+            return self._rounded(u, self._name(u))
         if self._lane_ctx is not None and id(u) in self.vec:  # inside a lane loop: this lane's value
             return self._lane_ctx.get(id(u)) or f"{self._name(u)}[lane]"
         return self._name(u)
 
+    def _rounded(self, u: U, expr: str) -> str:
+        """``expr``, the value of ``u``, rounded to its 8-bit float dtype if ``u`` is one of
+        :func:`float8_rounded`."""
+        return f"cv_round_{self._float8(u.dtype)}({expr})" if id(u) in self.rounded else expr
+
     def _to_storage(self, expr: str, dt: DType) -> str:
+        """A computed value as the element stored in a buffer of ``dt``."""
         if dt.name == "bfloat16":
             return f"cv_f32_bf16({expr})"
         if dt.name == "float16":
             return f"(_Float16)({expr})"
+        if dt.name in FLOAT8:
+            return f"cv_f32_{self._float8(dt)}({expr})"
         return expr
+
+    def _from_storage(self, expr: str, dt: DType) -> str:
+        """An element read from a buffer of ``dt`` as the value computed on."""
+        if dt.name == "bfloat16":
+            return f"cv_bf16_f32({expr})"
+        if dt.name == "float16":
+            return f"(float){expr}"
+        if dt.name in FLOAT8:
+            return f"cv_{self._float8(dt)}_f32({expr})"
+        return expr
+
+    # the dialect's bit reinterpretations that float8_helpers call, and its names of the types there
+    bits_helpers = ("static inline uint32_t cv_f32_u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }\n"
+                    "static inline float cv_u32_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }\n")
+    float8_types = ("uint32_t", "uint8_t")
+
+    def _float8(self, dt: DType) -> str:
+        """The short name of an 8-bit float (``e4m3``), its conversion helpers added to the kernel."""
+        short = FLOAT8[dt.name]
+        self.helpers.setdefault("cv_bits", self.bits_helpers)
+        self.helpers.setdefault(f"cv_{short}", float8_helpers(short, *self.float8_types))
+        return short
 
     def _expr(self, u: U) -> str:
         if id(u) in self.vec and self._lane_ctx is None:
@@ -582,8 +711,7 @@ class CRenderer:
             ok = f"(({v}) >= 0) & (({v}) < {size})" + ("" if gate is None else f" & ({gate.render(self._var)})")
             off = f"({base.render(self._var)}) + (long long)({v}) * {stride}"
             src = f"p{param}[cv_clampi({off}, {self.k.params[param].size - 1})]"
-            st = self.k.params[param].dtype.name
-            val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
+            val = self._from_storage(src, self.k.params[param].dtype)
             if self.k.params[param].size == 0:
                 return render_const(0, u.dtype)
             return self._select(ok, val, render_const(0, u.dtype), u.dtype)
@@ -595,17 +723,15 @@ class CRenderer:
             elif gate == Num(0):  # (a piece of a split loop that reads only padding)
                 return render_const(0, u.dtype)
             src = f"p{param}[{idx.render(self._var)}]"
-            st = self.k.params[param].dtype.name
-            val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
             if gate is None:
-                return val
+                return self._from_storage(src, self.k.params[param].dtype)
             if self.k.params[param].size == 0:  # nothing to read: every element is padding
                 return render_const(0, u.dtype)
             # clamp the index into the buffer (read anything in bounds where the gate is off), then
             # select: no branch. Not `idx * gate`: gcc 12.2's vectorizer miscompiles that address form
             g = gate.render(self._var)
             src = f"p{param}[cv_clampi({idx.render(self._var)}, {self.k.params[param].size - 1})]"
-            val = f"cv_bf16_f32({src})" if st == "bfloat16" else f"(float){src}" if st == "float16" else src
+            val = self._from_storage(src, self.k.params[param].dtype)
             return self._select(g, val, render_const(0, u.dtype), u.dtype)
         if u.op == "index":
             return f"({compute_type(u.dtype)}){self._s(u.arg).render(self._var)}"
@@ -644,6 +770,15 @@ class CRenderer:
         return f"{name}({c}, {a}, {b})"
 
     def _cast(self, x: str, src: DType, dst: DType) -> str:
+        if src.name in FLOAT8 and dst.is_int:
+            # ml_dtypes' rule: nan -> 0 and ±inf -> the integer type's max/min; other values are
+            # truncated and wrap to the type's width, as numpy converts a float32 on x86 (through a
+            # wide signed integer: -2.0 -> 4294967294 in uint32)
+            info, inf = iinfo(dst), render_const(math.inf, _F32)
+            finite = f"({compute_type(dst)})(long long)({x})"
+            out = self._select(f"{x} == -{inf}", render_const(info.min, dst), finite, dst)
+            out = self._select(f"{x} == {inf}", render_const(info.max, dst), out, dst)
+            return self._select(f"{x} != {x}", render_const(0, dst), out, dst)
         if dst.is_bool:
             return f"({x} != 0)"
         if src.is_bool and dst.name in ("float32", "float64"):  # (a select vectorizes; gcc 12's (float)_Bool does not)
@@ -655,8 +790,7 @@ class CRenderer:
         fn = f"cv_bitcast_{s.name}_{d.name}"
         if fn not in self.helpers:
             st, dtt = _STORAGE[s.name], _STORAGE[d.name]
-            to_store = self._to_storage("x", s) if s.name in ("float16", "bfloat16") else "x"
-            out = "cv_bf16_f32(r)" if d.name == "bfloat16" else "(float)r" if d.name == "float16" else "r"
+            to_store, out = self._to_storage("x", s), self._from_storage("r", d)
             self.helpers[fn] = (f"static inline {compute_type(d)} {fn}({compute_type(s)} x) {{ {st} a = {to_store}; "
                                 f"{dtt} r; memcpy(&r, &a, sizeof r); return {out}; }}\n")
         return f"{fn}({self._ref(u.src[0])})"

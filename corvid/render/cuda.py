@@ -17,8 +17,10 @@ statements and values and the work-group structure it shares with OpenCL
 * no headers: NVRTC ships no C library and no ``cuda_fp16.h`` (those come with a full toolkit),
   so the prelude typedefs the ``<stdint.h>`` names and converts float16 with PTX's ``cvt``
   instructions; float16 is stored as ``cv_half``, a 16-bit struct that reads as a float (the C
-  renderer writes ``(float)p1[i]``), bfloat16 as ``uint16_t``; both are computed in float, as on
-  the CPU, and rounded to nearest even when stored;
+  renderer writes ``(float)p1[i]``), bfloat16 as ``uint16_t``, float8_e4m3fn and float8_e5m2 as
+  ``uint8_t`` (converted on the bits by the C renderer's helpers,
+  :func:`corvid.render.c.float8_helpers`: CUDA's own fp8 header is part of the toolkit); all are
+  computed in float, as on the CPU, and rounded to nearest even when stored;
 * math: ``expf``, ``logf``... for float, ``exp``, ``log``... for double (CUDA's, within the
   documented ulp bounds of its math library; IEEE division and square root: kernels are built
   without fast math, and with ``--fmad=false``: multiply-adds are fused only where the IR says,
@@ -28,7 +30,7 @@ statements and values and the work-group structure it shares with OpenCL
   saturates); integer arithmetic wraps through unsigned types, as in the C renderer.
 
 Complex dtypes are not supported yet (NotImplementedError), nor vectorized kernels (the CUDA
-device applies no CPU actions). corvid has no fp8 dtypes, so none are rendered.
+device applies no CPU actions).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from ..codegen.ir import Kernel
 from ..dtype import DType
 from ..graph.node import Op
-from .c import _MATH, compute_type
+from .c import _MATH, FLOAT8, compute_type
 from .gpu import GPURenderer, Launch, launch
 
 BLOCK_THREADS = 256  # threads per block of a kernel without "local" loops
@@ -48,7 +50,8 @@ MAX_THREADS = (1024, 1024, 64)  # blockDim.x, .y, .z (and at most 1024 in all) o
 
 _CUDA_TYPES = {"bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
                "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-               "float16": "cv_half", "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+               "float16": "cv_half", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+               "float8_e4m3fn": "uint8_t", "float8_e5m2": "uint8_t"}
 
 _PRELUDE = """typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
@@ -133,6 +136,8 @@ class CUDARenderer(GPURenderer):
     shared, barrier = "__shared__", "__syncthreads();"
     max_grid = None  # every grid loop may be flattened into the block index
     spellings = _C_TO_CUDA
+    bits_helpers = ("static inline uint32_t cv_f32_u32(float f) { return __float_as_uint(f); }\n"
+                    "static inline float cv_u32_f32(uint32_t u) { return __uint_as_float(u); }\n")
 
     def render(self, k: Kernel) -> str:
         self.dims: CUDALaunch | None = None
@@ -180,7 +185,7 @@ class CUDARenderer(GPURenderer):
         return f"cv_f32_f16({expr})" if dt.name == "float16" else super()._to_storage(expr, dt)
 
     def _cast(self, x: str, src: DType, dst: DType) -> str:
-        if src.is_float and dst.is_int and (dst.itemsize < 4 or dst.is_unsigned):
+        if src.is_float and src.name not in FLOAT8 and dst.is_int and (dst.itemsize < 4 or dst.is_unsigned):
             if dst.name == "uint64":
                 return f"cv_f2u64({x})"
             wide = "int" if dst.itemsize < 4 else "long long"  # (x86 converts through these, then wraps)
@@ -193,7 +198,6 @@ class CUDARenderer(GPURenderer):
             raise NotImplementedError(f"CUDA renderer: bitcast from {s.name} to {d.name}")
         x, bits = self._ref(u.src[0]), f"uint{8 * s.itemsize}_t"
         raw = {"float32": f"__float_as_uint({x})", "float64": f"(uint64_t)__double_as_longlong({x})",
-               "float16": f"cv_f32_f16({x}).bits", "bfloat16": f"cv_f32_bf16({x})"}.get(s.name, f"({bits})({x})")
+               "float16": f"cv_f32_f16({x}).bits"}.get(s.name, f"({bits})({self._to_storage(x, s)})")
         return {"float32": f"__uint_as_float({raw})", "float64": f"__longlong_as_double((long long)({raw}))",
-                "float16": f"cv_f16_f32({raw})", "bfloat16": f"cv_bf16_f32({raw})"}.get(
-                    d.name, f"({compute_type(d)})({raw})")
+                "float16": f"cv_f16_f32({raw})"}.get(d.name, self._from_storage(f"({_CUDA_TYPES[d.name]})({raw})", d))

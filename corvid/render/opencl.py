@@ -20,7 +20,8 @@ What is OpenCL's own:
 Complex dtypes are not supported yet (NotImplementedError); float64 needs the device's
 ``cl_khr_fp64``. float16 and bfloat16 are computed in float, as on the CPU: float16 is read and
 written with ``vload_half``/``vstore_half_rte`` (no cl_khr_fp16 needed), bfloat16 is stored as
-``ushort``.
+``ushort``, float8_e4m3fn and float8_e5m2 as ``uchar`` (converted by the C renderer's helpers,
+:func:`corvid.render.c.float8_helpers`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ __all__ = ["GRID_DIMS", "Launch", "OpenCLRenderer", "launch"]
 VECTOR_WIDTHS = (2, 4, 8, 16)  # OpenCL C's vector lengths (besides 3, which is padded to 4 in memory)
 _CL_TYPES = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
              "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
-             "float16": "half", "bfloat16": "ushort", "float32": "float", "float64": "double"}
+             "float16": "half", "bfloat16": "ushort", "float32": "float", "float64": "double",
+             "float8_e4m3fn": "uchar", "float8_e5m2": "uchar"}
 # a float16 element read from buffer n (the C renderer writes ``(float)p<n>[index]``): OpenCL
 # dereferences ``half`` pointers only with cl_khr_fp16, but vload_half works everywhere
 _HALF_LOAD = re.compile(r"\(float\)p(\d+)\[([^\[\]]*)\]")
@@ -55,6 +57,13 @@ static inline ushort cv_f32_bf16(float f) {
   uint u = as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40);
   return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+
+_VSTORE_HALF = """static inline void cv_vstore_half(float v, long i, __global half* p) {
+  uint u = as_uint(v);
+  if ((u & 0x7fffffffu) <= 0x7f800000u) vstore_half_rte(v, i, p);
+  else ((__global ushort*)p)[i] = (ushort)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
 }
 """
 
@@ -74,6 +83,9 @@ class OpenCLRenderer(GPURenderer):
     spellings = _C_TO_CL
 
     vectors = True  # OpenCL C's floatN/doubleN (see _vtype)
+    bits_helpers = ("static inline uint cv_f32_u32(float f) { return as_uint(f); }\n"
+                    "static inline float cv_u32_f32(uint u) { return as_float(u); }\n")
+    float8_types = ("uint", "uchar")
 
     def __init__(self, fp64: bool = True):
         super().__init__()
@@ -110,9 +122,12 @@ class OpenCLRenderer(GPURenderer):
             super()._emit_store(s, depth)
 
     def _emit_half_store(self, s: StoreStmt, depth: int) -> None:
-        """A float16 store: vstore_half_rte rounds the float to nearest even, as numpy does."""
+        """A float16 store: vstore_half_rte rounds the float to nearest even, as numpy does; a nan
+        is written as numpy writes it (sign, quiet bit and the payload's top bits: OpenCL leaves
+        that open, and PoCL sets every payload bit)."""
         st = s.store
-        line = f"vstore_half_rte({self._ref(st.value)}, {self._s(st.index).render(self._var)}, p{st.param});"
+        self.helpers.setdefault("cv_vstore_half", _VSTORE_HALF)
+        line = f"cv_vstore_half({self._ref(st.value)}, {self._s(st.index).render(self._var)}, p{st.param});"
         gate = None if st.gate is None else self._s(st.gate)
         if gate is not None and gate == Num(0):
             return
@@ -130,11 +145,8 @@ class OpenCLRenderer(GPURenderer):
         s, d = u.src[0].dtype, u.dtype
         if s.is_bool or d.is_bool or "float16" in (s.name, d.name):
             raise NotImplementedError(f"OpenCL renderer: bitcast from {s.name} to {d.name}")
-        x = self._ref(u.src[0])
-        if s.name == "bfloat16":
-            x = f"cv_f32_bf16({x})"
-        out = f"as_{_CL_TYPES[d.name]}({x})"
-        return f"cv_bf16_f32({out})" if d.name == "bfloat16" else out
+        # (through the stored bits: bfloat16 and the 8-bit floats are computed in float)
+        return self._from_storage(f"as_{_CL_TYPES[d.name]}({self._to_storage(self._ref(u.src[0]), s)})", d)
 
     # vectors: OpenCL C's own types, with the GCC-style names and helpers the C renderer uses ---
     def _vtype(self, dt: DType) -> str:

@@ -11,15 +11,16 @@ itself. What it shares with the OpenCL renderer is the mapping onto a grid:
   more than a dimension holds (65535). Values ``linearize`` hoisted above an output loop are
   computed by every invocation; reduce loops run as ordinary loops inside one invocation.
 * **Storage is 32-bit words.** WGSL storage buffers hold ``f32``, ``i32`` and ``u32`` arrays
-  only. Narrower dtypes (bool, int8/16, uint8/16, float16, bfloat16) are packed into ``u32``
-  words, their bytes in numpy's layout, and read with ``extractBits``. An output narrower than 4
+  only. Narrower dtypes (bool, int8/16, uint8/16, float16, bfloat16, float8_e4m3fn, float8_e5m2)
+  are packed into ``u32`` words, their bytes in numpy's layout, and read with ``extractBits``. An output narrower than 4
   bytes is written a whole word at a time: each invocation computes the 4 (or 2) consecutive
   elements of one word and stores the word, so no two invocations write the same word (there is
   no read-modify-write race, and no atomics are needed). 64-bit elements are two words.
 * **Arithmetic follows numpy, not WGSL's defaults** (see :mod:`corvid.render.wgsl_lib`): narrow
   integers are computed in 32 bits and wrapped to their width after each op, as the C backend
-  does; int64 and uint64 are emulated on word pairs; float16 and bfloat16 are computed in f32 and
-  rounded to nearest even when stored.
+  does; int64 and uint64 are emulated on word pairs; float16, bfloat16 and the 8-bit floats are
+  computed in f32 and rounded to nearest even when stored, the 8-bit floats also after every op
+  (as the C renderer does, :func:`corvid.render.c.float8_rounded`).
 
 What WGSL cannot express raises at render time, which is when a tensor is realized:
 :class:`TypeError` for dtypes WGSL has no arithmetic for (float64 beyond loads, copies and casts
@@ -35,16 +36,17 @@ import numpy as np
 
 from ..codegen.ir import Kernel, Loop, U
 from ..codegen.linearize import AccInit, AccUpdate, Def, For, StoreStmt, linearize, placement
-from ..dtype import DType, reduce_identity
+from ..dtype import DType, iinfo, reduce_identity
 from ..dtype import int32 as _I32
 from ..graph.node import Op
 from ..graph.symbolic import And, Cmp, FloorDiv, Lin, Mod, Num, Sym, Var
-from .c import _magnitude
+from .c import FLOAT8 as _FLOAT8
+from .c import _magnitude, float8_rounded
 from .wgsl_lib import HELPERS, with_deps
 
 WORKGROUP_SIZE = 64
 _ARRAY_OF = {"float32": "f32", "int32": "i32", "uint32": "u32"}  # every other dtype: u32 words
-_FLOATS_IN_F32 = ("float16", "bfloat16", "float32")
+_FLOATS_IN_F32 = ("float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "float32")
 # float ops with a WGSL built-in that is accurate and defined for every input (lavapipe checked)
 _NATIVE_MATH = {Op.EXP2: "exp2", Op.FLOOR: "floor",
                 Op.CEIL: "ceil", Op.ROUND: "round", Op.TRUNC: "trunc", Op.ABS: "abs"}
@@ -62,7 +64,7 @@ _REDUCE_OP = {"sum": Op.ADD, "prod": Op.MUL, "max": Op.MAX, "min": Op.MIN}
 
 def _kind(dt: DType) -> str:
     """How a value of ``dt`` is held while computed: ``bool``, ``i32``/``u32`` (integers of at
-    most 32 bits, wrapped to their width), ``f32`` (float32, float16, bfloat16), ``i64``/``u64``
+    most 32 bits, wrapped to their width), ``f32`` (float32 and the narrower floats), ``i64``/``u64``
     (word pairs), ``f64`` (the two words of a float64, only loaded, stored or cast)."""
     if dt.is_bool:
         return "bool"
@@ -128,6 +130,7 @@ class WGSLRenderer:
     def render(self, k: Kernel) -> str:
         self._check(k)
         self.k, self.lines, self.names, self.used = k, [], {}, set()
+        self.rounded = float8_rounded(k)
         self.per = elements_per_invocation(k)
         grid = grid_loops(k)
         total, n = math.prod(lp.size for lp in grid), invocations(k)
@@ -219,7 +222,7 @@ class WGSLRenderer:
                 self._emit(s.body, depth + 1)
                 self.lines.append(f"{pad}}}")
             elif isinstance(s, Def):
-                self.lines.append(f"{pad}let {self._name(s.u)} = {self._expr(s.u)};")
+                self.lines.append(f"{pad}let {self._name(s.u)} = {self._rounded(s.u, self._expr(s.u))};")
             elif isinstance(s, AccInit):
                 init = self._const(reduce_identity(s.u.dtype, s.u.arg[0]), s.u.dtype)
                 self.lines.append(f"{pad}var {self._name(s.u)} = {init};")
@@ -292,7 +295,14 @@ class WGSLRenderer:
         return self.names[id(u)]
 
     def _ref(self, u: U) -> str:
+        if u.op == "reduce" and id(u) in self.rounded:  # (the accumulator itself is f32)
+            return self._rounded(u, self._name(u))
         return self._const(u.arg, u.dtype) if u.op == "const" else self._name(u)
+
+    def _rounded(self, u: U, expr: str) -> str:
+        """``expr``, the value of ``u``, rounded to its 8-bit float dtype where ``u`` is one of
+        :func:`corvid.render.c.float8_rounded`."""
+        return self._helper(f"cv_round_{_FLOAT8[u.dtype.name]}", expr) if id(u) in self.rounded else expr
 
     def _helper(self, name: str, *args: str) -> str:
         self.used.add(name)
@@ -400,6 +410,8 @@ class WGSLRenderer:
             return self._helper("cv_f32_f16", x)
         if dt.name == "bfloat16":
             return self._helper("cv_f32_bf16", x)
+        if dt.name in _FLOAT8:
+            return self._helper(f"cv_f32_{_FLOAT8[dt.name]}", x)
         if kind == "u32":
             return x
         mask = "" if dt.itemsize == 4 else f" & {(1 << 8 * dt.itemsize) - 1}u"
@@ -414,6 +426,8 @@ class WGSLRenderer:
             return self._helper("cv_f16_f32", bits)
         if dt.name == "bfloat16":
             return f"bitcast<f32>({bits} << 16u)"
+        if dt.name in _FLOAT8:
+            return self._helper(f"cv_{_FLOAT8[dt.name]}_f32", bits)
         if kind == "u32":
             return bits
         if dt.name == "float32":
@@ -422,6 +436,16 @@ class WGSLRenderer:
 
     def _cast(self, x: str, src: DType, dst: DType) -> str:
         s, d = _kind(src), _kind(dst)
+        if src.name in _FLOAT8 and dst.is_int:
+            # ml_dtypes' rule: nan -> 0 and ±inf -> the integer type's max/min; other values are
+            # truncated and wrap to the type's width (numpy's conversion through a wide integer)
+            info = iinfo(dst)
+            wide = self._helper("cv_f32_i64", x)
+            finite = wide if d in ("i64", "u64") else self._cast(f"bitcast<i32>({wide}.x)", _I32, dst)
+            inf = self._helper("cv_isinf", x)
+            big = f"select({self._const(info.min, dst)}, {self._const(info.max, dst)}, {x} > cv_zero)"
+            out = f"select({finite}, {big}, {inf})"
+            return f"select({out}, {self._zero(dst)}, {self._helper('cv_isnan', x)})"
         if d == "bool":
             if s == "f32":  # (on the bits: nan is true, and no compiler can assume it away)
                 return f"((bitcast<u32>({x}) & 0x7fffffffu) != 0u)"

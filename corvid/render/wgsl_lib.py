@@ -12,6 +12,7 @@ or inf existed (Mesa's lavapipe folds ``x != x`` to false). These helpers pin th
   ``log``, ``tanh`` and ``atan`` are off by thousands of ulp there;
 * float16 and bfloat16 are converted to and from float32 on the bits (round to nearest even,
   overflow to inf, nan kept): WGSL's ``pack2x16float`` leaves rounding and overflow undefined;
+  so are float8_e4m3fn and float8_e5m2, with ml_dtypes' rules (the C renderer's helpers);
 * 64-bit integers are ``vec2<u32>`` (low word, high word): WGSL has no 64-bit types, so
   ``int64``/``uint64`` arithmetic, comparisons, division, shifts and conversions are done on
   word pairs, wrapping as numpy does; a float64 read as two words converts to float32 exactly;
@@ -375,6 +376,60 @@ _HALF = {
   let u = bitcast<u32>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) { return (u >> 16u) | 0x40u; }
   return ((u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u) & 0xffffu;
+}""", ()),
+    # the 8-bit floats: the same arithmetic on the bits as corvid.render.c's float8 helpers
+    "cv_e4m3_f32": ("""fn cv_e4m3_f32(x: u32) -> f32 {
+  let s = (x & 0x80u) << 24u;
+  let e = (x >> 3u) & 0xfu;
+  let m = x & 7u;
+  if ((x & 0x7fu) == 0x7fu) { return bitcast<f32>(s | 0x7fc00000u); }
+  if (e == 0u) { return bitcast<f32>(s | bitcast<u32>(f32(m) * 0.001953125)); }
+  return bitcast<f32>(s | ((e + 120u) << 23u) | (m << 20u));
+}""", ()),
+    "cv_f32_e4m3": ("""fn cv_f32_e4m3(f: f32) -> u32 {
+  let u = bitcast<u32>(f);
+  let a = u & 0x7fffffffu;
+  let s = (u >> 24u) & 0x80u;
+  if (a >= 0x7f800000u) { return s | 0x7fu; }
+  if (a >= 0x3c800000u) {
+    let r = (a - 0x3c000000u + 0x7ffffu + ((a >> 20u) & 1u)) >> 20u;
+    return s | select(r, 0x7fu, r > 0x7eu);
+  }
+  return s | cv_f8_subnormal(a, 141u);
+}""", ("cv_f8_subnormal",)),
+    "cv_e5m2_f32": ("""fn cv_e5m2_f32(x: u32) -> f32 {
+  let s = (x & 0x80u) << 24u;
+  let e = (x >> 2u) & 0x1fu;
+  let m = x & 3u;
+  if (e == 31u) { return bitcast<f32>(s | select(0x7f800000u, 0x7fc00000u, m != 0u)); }
+  if (e == 0u) { return bitcast<f32>(s | bitcast<u32>(f32(m) * 1.52587890625e-05)); }
+  return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 21u));
+}""", ()),
+    "cv_f32_e5m2": ("""fn cv_f32_e5m2(f: f32) -> u32 {
+  let u = bitcast<u32>(f);
+  let a = u & 0x7fffffffu;
+  let s = (u >> 24u) & 0x80u;
+  if (a > 0x7f800000u) { return s | 0x7eu; }
+  if (a >= 0x38800000u) {
+    let r = (a - 0x38000000u + 0xfffffu + ((a >> 21u) & 1u)) >> 21u;
+    return s | select(r, 0x7cu, r > 0x7bu);
+  }
+  return s | cv_f8_subnormal(a, 134u);
+}""", ("cv_f8_subnormal",)),
+    "cv_round_e4m3": ("fn cv_round_e4m3(f: f32) -> f32 { return cv_e4m3_f32(cv_f32_e4m3(f)); }",
+                      ("cv_e4m3_f32", "cv_f32_e4m3")),
+    "cv_round_e5m2": ("fn cv_round_e5m2(f: f32) -> f32 { return cv_e5m2_f32(cv_f32_e5m2(f)); }",
+                      ("cv_e5m2_f32", "cv_f32_e5m2")),
+    # |f| (bits a, below the format's smallest normal) in quanta of the format's smallest
+    # subnormal, 2^(top - 150), rounded to nearest even
+    "cv_f8_subnormal": ("""fn cv_f8_subnormal(a: u32, top: u32) -> u32 {
+  let shift = top - (a >> 23u);
+  if (shift > 24u) { return 0u; }
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let q = m >> shift;
+  let rem = m & ((1u << shift) - 1u);
+  let tie = 1u << (shift - 1u);
+  return q + select(0u, 1u, rem > tie || (rem == tie && (q & 1u) == 1u));
 }""", ()),
     # a float64 (two words) rounded to float32, nearest even, as numpy's astype
     "cv_f64_f32": ("""fn cv_f64_f32(d: vec2<u32>) -> f32 {
