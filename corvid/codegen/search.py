@@ -7,7 +7,13 @@ database in the cache directory (``search.sqlite``), so later processes apply th
 searching. A corrupt database is moved aside and rebuilt, never trusted.
 
 Candidates are timed in a child process on the CPU (:mod:`corvid.codegen.sandbox`), so one
-that crashes or hangs (killed past a hard time limit) costs only itself.
+that crashes or hangs (killed past a hard time limit) costs only itself. A device without the
+CPU's actions (``optimization_actions = False``) is searched only when it names its own
+(``candidate_opts(kernel)``: CUDA's are :func:`gpu_candidate_opts`); its ``heuristics(kernel)``
+is then the start that competes with the unoptimized kernel, and its candidates run in this
+process, timed by its own clock where it has one (``elapsed(work)``: CUDA events, GPU time). Its
+``search_identity()`` keys the cache (CUDA: the GPU model, compute capability and NVRTC version),
+so that a cache filled on one GPU model is not used on another.
 
 The search (:func:`beam_search`) runs the unoptimized kernel once for the reference result and
 starts from it and the heuristics' choice (a start ``CUTOFF`` times slower than the best is
@@ -25,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -83,13 +90,14 @@ def optimize(k: Kernel, device: str) -> Kernel:
     """``k`` (lowered, loops merged, no actions yet) with its actions: the heuristics', or, with a
     beam width, the cached or newly searched ones."""
     dev = get_device(device)
-    if not getattr(dev, "optimization_actions", True):
-        # a device whose renderer takes no CPU actions (vectors, threads): its own heuristics
+    if not getattr(dev, "optimization_actions", True) and not hasattr(dev, "candidate_opts"):
+        # a device whose renderer takes no CPU actions (vectors, threads) and that names no
+        # actions of its own to search: its own heuristics
         heuristics = getattr(dev, "heuristics", None)
         return finalize(heuristics(k) if heuristics is not None else k)
     width = beam_width()
     if width == 0 or not k.params or k.params[0].size == 0:
-        return finalize(apply_heuristics(k))
+        return finalize(_actions(dev)[1](k))
     db = SearchCache()
     key = search_key(k, device)
     opts = db.get(key)
@@ -107,10 +115,14 @@ def optimize(k: Kernel, device: str) -> Kernel:
 
 def search_key(k: Kernel, device: str) -> str:
     """What identifies a (kernel, device) pair across processes: the unoptimized kernel's source
-    and the device's identity (for the CPU: compiler, flags and CPU model)."""
+    and the device's identity (for the CPU: compiler, flags and CPU model; a device with a
+    ``search_identity()``: that, e.g. the GPU model and compute capability)."""
     dev = get_device(device)
     ident = device
-    if device.startswith("CPU"):
+    identity = getattr(dev, "search_identity", None)
+    if identity is not None:
+        ident = identity()
+    elif device.startswith("CPU"):
         from ..runtime.compiler import find_toolchain
 
         ident += find_toolchain().key()
@@ -146,6 +158,50 @@ def candidate_opts(k: Kernel) -> list[Opt]:
     return out
 
 
+GPU_UPCASTS = (2, 4, 8)              # register tiles of a work item
+GPU_LOCALS = (8, 16, 32, 64, 128, 256)  # work-group sizes along an output loop
+GPU_GROUPS = (16, 32, 64, 128, 256)   # work items sharing a reduce (group_local)
+
+
+def gpu_candidate_opts(k: Kernel, max_group: int = 1024) -> list[Opt]:
+    """The GPU-style actions worth trying next on ``k`` (each may still raise OptError when
+    applied, or give a kernel the renderer refuses): register tiles (``upcast``), work-group
+    dimensions (``local``), a reduce shared by a work-group (``group_local``), the loop order
+    (``permute``: which loop neighbouring threads walk) and ``pad``; work-groups of at most
+    ``max_group`` work items and 3 dimensions. None of the CPU's vectors, threads or unrolls
+    (GPU renderers print none of them)."""
+    local = [lp for lp in k.loops if lp.kind == "local"] + [lp for lp in reduce_loops(k) if lp.kind == "local"]
+    items = math.prod(lp.size for lp in local)
+    room = len(local) < 3  # (a work-group has at most 3 dimensions)
+    out: list[Opt] = []
+    for a, lp in enumerate(k.loops):
+        if a + 1 < len(k.loops):
+            order = list(range(len(k.loops)))
+            order[a], order[a + 1] = order[a + 1], order[a]
+            out.append(Opt("permute", 0, tuple(order)))
+        if lp.kind == "local":
+            continue
+        out += [Opt("upcast", a, u) for u in GPU_UPCASTS if lp.size % u == 0 and u < lp.size]
+        if room:
+            out += [Opt("local", a, g) for g in GPU_LOCALS if lp.size % g == 0 and g < lp.size and items * g <= max_group]
+        out += [Opt("pad", a, m) for m in PADS if lp.size % m and lp.size > m]
+    if room and not any(lp.kind == "local" for lp in k.reduce_loops()):
+        for r, lp in enumerate(reduce_loops(k)):
+            out += [Opt("group_local", r, g) for g in GPU_GROUPS
+                    if lp.size % g == 0 and g < lp.size and items * g <= max_group]
+    return out
+
+
+def _actions(dev: Any) -> tuple[Callable[[Kernel], list[Opt]], Callable[[Kernel], Kernel]]:
+    """(the candidate actions, the heuristics) that a search on ``dev`` starts from and tries:
+    the CPU's, or a device's own."""
+    if getattr(dev, "optimization_actions", True):
+        return candidate_opts, apply_heuristics
+    if not hasattr(dev, "candidate_opts"):
+        raise ValueError(f"the {dev.name} device takes no optimization actions to search over")
+    return dev.candidate_opts, dev.heuristics
+
+
 # --- running candidates -------------------------------------------------------------------------------
 def random_inputs(k: Kernel, seed: int = 0) -> list[np.ndarray]:
     """One array per input param of ``k``: normal floats, small non-negative ints (valid indices
@@ -179,16 +235,26 @@ class _Runner:
         return cls(device, k, bufs)
 
     def run(self, program: Program, limit: float | None, runs: int = RUNS) -> tuple[np.ndarray, float] | None:
-        """(output, best time of ``runs`` runs), or None when the first run exceeds ``limit`` seconds."""
+        """(output, best time of ``runs`` runs), or None when the first run exceeds ``limit`` seconds.
+
+        On a device with its own clock (``elapsed``: CUDA events) each timed run is queued
+        behind an untimed one, so that the device is busy while the host launches it: the
+        events then measure the kernel, not the gap before its launch reaches the device."""
         dev = get_device(self.device)
         out = Buffer(self.device, self.kernel.params[0].dtype, self.kernel.params[0].size)
         handles = [out.handle] + [b.handle for b in self.inputs]
+        elapsed = getattr(dev, "elapsed", None)
         best = float("inf")
         for i in range(runs):
-            t0 = time.perf_counter()
-            program(handles)
-            dev.synchronize()
-            best = min(best, time.perf_counter() - t0)
+            if elapsed is not None:
+                program(handles)
+                took = elapsed(lambda: program(handles))
+            else:
+                t0 = time.perf_counter()
+                program(handles)
+                dev.synchronize()
+                took = time.perf_counter() - t0
+            best = min(best, took)
             if i == 0 and limit is not None and best > limit:
                 return None
         return out.numpy(), best
@@ -196,7 +262,9 @@ class _Runner:
 
 def _make_runner(k: Kernel, device: str) -> Any:
     """The CPU's candidates run in a child process (:mod:`corvid.codegen.sandbox`: a crash or a
-    hang costs the candidate, not the search); other devices' in this one."""
+    hang costs the candidate, not the search); other devices' in this one (a GPU candidate that
+    faults can end the process's use of the GPU: every candidate is a legal transformation of
+    the kernel, so none should)."""
     if get_device(device).name == "CPU" and SANDBOX:
         from .sandbox import ChildRunner
 
@@ -223,19 +291,26 @@ class SearchResult:
 def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) -> SearchResult:
     """The fastest action sequence found for ``k`` on ``device`` (see the module docstring)."""
     dev = get_device(device)
+    candidates, heuristics = _actions(dev)
     runner = _make_runner(k, device)
 
-    def compile_one(c: Kernel) -> Program:
+    def render(c: Kernel) -> tuple[Kernel, str]:
         c = finalize(c)
-        return dev.compile(c, dev.renderer.render(c))
+        return c, dev.renderer.render(c)
+
+    def compile_one(c: Kernel) -> Program:
+        return dev.compile(*render(c))
+
+    def compile_rendered(job: tuple[Kernel, str] | None) -> Program | None:
+        return None if job is None else dev.compile(*job)
 
     ref = runner.run(compile_one(k), None, runs=1)  # the reference result (an unoptimized matmul is slow: once)
     assert ref is not None
     want, base = ref
     start = [(base, k)]
-    h = apply_heuristics(k)
+    h = heuristics(k)
     if h.opts:  # the heuristics' choice competes from the start
-        got = runner.run(compile_one(h), CUTOFF * base)
+        got = _safe(runner.run)(compile_one(h), CUTOFF * base)
         if got is not None and _same(got[0], want):
             start.append((got[1], h))
     start.sort(key=lambda x: x[0])
@@ -249,7 +324,7 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
         for _ in range(rounds):
             cands: list[Kernel] = []
             for _, kb in beam_:
-                for opt in candidate_opts(kb):
+                for opt in candidates(kb):
                     try:
                         c = apply_opt(kb, opt)
                     except OptError:
@@ -259,14 +334,17 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
                         cands.append(c)
             if not cands:
                 break
-            programs = list(pool.map(_safe(compile_one), cands))
+            # rendered in this thread (a renderer keeps per-kernel state while it renders), then
+            # compiled side by side
+            jobs = [_safe(render)(c) for c in cands]
+            programs = list(pool.map(_safe(compile_rendered), jobs))
             timed: list[tuple[float, Kernel]] = []
             fastest = best_t
             for c, prog in zip(cands, programs):
                 if prog is None:
                     continue
                 tried += 1
-                got = runner.run(prog, CUTOFF * fastest)  # the time limit: CUTOFF x the fastest so far
+                got = _safe(runner.run)(prog, CUTOFF * fastest)  # the time limit: CUTOFF x the fastest so far
                 if got is None or not _same(got[0], want):
                     continue
                 timed.append((got[1], c))
@@ -284,11 +362,13 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
     return SearchResult(best.opts, best_t, base, tried)
 
 
-def _safe(fn: Callable[[Kernel], Program]) -> Callable[[Kernel], Program | None]:
-    def call(c: Kernel) -> Program | None:
+def _safe(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` returning None where it raises: a candidate that the renderer or the compiler
+    rejects, or whose launch fails (a GPU refusing its block), is skipped, not fatal."""
+    def call(*args: Any) -> Any:
         try:
-            return fn(c)
-        except Exception:  # a candidate the compiler rejects is skipped, not fatal
+            return fn(*args)
+        except Exception:
             return None
     return call
 

@@ -22,6 +22,15 @@ wheel: no CUDA toolkit needed) plus an NVIDIA driver. Written against cuda-bindi
   while the host stages the next chunk) and a copy back waits for the kernels before it.
 * **Timing**: :meth:`CUDADevice.elapsed` measures launched work with CUDA events (GPU time, not
   the host's).
+* **Graphs**: :meth:`CUDADevice.graph` records a fixed sequence of launches (a ``jit`` program
+  replayed again) into a CUDA graph, launched with one call from then on; the kernels whose
+  arguments change between calls get new pointers first (:class:`CUDAGraph`).
+  ``CORVID_CUDA_GRAPHS=0`` turns graphs off.
+* **Search**: with ``CORVID_BEAM=N`` kernels are beam-searched over the GPU-style actions
+  (:meth:`CUDADevice.candidate_opts`), timed in this process by :meth:`CUDADevice.elapsed`, and
+  the winners cached per GPU model (:meth:`CUDADevice.search_identity`).
+
+Graphs and the search are written against cuda-bindings 13.x but have not run on a GPU yet.
 
 Without cuda-bindings, using ``device="CUDA"`` raises ImportError naming the extra; without a
 driver or a GPU, RuntimeError says so (the backend suite then skips with that reason).
@@ -29,24 +38,27 @@ driver or a GPU, RuntimeError says so (the backend suite then skips with that re
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import math
 import os
 import pathlib
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..codegen.ir import Kernel
+from ..codegen.ir import Kernel, Opt
 from ..codegen.opt import gpu_heuristics
 from ..render.cuda import CUDALaunch, CUDARenderer, cuda_launch
 from .compiler import _is_private_file, _private_dir, _write_private, cache_dir
 from .device import Allocator, Device, Program
 
 STAGE_BYTES = 16 << 20  # each of the two pinned host buffers that copies go through
+EXECUTABLES = 2  # instantiations of one CUDA graph that a call chooses from (see CUDAGraph)
 # NVRTC options of every kernel (with --gpu-architecture): no fast math, no contraction of a*b+c
 # into fma beyond the IR's own, no warnings (unused helpers of the prelude)
 NVRTC_OPTIONS = ("--fmad=false", "-w")
@@ -281,20 +293,142 @@ class CUDAProgram(Program):
         self.device, self.function, self.dims = device, function, dims
 
     def __call__(self, handles: list[int]) -> None:
-        if self.dims.blocks == 0:  # (an empty output: nothing to compute)
+        self.launch(handles, self.device.stream)
+
+    def launch(self, handles: list[int], stream: Any) -> None:
+        """Launch on ``handles`` (device addresses: output first) on ``stream``; nothing for an
+        empty output."""
+        if self.dims.blocks == 0:
             return
         params, _alive = kernel_params(handles)
         tx, ty, tz = self.dims.threads
-        self.device.call("cuLaunchKernel", self.function, self.dims.blocks, 1, 1, tx, ty, tz, 0, self.device.stream,
+        self.device.call("cuLaunchKernel", self.function, self.dims.blocks, 1, 1, tx, ty, tz, 0, stream,
                          ctypes.addressof(params), 0)
+
+    def node_params(self, handles: list[int]) -> tuple[Any, Any]:
+        """(``CUDA_KERNEL_NODE_PARAMS`` of this launch on ``handles``, what must stay alive until
+        the driver call that takes them returns: it copies the argument values)."""
+        params, alive = kernel_params(handles)
+        p = self.device.cu.CUDA_KERNEL_NODE_PARAMS()
+        p.func = self.function
+        p.gridDimX, p.gridDimY, p.gridDimZ = self.dims.blocks, 1, 1
+        p.blockDimX, p.blockDimY, p.blockDimZ = self.dims.threads
+        p.sharedMemBytes = 0
+        p.kernelParams = ctypes.addressof(params)
+        return p, (params, alive)
+
+
+# --- graphs ----------------------------------------------------------------------------------------
+
+class CUDAGraph:
+    """A fixed sequence of :class:`CUDAProgram` launches replayed as one CUDA graph: one
+    ``cuGraphLaunch`` per call instead of a ``cuLaunchKernel`` per kernel
+    (:meth:`CUDADevice.graph`). Calling it with each program's handles (device addresses) does what
+    calling the programs in order on those handles would.
+
+    * **Recording** (the first call): the launches are captured on a stream of the graph's own
+      (``cuStreamBeginCapture`` in thread-local mode; nothing runs, and work that other threads put
+      on the device's stream meanwhile is not captured), and each launch's kernel node is read from
+      the capture (``cuStreamGetCaptureInfo``). A capture on one stream is a chain: each kernel
+      depends on the one before, as on the stream.
+    * **New arguments** (every call): a graph bakes in its kernels' argument pointers, and a caller
+      passes new buffers at each call (arguments, results). So before the launch, each kernel node
+      whose handles differ from those it holds is pointed at the new ones with
+      ``cuGraphExecKernelNodeSetParams``, which affects only later launches (one still running is
+      unaffected, so no wait is needed); the rest keep theirs. Copying the inputs into buffers of
+      the graph's own instead (memcpy nodes) would cost a copy of every input and result at each
+      call; an update costs a few microseconds of host time for each kernel that touches the
+      call's inputs or results. A caller that keeps its intermediate values' memory fixed (``jit``
+      does) leaves the other kernels untouched.
+    * **Two executables** (``EXECUTABLES``): the graph is instantiated up to twice, and a call
+      launches the one whose arguments differ least from its own. Memory that alternates between
+      calls then needs no update at all: a training step's new state takes the memory of the state
+      before last (the pool hands it back), so its kernels see two sets of pointers, one per
+      executable.
+
+    The graph and its executables are destroyed when this object is collected (a launch still
+    running finishes first: the driver frees it afterwards). Calls are serialized by a lock: the
+    node updates and the launch belong together."""
+
+    def __init__(self, device: CUDADevice, programs: list[CUDAProgram]):
+        self.device, self.programs = device, programs
+        self.graph: Any = None
+        self.nodes: list[Any] = []  # each program's kernel node (None: an empty launch, no node)
+        self.recorded: list[list[int]] = []  # the handles each node was captured with
+        self.executables: list[tuple[Any, list[list[int]]]] = []  # (executable, handles of each node now)
+        self._owned: list[Any] = []  # the executables, destroyed with the graph
+        self._lock = threading.Lock()
+
+    def __call__(self, handles: list[list[int]]) -> None:
+        dev = self.device
+        with self._lock:
+            if self.graph is None:
+                self._record(handles)
+            executable, current = self._closest(handles)
+            for i, node in enumerate(self.nodes):
+                if node is not None and handles[i] != current[i]:
+                    params, _alive = self.programs[i].node_params(handles[i])
+                    dev.call("cuGraphExecKernelNodeSetParams", executable, node, params)
+                    current[i] = list(handles[i])
+            dev.call("cuGraphLaunch", executable, dev.stream)
+
+    def _closest(self, handles: list[list[int]]) -> tuple[Any, list[list[int]]]:
+        """The executable whose nodes' handles differ least from ``handles``: a new one (as
+        recorded) while none matches and there are fewer than ``EXECUTABLES``."""
+        def changes(current: list[list[int]]) -> int:
+            return sum(node is not None and h != c for node, h, c in zip(self.nodes, handles, current))
+
+        best = min(self.executables, key=lambda e: changes(e[1]), default=None)
+        if best is not None and (changes(best[1]) == 0 or len(self.executables) >= EXECUTABLES):
+            return best
+        executable = self.device.call("cuGraphInstantiate", self.graph, 0)
+        self._owned.append(executable)
+        self.executables.append((executable, [list(h) for h in self.recorded]))
+        return self.executables[-1]
+
+    def _record(self, handles: list[list[int]]) -> None:
+        dev = self.device
+        stream = dev.capture_stream()
+        dev.call("cuStreamBeginCapture", stream, dev.cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        nodes: list[Any] = []
+        try:
+            for program, h in zip(self.programs, handles):
+                if program.dims.blocks == 0:
+                    nodes.append(None)
+                    continue
+                program.launch(h, stream)
+                # (status, id, graph, dependencies, ...): the next node would depend on the last one
+                deps = dev.call("cuStreamGetCaptureInfo", stream)[3]
+                nodes.append(deps[0])
+        except BaseException:
+            with contextlib.suppress(CUDAError):  # end the capture; what it holds is of no use
+                dev.call("cuGraphDestroy", dev.call("cuStreamEndCapture", stream))
+            raise
+        # (the graph stays: cuGraphExecKernelNodeSetParams names a node by its node in the graph)
+        self.graph = dev.call("cuStreamEndCapture", stream)
+        self.nodes, self.recorded = nodes, [list(h) for h in handles]
+        done = weakref.finalize(self, _destroy_graph, dev, self.graph, self._owned)
+        done.atexit = False  # (at exit the driver releases everything itself)
+
+
+def _destroy_graph(device: CUDADevice, graph: Any, executables: list[Any]) -> None:
+    with contextlib.suppress(Exception):  # (collected while the driver is shutting down)
+        for executable in executables:
+            device.call("cuGraphExecDestroy", executable)
+        device.call("cuGraphDestroy", graph)
 
 
 # --- the device ------------------------------------------------------------------------------------
 
 class CUDADevice(Device):
     """An NVIDIA GPU through cuda-bindings (see the module docstring). The CPU's optimization
-    actions and beam search do not apply (``optimization_actions``); :meth:`heuristics` chooses
-    GPU-style ones (register tiles, work-group reduces)."""
+    actions do not apply (``optimization_actions``); :meth:`heuristics` chooses GPU-style ones
+    (register tiles, work-group reduces), and a beam search (``CORVID_BEAM``) searches over those
+    (:meth:`candidate_opts`), timed by :meth:`elapsed`, cached per GPU model
+    (:meth:`search_identity`).
+
+    ``bindings``: the ``(driver, nvrtc)`` modules to use instead of cuda-bindings' (tests pass
+    stand-ins that record the calls)."""
 
     name = "CUDA"
     optimization_actions = False
@@ -302,8 +436,8 @@ class CUDADevice(Device):
     # threads reading neighbouring elements, so that more than one block takes part
     split_reduces = "strided"
 
-    def __init__(self) -> None:
-        self.cu, nvrtc = _bindings()
+    def __init__(self, bindings: tuple[Any, Any] | None = None) -> None:
+        self.cu, nvrtc = bindings or _bindings()
         self._describe = _driver_error(self.cu)
         self.compiler = NVRTCCompiler(nvrtc)
         cu = self.cu
@@ -334,6 +468,7 @@ class CUDADevice(Device):
         self.renderer = CUDARenderer()
         self._functions: dict[bytes, tuple[Any, Any]] = {}  # cubin -> (module, function)
         self._timing: tuple[Any, Any] | None = None  # the two events of elapsed()
+        self._capture: Any = None  # the stream graphs are recorded on (created by the first)
 
     def call(self, fn: str, *args: Any) -> Any:
         """``cuda.bindings.driver.<fn>(*args)`` in this device's context; its values (see
@@ -373,6 +508,38 @@ class CUDADevice(Device):
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
         larger than this GPU allows."""
         return gpu_heuristics(kernel, self.max_threads)
+
+    def candidate_opts(self, kernel: Kernel) -> list[Opt]:
+        """The actions a beam search tries next on ``kernel``
+        (:func:`corvid.codegen.search.gpu_candidate_opts`, blocks no larger than this GPU allows)."""
+        from ..codegen.search import gpu_candidate_opts
+
+        return gpu_candidate_opts(kernel, self.max_threads)
+
+    def search_identity(self) -> str:
+        """What the beam search's cache is keyed by besides the kernel: the GPU model, its compute
+        capability and NVRTC's version (``"CUDA:NVIDIA H200:sm_90:nvrtc13.0"``), so that actions
+        found on one model are searched again on another."""
+        return f"CUDA:{self.gpu_name}:{self.arch}:nvrtc{self.compiler.version}"
+
+    def graph(self, programs: list[Program]) -> CUDAGraph | None:
+        """A :class:`CUDAGraph` replaying ``programs`` (this device's kernels) as one CUDA graph;
+        None when ``CORVID_CUDA_GRAPHS=0``, when one of them is not a kernel of this device (a
+        copy between devices), or when every launch is empty (a graph needs a node)."""
+        if os.environ.get("CORVID_CUDA_GRAPHS", "1").strip() == "0":
+            return None
+        if not all(isinstance(p, CUDAProgram) and p.device is self for p in programs):
+            return None
+        if not any(p.dims.blocks for p in programs):
+            return None
+        return CUDAGraph(self, list(programs))
+
+    def capture_stream(self) -> Any:
+        """The stream graphs are recorded on: a stream of their own, so that nothing else is
+        captured."""
+        if self._capture is None:
+            self._capture = self.call("cuStreamCreate", self.cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        return self._capture
 
     def synchronize(self) -> None:
         self.call("cuStreamSynchronize", self.stream)

@@ -25,6 +25,7 @@ import importlib
 import os
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -99,6 +100,18 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait until every launched program has finished (the CPU runs synchronously)."""
+
+    def graph(self, programs: list[Program]) -> Callable[[list[list[Any]]], None] | None:
+        """A replayer of the fixed sequence ``programs`` (this device's) as one device graph, or
+        None where the device has none (the default; the CPU).
+
+        ``replay(handles)`` does what ``programs[i](handles[i])`` for each ``i`` in order would,
+        with one launch (CUDA: :class:`corvid.runtime.cuda.CUDAGraph`); its first call records
+        the graph. Every kernel launches when ``replay`` is called, after all the handles are
+        known, so no handle may be freed before then (as a kernel's inputs may be freed once it
+        has launched). Handles that stay the same from call to call cost nothing; ``jit`` keeps
+        the memory of its intermediate values for as long as it keeps the replayer."""
+        return None
 
     def peak(self) -> Any:
         """This device's roofline (:class:`corvid.runtime.peak.Peak`), or None when unknown."""

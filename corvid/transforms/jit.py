@@ -5,6 +5,8 @@
 the resulting kernel list, with each kernel's inputs resolved to *slots*, is the captured program.
 Every later call with the same signature binds the new argument buffers to the slots and launches
 the same compiled kernels: no Python op code runs, no graph is built, nothing is re-scheduled.
+On a device with graphs (:meth:`Device.graph`: CUDA), the second call records the kernels into
+one device graph, and the calls from then on launch it once (``_Captured._launch_graph``).
 
 What a slot can be:
 
@@ -88,6 +90,10 @@ class _Captured:
     draws: list[int]
     kernels: int = 0
     _plan: Any = None  # what run() needs, precomputed once (see _make_plan)
+    runs: int = 0  # calls of run(); the second records a device graph (see _launch_graph)
+    _graph: Any = None  # the device's replayer of the launches (Device.graph); False: none
+    _fixed: dict[int, Any] = field(default_factory=dict)  # slot -> handle of an intermediate in a graph
+    _graph_memory: list[Buffer] = field(default_factory=list)  # the memory behind _fixed
 
     def _make_plan(self) -> tuple:
         """Per-call work reduced to flat tuples: which slots read arguments, which read other
@@ -134,19 +140,22 @@ class _Captured:
         for i, draw in rngs:  # after the reads, in draw order (as before)
             bufs[i] = draw()
         dbg = _debug_level()
-        for k, (program, device, dtype, numel, alloc, nbytes, o, ins, free) in enumerate(launches):
-            out = Buffer(device, dtype, numel)
-            out._handle = h = alloc(nbytes)  # what out.handle would do, minus the device lookup
-            if dbg >= 2:  # DEBUG=2 reports each replayed kernel as a plain realize does
-                t0 = time.perf_counter()
-                program([h] + [bufs[j].handle for j in ins])
-                get_device(device).synchronize()
-                _report(self.launches[k].sk, time.perf_counter() - t0, dbg)
-            else:
-                program([h] + [bufs[j].handle for j in ins])
-            bufs[o] = out
-            for j in free:
-                bufs[j] = None
+        self.runs += 1
+        graphed = self.runs > 1 and self._graph is not False and dbg < 2 and self._launch_graph(launches, bufs)
+        if not graphed:
+            for k, (program, device, dtype, numel, alloc, nbytes, o, ins, free) in enumerate(launches):
+                out = Buffer(device, dtype, numel)
+                out._handle = h = alloc(nbytes)  # what out.handle would do, minus the device lookup
+                if dbg >= 2:  # DEBUG=2 reports each replayed kernel as a plain realize does
+                    t0 = time.perf_counter()
+                    program([h] + [bufs[j].handle for j in ins])
+                    get_device(device).synchronize()
+                    _report(self.launches[k].sk, time.perf_counter() - t0, dbg)
+                else:
+                    program([h] + [bufs[j].handle for j in ins])
+                bufs[o] = out
+                for j in free:
+                    bufs[j] = None
         outs = []
         for kind, v, dtype, shape, device in outputs:
             if kind == "static":
@@ -169,6 +178,54 @@ class _Captured:
         if self.out_tree.kind is None:  # the result is one leaf
             return outs[0]
         return tree_unflatten(self.out_tree, outs)
+
+    def _launch_graph(self, launches: tuple, bufs: list[Buffer | None]) -> bool:
+        """From the second run on, launch the kernels as one device graph (:meth:`Device.graph`;
+        the second run records it): True when done, False where the device has none (the
+        kernels then launch one by one, as in the first run).
+
+        A graph bakes in its kernels' arguments, so the intermediate values (kernel outputs that
+        are neither returned nor written back) live in memory the program owns for as long as it
+        keeps the graph: the pool cannot hand it to anyone else between or during calls, and
+        only the kernels that read the call's inputs or write its results get new arguments. An
+        intermediate's memory is reused by a later one after its last reader, as the pool would
+        do, which is safe because the graph runs its kernels in order."""
+        if not launches:
+            return False
+        if self._graph is None:
+            devices = {ln[1] for ln in launches}
+            graph = get_device(devices.pop()).graph([ln[0] for ln in launches]) if len(devices) == 1 else None
+            if graph is None:
+                self._graph = False
+                return False
+            self._graph = graph
+            self._fixed = self._graph_intermediates(launches)
+        fixed, handles = self._fixed, []
+        for _, device, dtype, numel, alloc, nbytes, o, ins, _ in launches:
+            h = fixed.get(o)
+            if h is None:  # a result: new memory at every call, as without a graph
+                out = bufs[o] = Buffer(device, dtype, numel)
+                out._handle = h = alloc(nbytes)
+            handles.append([h] + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
+        self._graph(handles)
+        return True
+
+    def _graph_intermediates(self, launches: tuple) -> dict[int, Any]:
+        """The handle of each intermediate value's slot, in memory kept in ``_graph_memory``."""
+        results = {v for kind, v in self.outputs if kind == "slot"} | {j for _, _, j in self.writes}
+        fixed: dict[int, Any] = {}
+        spare: dict[int, list[Any]] = {}  # nbytes -> handles whose last reader has run
+        for _, device, dtype, numel, _, nbytes, o, _, free in launches:
+            if o not in results:
+                if spare.get(nbytes):
+                    fixed[o] = spare[nbytes].pop()
+                else:
+                    b = Buffer(device, dtype, numel)
+                    self._graph_memory.append(b)
+                    fixed[o] = b.handle
+            for j in free:
+                spare.setdefault(launches[self.slots[j].ref][5], []).append(fixed[j])
+        return fixed
 
 
 def _leaf_reader(s: _Slot) -> Callable[[list[Any]], Buffer]:
