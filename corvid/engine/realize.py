@@ -50,7 +50,10 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
     of ``root_devices``; a device set for sharded values). A literal (CONST) root is left alone:
     pass its :func:`holder` (and keep a reference to it: nodes are weakly interned)."""
     if root_devices is None:
-        todo = [r for r in roots if r.buffer is None and r.op is not Op.CONST]
+        if len(roots) == 1:  # (the common case: Tensor.realize)
+            todo = roots if roots[0].buffer is None and roots[0].op is not Op.CONST else []
+        else:
+            todo = [r for r in roots if r.buffer is None and r.op is not Op.CONST]
         if not todo:
             return
         for r in todo:

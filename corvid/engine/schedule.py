@@ -109,7 +109,10 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
     ``_SHARDED`` for a graph with sharded values. :func:`create_schedule` and the realize fast
     path (``corvid/engine/realize.py``) share it."""
     if root_devices is None:
-        todo = [r for r in roots if r.buffer is None and r.numel > 0]
+        if len(roots) == 1:  # (the common case: Tensor.realize)
+            todo = roots if roots[0].buffer is None and roots[0].numel > 0 else []
+        else:
+            todo = [r for r in roots if r.buffer is None and r.numel > 0]
         devices: tuple = (device,) * len(todo)
     else:
         pairs = [(r, d) for r, d in zip(roots, root_devices) if r.buffer is None and r.numel > 0]
@@ -120,7 +123,7 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
     key, pos = _graph_key(every)
     if key is None:  # a sharded input (a MultiBuffer) needs a partitioned schedule
         return todo, devices, every, _SHARDED
-    key = (devices, key, tuple([pos[id(r)] for r in todo]))
+    key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
     if plan is None:
         placed = _place(todo, devices, every)
