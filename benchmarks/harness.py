@@ -3,7 +3,8 @@
 For every workload and framework: convert the inputs once (untimed), time the first call
 (for corvid and jax this includes scheduling and compilation), warm up, then time up to
 ``--repeat`` steady-state calls with ``time.perf_counter`` around fully computed work and keep
-the median. Each call builds the computation from scratch, as a user's code would (for corvid
+the median. The steady-state calls of the frameworks take turns (one of each, then again), so
+a ratio compares calls made under the same machine conditions. Each call builds the computation from scratch, as a user's code would (for corvid
 that is the lazy graph, the schedule lookup and the kernel launch). corvid's result is checked
 against numpy's; a mismatch prints a FAIL line and makes the exit status 1.
 
@@ -81,6 +82,59 @@ def time_calls(call: Callable[[], Any], repeat: int, budget_s: float) -> Timing:
     return Timing(first, runs)
 
 
+def time_interleaved(calls: dict[str, Callable[[], Any]], repeat: int, budget_s: float,
+                     failed: Callable[[str, Exception], None]) -> dict[str, Timing]:
+    """Time several frameworks' ``calls`` of one workload as :func:`time_calls` does, but take
+    the steady-state samples in turns (one call of each, then again), so that every framework
+    is measured under the same conditions: on a shared machine the memory bandwidth and the
+    load of other tenants drift within seconds, which sequential runs turn into false ratios.
+
+    A call that raises is reported through ``failed(name, error)`` and dropped."""
+    timings: dict[str, Timing] = {}
+    active: list[str] = []
+    for name, call in calls.items():  # first calls (compilation) and warm-ups, one framework at a time
+        gc.collect()
+        try:
+            t0 = time.perf_counter()
+            call()
+            first = time.perf_counter() - t0
+            if first <= budget_s and first < budget_s / 4:
+                call()  # warm-up: caches, page faults of pooled buffers, CPU frequency
+        except Exception as e:
+            failed(name, e)
+            continue
+        if first > budget_s:
+            timings[name] = Timing(first, [first], only_first=True)
+        else:
+            timings[name] = Timing(first, [])
+            active.append(name)
+    spent = dict.fromkeys(active, 0.0)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection in the middle of a sample is noise, not the framework's cost
+    try:
+        while active:
+            for name in list(active):
+                runs = timings[name].runs_s
+                if len(runs) >= repeat or (runs and spent[name] >= budget_s):
+                    active.remove(name)
+                    continue
+                try:
+                    t0 = time.perf_counter()
+                    calls[name]()
+                    dt = time.perf_counter() - t0
+                except Exception as e:
+                    failed(name, e)
+                    active.remove(name)
+                    del timings[name]
+                    continue
+                runs.append(dt)
+                spent[name] += dt
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return timings
+
+
 def _check(row: Row, got: np.ndarray, want: np.ndarray, who: str = "corvid") -> None:
     wl = row.workload
     if got.shape != want.shape:
@@ -96,40 +150,48 @@ def _check(row: Row, got: np.ndarray, want: np.ndarray, who: str = "corvid") -> 
                             f"atol={wl.atol}; worst at {tuple(int(j) for j in i)}: {got[i]!r}, numpy {want[i]!r}")
 
 
+def _bound_call(fw: Framework, fn: Callable, args: list, outs: dict[str, Any]) -> Callable[[], None]:
+    """One timed call of ``fn`` on ``args``: its finished result goes to ``outs[fw.name]``."""
+    def call() -> None:
+        outs[fw.name] = fw.finish(fn(*args))
+    return call
+
+
 def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
                  log: TextIO) -> Row:
     row = Row(wl)
     inputs = wl.make_inputs(np.random.default_rng(0), quick)
     row.work = wl.rate(inputs)
+    chosen = [fw for fw in frameworks if fw.impl in wl.ops]
+    outs: dict[str, Any] = {}
+    calls: dict[str, Callable[[], None]] = {}
+    for fw in chosen:
+        calls[fw.name] = _bound_call(fw, fw.wrap(wl.ops[fw.impl]), [fw.to_native(a) for a in inputs], outs)
+
+    def failed(name: str, e: Exception) -> None:  # report and go on: one broken peer must not hide the others
+        fw = next(f for f in chosen if f.name == name)
+        if fw.impl == "corvid" and fw.name != "corvid" and isinstance(e, (NotImplementedError, TypeError)):
+            # a backend that says it cannot run an op or a dtype (complex numbers on CL,
+            # float64 on WEBGPU): refused clearly, not wrong
+            print(f"  {wl.name:<18} {fw.name:<7} unsupported: {str(e).splitlines()[0]}", file=log)
+            return
+        print(f"  {wl.name:<18} {fw.name:<7} ERROR {type(e).__name__}: {e}", file=log)
+        if fw.impl == "corvid":
+            row.failures.append(f"{fw.name} raised {type(e).__name__}: {e}")
+
+    row.timings = time_interleaved(calls, repeat, budget_s, failed)
     results: dict[str, np.ndarray] = {}
-    for fw in frameworks:
-        if fw.impl not in wl.ops:
-            continue
-        fn = fw.wrap(wl.ops[fw.impl])
-        args = [fw.to_native(a) for a in inputs]
-        out: list[Any] = [None]
-
-        def call() -> None:
-            out[0] = fw.finish(fn(*args))
-
-        try:
-            row.timings[fw.name] = t = time_calls(call, repeat, budget_s)
-        except Exception as e:  # report and go on: one broken peer must not hide the others
-            if fw.impl == "corvid" and fw.name != "corvid" and isinstance(e, (NotImplementedError, TypeError)):
-                # a backend that says it cannot run an op or a dtype (complex numbers on CL,
-                # float64 on WEBGPU): refused clearly, not wrong
-                print(f"  {wl.name:<18} {fw.name:<7} unsupported: {str(e).splitlines()[0]}", file=log)
-                continue
-            print(f"  {wl.name:<18} {fw.name:<7} ERROR {type(e).__name__}: {e}", file=log)
-            if fw.impl == "corvid":
-                row.failures.append(f"{fw.name} raised {type(e).__name__}: {e}")
+    for fw in chosen:
+        t = row.timings.get(fw.name)
+        if t is None:
             continue
         if fw.impl in ("corvid", "numpy"):
-            results[fw.name] = fw.to_numpy(out[0])
+            results[fw.name] = fw.to_numpy(outs[fw.name])
         note = " (one call only: slower than --budget)" if t.only_first else ""
         print(f"  {wl.name:<18} {fw.name:<7} first {t.first_s * 1e3:10.2f} ms   median {t.median_s * 1e3:10.2f} ms"
               f"  ({len(t.runs_s)} runs){note}", file=log, flush=True)
-        del out[0], args
+    outs.clear()
+    calls.clear()
     for name, got in results.items():
         if name != "numpy" and "numpy" in results:
             _check(row, got, results["numpy"], name)

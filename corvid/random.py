@@ -103,6 +103,16 @@ def _shape_of(shape: tuple[Any, ...]) -> tuple[int, ...]:
     return _shape(_varargs(shape))
 
 
+def _wide(t: Tensor) -> dt.DType:
+    """The dtype the samplers compute in: float64, or float32 on a device with no float64
+    arithmetic (WebGPU), where float32 results may then differ in the last bit between schedules
+    (see :func:`randn`)."""
+    from .runtime.device import get_device
+
+    devices = t.device if isinstance(t.device, tuple) else (t.device,)
+    return dt.float64 if all(get_device(d).has_float64 for d in devices) else dt.float32
+
+
 def _uniform(bits: Tensor, d: dt.DType) -> Tensor:
     """[0, 1) from the top 24 bits (float32) — enough for every float type up to float32."""
     return ((bits >> 8).astype(dt.float32) * (1.0 / (1 << 24))).astype(d) if d is not dt.float64 else \
@@ -127,9 +137,10 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
     # Computed in float64 and rounded to ``d``: vectorized (libmvec) and scalar libm log/cos may
     # differ in the last bit, and how a draw is later sliced or fused decides which one runs. The
     # float64 error is far below float32 resolution, so float32 and narrower results are the same
-    # whatever the schedule (float64 results may differ in the last bit).
-    u1 = 1.0 - _uniform(b0, dt.float64)  # (0, 1]: log is finite
-    u2 = _uniform(b1, dt.float64)
+    # whatever the schedule (float64 results may differ in the last bit). On a device with no
+    # float64 arithmetic (WebGPU) it is float32, which gives up that guarantee there.
+    u1 = 1.0 - _uniform(b0, _wide(b0))  # (0, 1]: log is finite
+    u2 = _uniform(b1, _wide(b1))
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 
@@ -228,7 +239,7 @@ def uniform(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, minval: 
     """Uniform samples in ``[minval, maxval)``."""
     k, d = _check_key(k, "uniform"), _float_dtype(dtype, "uniform")
     b0, _ = _key_bits(k, _shape_arg(shape))
-    u = _uniform(b0, dt.float64)
+    u = _uniform(b0, _wide(b0))
     return (u * (maxval - minval) + minval).astype(d)
 
 
@@ -236,7 +247,7 @@ def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None) -> Tensor
     """Standard normal samples (Box-Muller on the key's two words per element)."""
     k, d = _check_key(k, "normal"), _float_dtype(dtype, "normal")
     b0, b1 = _key_bits(k, _shape_arg(shape))
-    u1, u2 = 1.0 - _uniform(b0, dt.float64), _uniform(b1, dt.float64)
+    u1, u2 = 1.0 - _uniform(b0, _wide(b0)), _uniform(b1, _wide(b1))
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 
@@ -249,7 +260,7 @@ def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dty
         raise ValueError(f"truncated_normal: lower ({lower}) must be below upper ({upper})")
     a, b = math.erf(lower / math.sqrt(2)), math.erf(upper / math.sqrt(2))
     b0, _ = _key_bits(k, _shape_arg(shape))
-    u = _uniform(b0, dt.float64) * (b - a) + a  # uniform in [erf(lower/√2), erf(upper/√2))
+    u = _uniform(b0, _wide(b0)) * (b - a) + a  # uniform in [erf(lower/√2), erf(upper/√2))
     x = erfinv(u) * math.sqrt(2)
     return x.clip(lower, upper).astype(d)
 
@@ -271,7 +282,7 @@ def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None) -> Tensor:
     pt = p if isinstance(p, Tensor) else Tensor(float(p), device=k.device)
     shp = pt.shape if shape is None else _shape_arg(shape)
     b0, _ = _key_bits(k, shp)
-    return _uniform(b0, dt.float64) < pt.astype(dt.float64)
+    return _uniform(b0, _wide(b0)) < pt.astype(_wide(b0))
 
 
 def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) -> Tensor:
@@ -284,9 +295,9 @@ def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) ->
     batch = logits.shape[:ax] + logits.shape[ax + 1:]
     out_shape = batch if shape is None else _shape_arg(shape)
     n = logits.shape[ax]
-    moved = moveaxis(logits.astype(dt.float64), ax, -1)
     b0, _ = _key_bits(k, out_shape + (n,))
-    g = -(-(1.0 - _uniform(b0, dt.float64)).log()).log()  # Gumbel noise (u in (0, 1])
+    moved = moveaxis(logits.astype(_wide(b0)), ax, -1)
+    g = -(-(1.0 - _uniform(b0, _wide(b0))).log()).log()  # Gumbel noise (u in (0, 1])
     return (moved + g).argmax(axis=-1)
 
 

@@ -172,13 +172,12 @@ def test_random_keys_give_the_same_numbers_on_every_device(device):
     cv.random.manual_seed(3)
     np.testing.assert_array_equal(bits, cv.rand(2, 40, device="CPU").numpy())
     k = cv.random.key(7, device=device)
-    if lacks(device, np.float64):  # (normal and uniform compute in float64, for the same last bit everywhere)
-        with pytest.raises(TypeError, match="has no float64"):
-            cv.random.normal(k, (3, 50)).numpy()
-        return
     got = cv.random.normal(k, (3, 50)).numpy()
     want = cv.random.normal(cv.random.key(7, device="CPU"), (3, 50)).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    # (normal and uniform compute in float64, for the same last bit everywhere; in float32 on a
+    # device with no float64, which then matches to float32 rounding)
+    tol = 1e-5 if lacks(device, np.float64) else 1e-6
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     u = cv.random.uniform(cv.random.split(k)[1], (1000,)).numpy()
     assert 0.0 <= u.min() and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.05
 

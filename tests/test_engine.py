@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import corvid as cv
 from corvid.engine import schedule as sched_mod
@@ -157,3 +158,55 @@ def test_computing_a_literal_leaves_the_shared_literal_a_literal():
     (sk,) = (x * 1.0 + 0.25).schedule()
     assert sk.inputs[0] is x.node and not any(n.op.name == "CONST" and n.buffer is not None for n in sk.inputs)
     assert one.item() == 1.0 and w.grad.item() == 1.0 and half.item() == 0.25
+
+
+# --- toposort (runs on every realize; written as explicit stacks) -----------------------------------
+
+def _reference_toposort(roots, stop, children):
+    order, seen = [], set()
+
+    def visit(n):
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if not stop(n):
+            for s in children(n):
+                visit(s)
+        order.append(n)
+
+    for r in roots:
+        visit(r)
+    return order
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_toposort_is_the_depth_first_post_order(data):
+    """Same order as a recursive depth-first post-order that visits sources in order, for random
+    DAGs (shared sources, several roots, repeated roots), ``stop`` sets and ``children``."""
+    from corvid.graph.node import Node, Op, toposort
+
+    size = data.draw(st.integers(1, 30))
+    nodes = []
+    for i in range(size):
+        src = tuple(nodes[j] for j in data.draw(st.lists(st.integers(0, i - 1), max_size=3))) if i else ()
+        nodes.append(Node(Op.ADD, src, i, cv.float32, ()))
+    roots = [nodes[j] for j in data.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4))]
+    stopped = {id(nodes[j]) for j in data.draw(st.lists(st.integers(0, size - 1), max_size=5))}
+    stop = lambda n: id(n) in stopped  # noqa: E731
+    reverse = data.draw(st.booleans())
+    children = (lambda n: tuple(reversed(n.src))) if reverse else None  # noqa: E731
+    got = toposort(roots, stop=stop, children=children)
+    assert got == _reference_toposort(roots, stop, children or (lambda n: n.src))
+    assert toposort(roots) == _reference_toposort(roots, lambda n: False, lambda n: n.src)
+
+
+def test_toposort_handles_a_deep_chain():
+    from corvid.graph.node import Node, Op, toposort
+
+    n = Node(Op.ADD, (), 0, cv.float32, ())
+    chain = [n]
+    for i in range(20000):  # far deeper than Python's recursion limit
+        n = Node(Op.ADD, (n,), i, cv.float32, ())
+        chain.append(n)
+    assert toposort([n]) == chain

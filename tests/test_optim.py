@@ -452,8 +452,14 @@ def test_a_step_is_one_realize_and_later_steps_compile_nothing(monkeypatch):
     opt = Adam(params, lr=0.1)
     sched = cv.optim.lr_scheduler.LinearLR(opt, start_factor=1.0, end_factor=0.0, total_iters=2)  # lr reaches 0
     runs = []
-    original = engine_realize.run_schedule
-    monkeypatch.setattr(engine_realize, "run_schedule", lambda s, *a: (runs.append(len(s)), original(s, *a))[1])
+    original = engine_realize.plan_for  # (each realize plans once: the kernels it runs)
+
+    def plan_for(*a):
+        found = original(*a)
+        runs.append(0 if found is None else len(found[3]))
+        return found
+
+    monkeypatch.setattr(engine_realize, "plan_for", plan_for)
     compiled = []
     for _ in range(3):
         for p in params:

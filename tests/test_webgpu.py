@@ -291,3 +291,28 @@ def test_missing_wgpu_names_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "wgpu", None)
     with pytest.raises(ImportError, match=r'pip install "corvid\[webgpu\]".*mesa-vulkan-drivers'):
         webgpu.WebGPUDevice()
+
+
+# --- random samplers: computed in float32 where the device has no float64 -----------------------------
+def test_random_samplers_run_in_float32_and_agree_with_the_cpu():
+    k = cv.random.key(7)
+    kw = k.to(D)
+    for name, draw in [("uniform", lambda key: cv.random.uniform(key, (4096,), minval=-2.0, maxval=3.0)),
+                       ("normal", lambda key: cv.random.normal(key, (4096,))),
+                       ("bernoulli", lambda key: cv.random.bernoulli(key, 0.3, (4096,))),
+                       ("categorical", lambda key: cv.random.categorical(
+                           key, cv.Tensor(np.log([0.2, 0.3, 0.5]).astype(np.float32), device=key.device),
+                           shape=(4096,)))]:
+        got, want = draw(kw), draw(k)
+        assert got.device == D, name
+        g, w = got.numpy(), want.numpy()
+        if g.dtype.kind == "f":  # the same draws, rounded once more on the way (float32, not float64)
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-5, err_msg=name)
+        else:  # booleans and indices: equal but for a draw that lands within rounding of a boundary
+            assert (g != w).mean() < 1e-3, name
+    with cv.default_device(D):
+        x = cv.randn(65536).numpy()
+    assert abs(x.mean()) < 0.02 and abs(x.std() - 1) < 0.02
+    # truncated_normal goes through erfinv, which (as the other special functions) computes in float64
+    with pytest.raises(TypeError, match="WEBGPU has no float64"):
+        cv.random.truncated_normal(kw, -1.0, 2.0, (16,)).numpy()

@@ -508,6 +508,12 @@ def _matmul_heuristics(k: Kernel) -> Kernel:
         # a narrow output (a 10-class head): all its columns share one pass over the reduce, with
         # one accumulator each, instead of one strided pass per column
         return apply_opt(k, Opt("upcast", len(k.loops) - 1, inner.size))
+    if strided and not contiguous_out and 1 < inner.size and any(inner.var not in u.arg[1].vars() for u in loads):
+        # no load is contiguous along the outputs (a matmul whose result is reduced again, as in
+        # relu(a @ b).sum(1): the output loop is a row of a): tile the rows, so that each load
+        # that does not depend on the row (a column of b) serves the whole tile
+        rows = next((r for r in ROW_TILES if inner.size % r == 0 and r < inner.size), 0)
+        return apply_opt(k, Opt("upcast", len(k.loops) - 1, rows)) if rows else k
     if not (strided and contiguous_out) or not width:
         return k
     # rows: the innermost output loop that the vector (column) loads do not depend on, so one

@@ -17,12 +17,23 @@ from typing import Any
 
 from ..graph.node import Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
-from .schedule import ScheduledKernel, create_schedule
+from .schedule import _SHARDED, ScheduledKernel, _const_input, _fill_empty, plan_for, schedule_from
+
+
+# os.environ's own mapping (bytes to bytes on POSIX): ``os.environ.get`` runs several Python
+# functions (encode the key, decode the value), which cost ~15 us per realize when the caches are
+# cold after a large kernel; one dict lookup costs a fraction. (Falls back to os.environ where it
+# has no such mapping.)
+_ENVIRON = getattr(os.environ, "_data", None)
+_DEBUG_KEY = os.environ.encodekey("DEBUG") if _ENVIRON is not None and hasattr(os.environ, "encodekey") else None
 
 
 def debug_level() -> int:
+    raw = _ENVIRON.get(_DEBUG_KEY) if _DEBUG_KEY is not None else os.environ.get("DEBUG")
+    if not raw:
+        return 0
     try:
-        return int(os.environ.get("DEBUG", "0") or 0)
+        return int(raw)
     except ValueError:
         return 0
 
@@ -38,22 +49,63 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
     """Compute every node in ``roots`` that has no buffer yet, on ``device`` (or each on its entry
     of ``root_devices``; a device set for sharded values). A literal (CONST) root is left alone:
     pass its :func:`holder` (and keep a reference to it: nodes are weakly interned)."""
-    devices = [device] * len(roots) if root_devices is None else root_devices
-    pairs = [(r, d) for r, d in zip(roots, devices) if r.buffer is None and r.op is not Op.CONST]
-    if not pairs:
-        return
-    todo = [r for r, _ in pairs]
-    for r, d in pairs:
-        if r.numel == 0:
-            r.buffer = empty_value(r, d)
+    if root_devices is None:
+        if len(roots) == 1:  # (the common case: Tensor.realize)
+            todo = roots if roots[0].buffer is None and roots[0].op is not Op.CONST else []
+        else:
+            todo = [r for r in roots if r.buffer is None and r.op is not Op.CONST]
+        if not todo:
+            return
+        for r in todo:
+            if r.numel == 0:
+                r.buffer = empty_value(r, device)
+        devices = None
+    else:
+        pairs = [(r, d) for r, d in zip(roots, root_devices) if r.buffer is None and r.op is not Op.CONST]
+        if not pairs:
+            return
+        todo, devices = [r for r, _ in pairs], [d for _, d in pairs]
+        for r, d in pairs:
+            if r.numel == 0:
+                r.buffer = empty_value(r, d)
     dbg = debug_level()
     if dbg >= 4:
         print(graph_dot(todo), file=sys.stderr)
-    schedule = create_schedule(todo, device, None if root_devices is None else [d for _, d in pairs])
+    found = plan_for(todo, device, devices)
+    if found is None:
+        return
+    if dbg == 0 and found[3] is not _SHARDED and _run_plan(found[2], found[3]):
+        return
+    schedule = schedule_from(found)
     run_schedule(schedule, dbg)
     finish = getattr(schedule, "assemble", None)  # a partitioned (sharded) schedule's results
     if finish is not None:
         finish()
+
+
+def _run_plan(every: list[Node], plan: list) -> bool:
+    """Run ``plan``'s kernels straight from the plan: what :func:`run_schedule` does, without its
+    reports and without building ScheduledKernels (this is the whole cost of a realize of a small
+    graph). False, running nothing, when a kernel still needs compiling: the caller then goes
+    through the schedule, which compiles several kernels at a time."""
+    for _, _, compiled, _, dev in plan:
+        if dev not in compiled.programs:
+            return False
+    _fill_empty(every, plan)
+    for r, ins, compiled, consts, dev in plan:
+        out_node = every[r]
+        out = Buffer(dev, out_node.dtype, out_node.numel)
+        handles = [out.handle]
+        for i in ins:
+            b = every[i].buffer
+            if b.device != dev and type(b) is Buffer and out_node.op is not Op.COPY:
+                b = _moved(b, dev)
+            handles.append(b.handle)
+        if consts:
+            handles.append(_const_input([every[i] for i in consts], dev)[0].buffer.handle)
+        compiled.programs[dev](handles)
+        out_node.buffer = out
+    return True
 
 
 def empty_value(n: Node, device: Any) -> Any:

@@ -86,23 +86,45 @@ def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | No
     The kernel split depends only on the graph's structure, so it is cached by a structural key
     of the whole graph: a training loop that rebuilds the same graph every step pays for one
     graph walk, not for lowering probes and region walks."""
+    found = plan_for(roots, device, root_devices)
+    return [] if found is None else schedule_from(found)
+
+
+def schedule_from(found: tuple) -> list[ScheduledKernel]:
+    """The schedule of a :func:`plan_for` result."""
+    todo, devices, every, plan = found
+    if plan is _SHARDED:
+        from ..sharding import partition_schedule
+
+        return partition_schedule(todo, list(devices))
+    _fill_empty(every, plan)
+    return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins] +
+                            _const_input([every[i] for i in cs], dev), c, dev) for r, ins, c, cs, dev in plan]
+
+
+def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = None) -> tuple | None:
+    """(roots to compute, their devices, every node of the graph in dependency order, plan), or
+    None when nothing needs computing. The plan lists the kernels as (output position, input
+    positions, compiled kernel, runtime-constant positions, device), positions in ``every``; it is
+    ``_SHARDED`` for a graph with sharded values. :func:`create_schedule` and the realize fast
+    path (``corvid/engine/realize.py``) share it."""
     if root_devices is None:
-        todo = [r for r in roots if r.buffer is None and r.numel > 0]
+        if len(roots) == 1:  # (the common case: Tensor.realize)
+            todo = roots if roots[0].buffer is None and roots[0].numel > 0 else []
+        else:
+            todo = [r for r in roots if r.buffer is None and r.numel > 0]
         devices: tuple = (device,) * len(todo)
     else:
         pairs = [(r, d) for r, d in zip(roots, root_devices) if r.buffer is None and r.numel > 0]
         todo, devices = [r for r, _ in pairs], tuple(d for _, d in pairs)
     if not todo:
-        return []
-    every = toposort(todo, stop=lambda n: n.buffer is not None)
-    _check_placeholders(every)
-    inputs = [n for n in every if n.buffer is not None]
-    inner = [n for n in every if n.buffer is None]
-    pos = {id(n): i for i, n in enumerate(every)}
-    # a sharded input (a MultiBuffer) needs a partitioned schedule, whatever the structure
-    sharded_input = any(type(n.buffer) is not Buffer for n in inputs)
-    key = None if sharded_input else (devices, _structure_key(inner, inputs), tuple(pos[id(r)] for r in todo))
-    plan = _SHARDED if sharded_input else _plans.get(key)
+        return None
+    every = toposort(todo, stop=_stored_already)
+    key, pos = _graph_key(every)
+    if key is None:  # a sharded input (a MultiBuffer) needs a partitioned schedule
+        return todo, devices, every, _SHARDED
+    key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
+    plan = _plans.get(key)
     if plan is None:
         placed = _place(todo, devices, every)
         if any(type(d) is tuple for d in placed.values()):
@@ -116,16 +138,19 @@ def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | No
                     compiled, ins, consts = _make_kernel(n, stored, dev)
                     plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts], dev))
         _plans[key] = plan
-    if plan is _SHARDED:
-        from ..sharding import partition_schedule
+    return todo, devices, every, plan
 
-        return partition_schedule(todo, list(devices))
-    for _, ins, _, _, dev in plan:  # an empty stored input needs no kernel: its value is an empty buffer
+
+def _stored_already(n: Node) -> bool:
+    return n.buffer is not None
+
+
+def _fill_empty(every: list[Node], plan: list) -> None:
+    """An empty stored input needs no kernel: its value is an empty buffer."""
+    for _, ins, _, _, dev in plan:
         for i in ins:
             if every[i].buffer is None and every[i].numel == 0:
                 every[i].buffer = Buffer(dev, every[i].dtype, 0)
-    return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins] +
-                            _const_input([every[i] for i in cs], dev), c, dev) for r, ins, c, cs, dev in plan]
 
 
 def _place(todo: list[Node], devices: tuple, every: list[Node]) -> dict[int, Any]:
@@ -141,12 +166,10 @@ def _place(todo: list[Node], devices: tuple, every: list[Node]) -> dict[int, Any
     return where
 
 
-def _check_placeholders(every: list[Node]) -> None:
-    for n in every:
-        if n.op is Op.VAR and not n.src and n.buffer is None:
-            raise ValueError(f"this value depends on a traced placeholder of {n.arg.kind} ({n.dtype.name}"
-                             f"{list(n.shape)}), which has no concrete value while the function is traced; "
-                             "values (item(), numpy(), bool(), printing) are only available outside the transform")
+def _placeholder_error(n: Node) -> None:
+    raise ValueError(f"this value depends on a traced placeholder of {n.arg.kind} ({n.dtype.name}"
+                     f"{list(n.shape)}), which has no concrete value while the function is traced; "
+                     "values (item(), numpy(), bool(), printing) are only available outside the transform")
 
 
 def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]]:
@@ -299,6 +322,38 @@ def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
         key.append((n.op, arg, n.dtype, n.shape, tuple(
             ("in", pos[id(s)]) if id(s) in pos else num[id(s)] for s in n.src)))
     return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
+
+
+def _graph_key(every: list[Node]) -> tuple[tuple | None, dict[int, int]]:
+    """The structural key of a whole graph (``every`` in dependency order): each computed node's
+    op, argument, dtype, shape and sources (by position), each stored node's dtype and shape. Also
+    the position of each node. The key is None when a stored value is sharded (not a Buffer).
+
+    This runs on every realize, so it is one loop with no helper calls in the common case."""
+    pos: dict[int, int] = {}
+    key: list[Any] = []
+    sharded = False
+    for i, n in enumerate(every):
+        pos[id(n)] = i
+        b = n.buffer
+        if b is not None:
+            if type(b) is not Buffer:
+                sharded = True
+            key.append((n.dtype, n.shape))
+            continue
+        op = n.op
+        if op is Op.VAR:
+            if not n.src:
+                _placeholder_error(n)
+            arg = None  # the mark does not change the code
+        elif op is Op.CONST:  # nor does the value of a constant the kernel reads at run time
+            arg = ("rt",) if runtime_const(n) else _arg_key(op, n.arg)
+        else:
+            arg = n.arg
+        src = n.src
+        key.append((op, arg, n.dtype, n.shape,
+                    (pos[id(src[0])],) if len(src) == 1 else tuple([pos[id(x)] for x in src])))
+    return (None if sharded else tuple(key)), pos
 
 
 class _Compiled:

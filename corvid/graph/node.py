@@ -187,26 +187,48 @@ def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int
     return found
 
 
-def toposort(roots: list[Node], stop=lambda n: False, children=None) -> list[Node]:
-    """Nodes reachable from ``roots`` in dependency order (sources first).
+def _never(n: Node) -> bool:
+    return False
+
+
+def toposort(roots: list[Node], stop=_never, children=None) -> list[Node]:
+    """Nodes reachable from ``roots`` in dependency order (sources first): a depth-first
+    post-order that visits each node's sources in order.
 
     Traversal does not descend below nodes for which ``stop`` is true (they are still listed).
     ``children(n)`` replaces ``n.src`` as the edges to follow when given.
     """
+    # (this runs on every realize: explicit stacks of the nodes being visited, their sources and
+    # the next source to visit, with no tuples built per step)
     order: list[Node] = []
     seen: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
-    while stack:
-        n, expanded = stack.pop()
-        if expanded:
-            order.append(n)
+    for root in roots:
+        if id(root) in seen:
             continue
-        if id(n) in seen:
+        seen.add(id(root))
+        if stop(root):
+            order.append(root)
             continue
-        seen.add(id(n))
-        stack.append((n, True))
-        if not stop(n):
-            stack.extend((s, False) for s in reversed(n.src if children is None else children(n)) if id(s) not in seen)
+        stack, srcs, nxt = [root], [root.src if children is None else children(root)], [0]
+        while stack:
+            src = srcs[-1]
+            i = nxt[-1]
+            while i < len(src) and id(src[i]) in seen:
+                i += 1
+            if i == len(src):
+                order.append(stack.pop())
+                srcs.pop()
+                nxt.pop()
+                continue
+            nxt[-1] = i + 1
+            s = src[i]
+            seen.add(id(s))
+            if stop(s):
+                order.append(s)
+            else:
+                stack.append(s)
+                srcs.append(s.src if children is None else children(s))
+                nxt.append(0)
     return order
 
 

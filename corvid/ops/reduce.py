@@ -57,10 +57,17 @@ _SPLIT_MAX_OUT = 64  # outputs
 _SPLIT_PARTS = 1024  # partials per output (at most)
 
 
-def _split_layout(device: str) -> str | None:
-    from ..runtime.device import get_device
+_split_layouts: dict[str, str | None] = {}
+_SUM_DTYPES: dict[dt.DType, dt.DType] = {}  # dt.sum_dtype, remembered: sum() is called per step
 
-    return getattr(get_device(device), "split_reduces", None)
+
+def _split_layout(device: str) -> str | None:
+    found = _split_layouts.get(device, False)
+    if found is False:
+        from ..runtime.device import get_device
+
+        found = _split_layouts[device] = getattr(get_device(device), "split_reduces", None)
+    return found
 
 
 def _split_reduce(x: Tensor, op: str, axes: tuple[int, ...], n: int, layout: str) -> Tensor:
@@ -126,27 +133,42 @@ class ReduceMixin:
     def _reduce(self: Tensor, op: str, axis: Axis, keepdims: bool, dtype: dt.DType | None = None) -> Tensor:
         if op in ("max", "min") and self.dtype.is_complex:
             raise TypeError(f"{op} is not defined for complex tensors ({self.dtype.name}): they are not ordered")
-        axes = _axes(self, axis)
-        x = self if dtype is None else self.astype(dtype)
-        kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-        out_shape = kept if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in axes)
-        if any(x.shape[a] == 0 for a in axes):
+        x = self if dtype is None or dtype is self.dtype else self.astype(dtype)
+        shape = x.shape
+        if axis is None:  # (the common case, written out: this runs once per call of sum())
+            axes: tuple[int, ...] = tuple(range(len(shape)))
+            kept = (1,) * len(shape)
+            out_shape = kept if keepdims else ()
+        else:
+            axes = _axes(x, axis)
+            kept = tuple(1 if i in axes else s for i, s in enumerate(shape))
+            out_shape = kept if keepdims else tuple(s for i, s in enumerate(shape) if i not in axes)
+        n = 1
+        for a in axes:
+            n *= shape[a]
+        if n == 0:
             if op in ("max", "min"):
                 raise ValueError(f"{op} of an empty axis has no identity (shape {self.shape}, axis {axis})")
             return x._const(dt.reduce_identity(x.dtype, op), x.dtype, out_shape)
-        axes = tuple(a for a in axes if x.shape[a] != 1)
-        if not axes:
+        if 1 in shape:
+            axes = tuple(a for a in axes if shape[a] != 1)
+        if not axes:  # (a 0-d tensor, or only axes of size 1)
             return x.reshape(out_shape)
-        n = math.prod(x.shape[a] for a in axes)
         layout = _split_layout(x.device) if n >= _SPLIT_MIN and math.prod(kept) <= _SPLIT_MAX_OUT else None
         if layout is not None:
             return _split_reduce(x, op, axes, n, layout).reshape(out_shape)
         out = x._new(node(Op.REDUCE, (x.node,), (op, axes), x.dtype, kept))
-        return out.reshape(out_shape)
+        return out if out_shape == kept else out._move(Op.RESHAPE, out_shape, out_shape)
 
     def sum(self: Tensor, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
         """Sum over ``axis`` (all axes if None). bool and small ints accumulate in int64, uints in uint64."""
-        d = dt.sum_dtype(self.dtype) if dtype is None else dt.to_dtype(dtype)
+        if dtype is None:
+            src = self.dtype
+            d = _SUM_DTYPES.get(src)
+            if d is None:
+                d = _SUM_DTYPES[src] = dt.sum_dtype(src)
+        else:
+            d = dt.to_dtype(dtype)
         return self._reduce("sum", axis, keepdims, d)
 
     def prod(self: Tensor, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:

@@ -90,6 +90,7 @@ class Device:
     name: str = ""
     allocator: Allocator
     renderer: Any  # an object with ``render(kernel) -> str`` (see corvid/render/c.py)
+    has_float64 = True  # False: float64 tensors can be stored, but not computed with (WebGPU)
 
     @property
     def family(self) -> str:

@@ -112,6 +112,7 @@ class WebGPUDevice(Device):
 
     name = "WEBGPU"
     optimization_actions = False
+    has_float64 = False  # (WGSL has no 64-bit floats)
 
     def __init__(self) -> None:
         self.wgpu = wgpu = _wgpu()
