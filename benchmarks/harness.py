@@ -3,8 +3,8 @@
 For every workload and framework: convert the inputs once (untimed), time the first call
 (for corvid and jax this includes scheduling and compilation), warm up, then time up to
 ``--repeat`` steady-state calls with ``time.perf_counter`` around fully computed work and keep
-the median. The steady-state calls of the frameworks take turns (one of each, then again), so
-a ratio compares calls made under the same machine conditions. Each call builds the computation from scratch, as a user's code would (for corvid
+the median. The steady-state calls of the frameworks take turns (an untimed and a timed call of
+each, then again), so a ratio compares calls made under the same machine conditions. Each call builds the computation from scratch, as a user's code would (for corvid
 that is the lazy graph, the schedule lookup and the kernel launch). corvid's result is checked
 against numpy's; a mismatch prints a FAIL line and makes the exit status 1.
 
@@ -85,9 +85,11 @@ def time_calls(call: Callable[[], Any], repeat: int, budget_s: float) -> Timing:
 def time_interleaved(calls: dict[str, Callable[[], Any]], repeat: int, budget_s: float,
                      failed: Callable[[str, Exception], None]) -> dict[str, Timing]:
     """Time several frameworks' ``calls`` of one workload as :func:`time_calls` does, but take
-    the steady-state samples in turns (one call of each, then again), so that every framework
-    is measured under the same conditions: on a shared machine the memory bandwidth and the
-    load of other tenants drift within seconds, which sequential runs turn into false ratios.
+    the steady-state samples in turns, so that every framework is measured under the same
+    conditions: on a shared machine the memory bandwidth and the load of other tenants drift
+    within seconds, which sequential runs turn into false ratios. A turn is an untimed call, then
+    a timed one: the untimed call absorbs the switch from the previous framework (its thread
+    pool still spinning, its data in the caches), which no user of one framework pays.
 
     A call that raises is reported through ``failed(name, error)`` and dropped."""
     timings: dict[str, Timing] = {}
@@ -120,8 +122,11 @@ def time_interleaved(calls: dict[str, Callable[[], Any]], repeat: int, budget_s:
                     continue
                 try:
                     t0 = time.perf_counter()
+                    calls[name]()  # (settles: see above)
+                    t1 = time.perf_counter()
                     calls[name]()
-                    dt = time.perf_counter() - t0
+                    dt = time.perf_counter() - t1
+                    spent[name] += t1 - t0
                 except Exception as e:
                     failed(name, e)
                     active.remove(name)
