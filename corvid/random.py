@@ -139,8 +139,9 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
     # float64 error is far below float32 resolution, so float32 and narrower results are the same
     # whatever the schedule (float64 results may differ in the last bit). On a device with no
     # float64 arithmetic (WebGPU) it is float32, which gives up that guarantee there.
-    u1 = 1.0 - _uniform(b0, _wide(b0))  # (0, 1]: log is finite
-    u2 = _uniform(b1, _wide(b1))
+    w = _wide(b0)
+    u1 = 1.0 - _uniform(b0, w)  # (0, 1]: log is finite
+    u2 = _uniform(b1, w)
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 
@@ -247,7 +248,8 @@ def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None) -> Tensor
     """Standard normal samples (Box-Muller on the key's two words per element)."""
     k, d = _check_key(k, "normal"), _float_dtype(dtype, "normal")
     b0, b1 = _key_bits(k, _shape_arg(shape))
-    u1, u2 = 1.0 - _uniform(b0, _wide(b0)), _uniform(b1, _wide(b1))
+    w = _wide(b0)
+    u1, u2 = 1.0 - _uniform(b0, w), _uniform(b1, w)
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 
@@ -282,7 +284,8 @@ def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None) -> Tensor:
     pt = p if isinstance(p, Tensor) else Tensor(float(p), device=k.device)
     shp = pt.shape if shape is None else _shape_arg(shape)
     b0, _ = _key_bits(k, shp)
-    return _uniform(b0, _wide(b0)) < pt.astype(_wide(b0))
+    w = _wide(b0)
+    return _uniform(b0, w) < pt.astype(w)
 
 
 def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) -> Tensor:
@@ -296,8 +299,9 @@ def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) ->
     out_shape = batch if shape is None else _shape_arg(shape)
     n = logits.shape[ax]
     b0, _ = _key_bits(k, out_shape + (n,))
-    moved = moveaxis(logits.astype(_wide(b0)), ax, -1)
-    g = -(-(1.0 - _uniform(b0, _wide(b0))).log()).log()  # Gumbel noise (u in (0, 1])
+    w = _wide(b0)
+    moved = moveaxis(logits.astype(w), ax, -1)
+    g = -(-(1.0 - _uniform(b0, w)).log()).log()  # Gumbel noise (u in (0, 1])
     return (moved + g).argmax(axis=-1)
 
 
