@@ -1,7 +1,7 @@
 """The 8-bit floats float8_e4m3fn and float8_e5m2, checked against ml_dtypes bit for bit.
 
 Both are stored as bytes and computed in float32, rounded to 8 bits after every op
-(corvid/render/c.py: float8_rounded), which is how ml_dtypes' numpy ufuncs compute them: single
+(corvid/render/c.py: narrow_rounded), which is how ml_dtypes' numpy ufuncs compute them: single
 ops and chains of them give numpy's bytes. A sum reduce (and so a matmul) accumulates exact
 products in float32 and rounds once. Conversions are checked over every bit pattern, every other
 dtype, and random and edge float32 values, on every executing device (CPU, CL, WEBGPU; a device

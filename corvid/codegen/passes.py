@@ -16,10 +16,10 @@
   writes as ``fmaf``/``fma`` (vectors: a lane loop of them, one instruction), when the target has
   FMA (:func:`has_fma`); the renderer also accumulates a sum of products with them. Kernels are
   compiled with ``-ffp-contract=off``, so these are the only fused operations: the same value
-  comes out bit for bit the same in every kernel that computes it. Not for float16/bfloat16:
-  they are computed in float and rounded only where stored (so a fused
-  ``x.astype(bfloat16).astype(float32)`` does not quantize; the 8-bit floats round after every
-  op, see :func:`corvid.render.c.float8_rounded`).
+  comes out bit for bit the same in every kernel that computes it. Not for the narrow floats
+  (float16, bfloat16, the 8-bit floats): they are computed in float and rounded after every op
+  (:func:`corvid.render.c.narrow_rounded`), so a multiply-add of them rounds twice, as numpy's
+  ufuncs do.
 * **Dead-code elimination**: a kernel's values are those its stores reach (:meth:`Kernel.values`);
   the rebuilt kernel's value table holds only those.
 """

@@ -1,12 +1,12 @@
 """Render a linearized kernel as C for the CPU backend.
 
 Every value becomes one typed local (``float v3 = expf(v2);``), so integer results wrap at their
-own width after each op, as numpy's do. float16 and bfloat16 are stored as 16-bit values and
-computed in float, and rounded to their width when stored. The 8-bit floats (float8_e4m3fn,
-float8_e5m2) are stored as bytes and computed in float too, but rounded after every op, as
-ml_dtypes' ufuncs do (:func:`float8_rounded`; with 3 or 2 mantissa bits, skipping the rounding
-between fused ops would change results visibly, and ``x.astype(fp8).astype(float32)`` would not
-quantize), converted on the bits with ml_dtypes' rounding (:func:`float8_helpers`).
+own width after each op, as numpy's do. The narrow floats (float16, bfloat16, float8_e4m3fn,
+float8_e5m2) are stored as 16- or 8-bit values and computed in float, rounded to their dtype after
+every op, as numpy's and ml_dtypes' ufuncs and PyTorch's eager ops do (:func:`narrow_rounded`;
+skipping the rounding between fused ops would make results depend on what fused, and
+``x.astype(bfloat16).astype(float32)`` would not quantize). The 8-bit floats are converted on the
+bits with ml_dtypes' rounding (:func:`float8_helpers`).
 
 Loops marked parallel become OpenMP loops; sum/prod accumulators get an ``omp simd reduction``
 so the compiler may vectorize them without ``-ffast-math``. libm functions that glibc's libmvec
@@ -133,15 +133,16 @@ def float8_helpers(short: str, u32: str = "uint32_t", u8: str = "uint8_t") -> st
     return _FLOAT8_SRC[short].format(u=u32, b=u8)
 
 
-# ops whose 8-bit result is one of their operands or its negation: there is nothing to round
+# ops whose narrow-float result is one of their operands or its negation: there is nothing to round
 _EXACT_OPS = (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS)
 
 
-def float8_rounded(k: Kernel) -> set[int]:
-    """The values of ``k`` (by id) that are rounded to their 8-bit float dtype where computed:
-    every one an op computes (alu, cast, index, a sum or product reduce) except selections and
-    sign changes, and except a product that only sum reduces read: those accumulate the exact
-    products in float32 (a matmul's dot products, as ml_dtypes' dot and fp8 matrix units do)."""
+def narrow_rounded(k: Kernel) -> set[int]:
+    """The values of ``k`` (by id) of a narrow float dtype (float16, bfloat16, the 8-bit floats:
+    computed in float) that are rounded to their dtype where computed: every one an op computes
+    (alu, cast, index, a sum or product reduce) except selections and sign changes, and except a
+    product that only sum reduces read: those accumulate the exact products in float32 (a matmul's
+    dot products, as ml_dtypes' dot, PyTorch's CPU kernels and matrix units do)."""
     readers: dict[int, list[U]] = {}
     for u in k.values():
         for x in u.src:
@@ -149,7 +150,7 @@ def float8_rounded(k: Kernel) -> set[int]:
     stored = {id(st.value) for st in k.stores}
     out = set()
     for u in k.values():
-        if u.dtype.name not in FLOAT8 or u.op not in ("alu", "cast", "index", "reduce"):
+        if u.dtype.name not in FLOAT_COMPUTED or u.op not in ("alu", "cast", "index", "reduce"):
             continue
         if (u.op == "alu" and u.arg in _EXACT_OPS) or (u.op == "reduce" and u.arg[0] in ("max", "min")):
             continue
@@ -311,7 +312,7 @@ class CRenderer:
         self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
         self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names
         self._narrow: dict[Var, Var] = {}  # inside a piece of a split loop: its variable with the piece's range
-        self.rounded = float8_rounded(k)
+        self.rounded = narrow_rounded(k)
         self._setup_lanes(k)
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
@@ -659,9 +660,13 @@ class CRenderer:
         return self._name(u)
 
     def _rounded(self, u: U, expr: str) -> str:
-        """``expr``, the value of ``u``, rounded to its 8-bit float dtype if ``u`` is one of
-        :func:`float8_rounded`."""
-        return f"cv_round_{self._float8(u.dtype)}({expr})" if id(u) in self.rounded else expr
+        """``expr``, the value of ``u``, rounded to its narrow float dtype if ``u`` is one of
+        :func:`narrow_rounded`."""
+        if id(u) not in self.rounded:
+            return expr
+        if u.dtype.name in FLOAT8:
+            return f"cv_round_{self._float8(u.dtype)}({expr})"
+        return self._from_storage(self._to_storage(expr, u.dtype), u.dtype)  # (float16, bfloat16)
 
     def _to_storage(self, expr: str, dt: DType) -> str:
         """A computed value as the element stored in a buffer of ``dt``."""

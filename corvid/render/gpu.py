@@ -29,7 +29,7 @@ from ..codegen.ir import Kernel, Loop, U
 from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
 from ..dtype import DType
 from ..graph.node import Op
-from .c import _MATH, CRenderer, _magnitude, float8_rounded
+from .c import _MATH, CRenderer, _magnitude, narrow_rounded
 
 GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
 
@@ -110,7 +110,7 @@ class GPURenderer(CRenderer):
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
         self.complex_math = {}
         self._lane_ctx, self._narrow = None, {}
-        self.rounded = float8_rounded(k)
+        self.rounded = narrow_rounded(k)
         self._setup_lanes(k)
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \

@@ -67,6 +67,18 @@ _VSTORE_HALF = """static inline void cv_vstore_half(float v, long i, __global ha
 }
 """
 
+# a float rounded to float16 and back (the C renderer's (float)(_Float16)x, which needs cl_khr_fp16);
+# a nan keeps the top 10 bits of its payload, quieted, as x86's conversion keeps them (the
+# rounding of vstore_half_rte leaves a nan's payload to the implementation)
+_ROUND_HALF = """static inline float cv_round_f16(float v) {
+  uint u = as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return as_float((u & 0xffffe000u) | 0x400000u);  // (a nan, as x86 converts it)
+  ushort h;
+  vstore_half_rte(v, 0, (half*)&h);
+  return vload_half(0, (const half*)&h);
+}
+"""
+
 # C spellings the inherited C renderer writes, and their OpenCL C equivalents (applied to the
 # rendered body and helpers; the prelude above is written in OpenCL C already)
 _C_TO_CL = (("long long", "long"), ("__builtin_fmaf(", "fma("), ("__builtin_fma(", "fma("),
@@ -134,6 +146,12 @@ class OpenCLRenderer(GPURenderer):
         if gate is not None and gate != Num(1):
             line = f"if ({gate.render(self._var)}) {line}"
         self.lines.append("  " * depth + line)
+
+    def _rounded(self, u, expr: str) -> str:
+        if u.dtype.name == "float16" and id(u) in self.rounded:
+            self.helpers.setdefault("cv_round_f16", _ROUND_HALF)
+            return f"cv_round_f16({expr})"
+        return super()._rounded(u, expr)
 
     def _expr(self, u) -> str:
         out = super()._expr(u)

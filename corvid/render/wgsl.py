@@ -19,8 +19,8 @@ itself. What it shares with the OpenCL renderer is the mapping onto a grid:
 * **Arithmetic follows numpy, not WGSL's defaults** (see :mod:`corvid.render.wgsl_lib`): narrow
   integers are computed in 32 bits and wrapped to their width after each op, as the C backend
   does; int64 and uint64 are emulated on word pairs; float16, bfloat16 and the 8-bit floats are
-  computed in f32 and rounded to nearest even when stored, the 8-bit floats also after every op
-  (as the C renderer does, :func:`corvid.render.c.float8_rounded`).
+  computed in f32 and rounded to nearest even after every op (as the C renderer does,
+  :func:`corvid.render.c.narrow_rounded`).
 
 What WGSL cannot express raises at render time, which is when a tensor is realized:
 :class:`TypeError` for dtypes WGSL has no arithmetic for (float64 beyond loads, copies and casts
@@ -41,7 +41,7 @@ from ..dtype import int32 as _I32
 from ..graph.node import Op
 from ..graph.symbolic import And, Cmp, FloorDiv, Lin, Mod, Num, Sym, Var
 from .c import FLOAT8 as _FLOAT8
-from .c import _magnitude, float8_rounded
+from .c import _magnitude, narrow_rounded
 from .wgsl_lib import HELPERS, with_deps
 
 WORKGROUP_SIZE = 64
@@ -130,7 +130,7 @@ class WGSLRenderer:
     def render(self, k: Kernel) -> str:
         self._check(k)
         self.k, self.lines, self.names, self.used = k, [], {}, set()
-        self.rounded = float8_rounded(k)
+        self.rounded = narrow_rounded(k)
         self.per = elements_per_invocation(k)
         grid = grid_loops(k)
         total, n = math.prod(lp.size for lp in grid), invocations(k)
@@ -300,9 +300,13 @@ class WGSLRenderer:
         return self._const(u.arg, u.dtype) if u.op == "const" else self._name(u)
 
     def _rounded(self, u: U, expr: str) -> str:
-        """``expr``, the value of ``u``, rounded to its 8-bit float dtype where ``u`` is one of
-        :func:`corvid.render.c.float8_rounded`."""
-        return self._helper(f"cv_round_{_FLOAT8[u.dtype.name]}", expr) if id(u) in self.rounded else expr
+        """``expr``, the value of ``u``, rounded to its narrow float dtype where ``u`` is one of
+        :func:`corvid.render.c.narrow_rounded`."""
+        if id(u) not in self.rounded:
+            return expr
+        if u.dtype.name in _FLOAT8:
+            return self._helper(f"cv_round_{_FLOAT8[u.dtype.name]}", expr)
+        return self._from_bits(self._to_bits(expr, u.dtype), u.dtype)  # (float16, bfloat16)
 
     def _helper(self, name: str, *args: str) -> str:
         self.used.add(name)
