@@ -9,12 +9,16 @@ See ``python -m benchmarks --help`` and :mod:`benchmarks.harness`.
 
 import os
 
-# Every framework's OpenMP pool gets the policy corvid uses (idle threads sleep), set before any of
-# them loads its OpenMP runtime: otherwise the figures depend on import order, and a pool left
-# spinning by one framework slows the next one's kernels (torch's CNN step on 2 busy cores: 140 ms
-# sleeping, 350-680 ms spinning). Set OMP_WAIT_POLICY yourself to compare another policy.
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["OMP_WAIT_POLICY"] = "passive"
+# Every framework's OpenMP pool gets the policy corvid's own pool uses (idle threads spin for a few
+# hundred microseconds, then sleep: corvid/runtime/compiler.py), set before any of them loads its
+# OpenMP runtime: otherwise the figures depend on import order, and a pool left spinning for
+# milliseconds (libgomp's default) by one framework slows the next one's kernels (torch's CNN step
+# on 2 busy cores: 140 ms sleeping, 350-680 ms spinning). Set OMP_WAIT_POLICY or GOMP_SPINCOUNT
+# yourself to compare another policy.
+from corvid.runtime.compiler import _OMP_SPIN_ENV, _OMP_USER_ENV  # noqa: E402  (loads no OpenMP)
+
+if not any(k in os.environ for k in _OMP_USER_ENV):
+    os.environ.update(_OMP_SPIN_ENV)
 
 from .harness import ALL, main, run_benchmarks  # noqa: E402
 from .transforms import OVERHEADS  # noqa: E402

@@ -11,6 +11,9 @@ Environment:
     CORVID_CC_FLAGS       extra flags appended to the kernel flags (shell syntax)
     CORVID_CACHE_DIR      cache root (default $XDG_CACHE_HOME/corvid or ~/.cache/corvid)
     CORVID_NO_DISK_CACHE  "1" builds every kernel in a private temp dir instead
+    OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME
+                          how idle OpenMP threads wait; when none is set, corvid's own OpenMP
+                          runtime spins briefly then sleeps (see :func:`load_library`)
 """
 
 from __future__ import annotations
@@ -27,10 +30,21 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 _TIMEOUT_S = 120
+
+# How long corvid's idle OpenMP threads spin before they sleep, in iterations of libgomp's spin
+# loop: about 200-400 us on the 2-core EPYC of the benchmarks. A parallel kernel that finds its
+# threads asleep pays 20-70 us to wake them (futex + IPI, slower in a VM), which is most of a small
+# kernel's time: a training step runs dozens of kernels with Python in between (MLP step 1.28 ->
+# 0.85 ms). A spin that never ends (OMP_WAIT_POLICY=active, or libgomp's default of several ms) takes
+# a core from whatever runs next: another process, the C compiler, another library's thread pool.
+_OMP_SPIN_ENV = {"GOMP_SPINCOUNT": "10000", "KMP_BLOCKTIME": "1"}  # libgomp (gcc), libomp (clang, ms)
+_OMP_USER_ENV = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+_load_lock = threading.Lock()
 _STDERR_LINES = 40
 
 _PROBE_BASIC = "int corvid_probe(int x) { return x + 1; }\n"
@@ -113,6 +127,24 @@ def _cpu_identity() -> str:
     return "|".join([platform.machine(), *(found[k] for k in sorted(found))])
 
 
+def load_library(path: str | os.PathLike) -> ctypes.CDLL:
+    """``ctypes.CDLL(path)``, with corvid's OpenMP wait policy in the environment for the duration.
+
+    An OpenMP runtime reads its environment once, when it loads, which is with the first library
+    that links it. Setting the policy only around corvid's own loads (and only when the user has set
+    none) gives corvid's thread pool its policy and leaves every other library's defaults alone:
+    torch and OpenBLAS bring their own OpenMP runtimes, loaded before or after this one."""
+    with _load_lock:  # (kernels load from several compile threads; the environment is process-wide)
+        if any(k in os.environ for k in _OMP_USER_ENV):
+            return ctypes.CDLL(str(path))
+        os.environ.update(_OMP_SPIN_ENV)
+        try:
+            return ctypes.CDLL(str(path))
+        finally:
+            for k in _OMP_SPIN_ENV:
+                os.environ.pop(k, None)
+
+
 def _probe(cc: str, flags: Sequence[str], libs: Sequence[str], source: str,
            folder: pathlib.Path, stem: str) -> bool:
     """True if ``source`` compiles, links into a shared library and loads."""
@@ -123,7 +155,7 @@ def _probe(cc: str, flags: Sequence[str], libs: Sequence[str], source: str,
                               capture_output=True, timeout=_TIMEOUT_S)
         if proc.returncode != 0:
             return False
-        ctypes.CDLL(str(out))
+        load_library(out)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return True
@@ -260,7 +292,7 @@ def _build(toolchain: Toolchain, source: str, name: str, folder: pathlib.Path,
         os.chmod(tmp, 0o600)  # the linker recreates the output with default permissions
         digest = hashlib.sha256(pathlib.Path(tmp).read_bytes()).hexdigest()
         try:
-            handle = ctypes.CDLL(tmp)
+            handle = load_library(tmp)
         except OSError as exc:
             raise _compile_error(name, src, f"compiled library failed to load: {exc}") from None
         _write_private(folder / f"{key}.sha256", digest.encode())
@@ -278,7 +310,7 @@ def _load_cached(folder: pathlib.Path, key: str) -> CompiledLib | None:
         if _is_private_file(so) and _is_private_file(sidecar):
             expected = sidecar.read_text().strip()
             if hashlib.sha256(so.read_bytes()).hexdigest() == expected:
-                return CompiledLib(ctypes.CDLL(str(so)), so)
+                return CompiledLib(load_library(so), so)
     except OSError:
         pass  # missing file, unreadable, or dlopen failure: all mean "corrupt"
     so.unlink(missing_ok=True)

@@ -2,24 +2,15 @@
 
 Memory is numpy-owned byte arrays (so copies in and out are plain numpy copies); the compiled
 function receives raw pointers. ctypes releases the GIL during the call and OpenMP spreads
-parallel loops over the cores.
+parallel loops over the cores; its idle threads spin briefly, then sleep (compiler.load_library).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Any
 
 import numpy as np
-
-# Idle OpenMP threads sleep instead of spinning, unless the user chose otherwise. Spinning threads
-# take the cores from whatever runs next: the Python thread building the next graph, another
-# library's thread pool (torch's OpenMP, OpenBLAS) or another process. On 2 shared cores that cost
-# 2-60x per kernel (a 16M-float sum: 8.0 ms spinning, 2.0 ms sleeping, with torch loaded and the
-# machine busy). Set before libgomp loads (with the first compiled kernel), which reads it once.
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["OMP_WAIT_POLICY"] = "passive"
 
 from ..codegen.ir import Kernel
 from ..render.c import CRenderer

@@ -167,7 +167,7 @@ class Buffer:
         if self._handle is not None and self.pooled and _devices is not None:
             dev = _devices.get(self.device)
             if dev is not None:
-                dev.allocator.free(self._handle, self.nbytes)
+                dev.allocator.free(self._handle, self.size * self.dtype.itemsize)  # (self.nbytes, inlined)
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.dtype.name}[{self.size}]>"

@@ -126,7 +126,7 @@ class _Captured:
         return tuple(args), tuple(others), tuple(rngs), launches, outputs
 
     def run(self, dyn: list[Any]) -> Any:
-        Tensor = _tensor_class()  # noqa: N806
+        Tensor = _TENSOR or _tensor_class()  # noqa: N806
         plan = self._plan
         if plan is None:
             plan = self._plan = self._make_plan()
@@ -371,7 +371,7 @@ class Jitted:
     def _fast_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple | None:
         if kwargs or self.static_argnums:
             return None
-        tensor = _tensor_class()
+        tensor = _TENSOR or _tensor_class()
         sig = []
         for a in args:
             if type(a) is not tensor:
