@@ -328,6 +328,20 @@ def test_astype(src, dst):
         np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("src", [cd.float16, cd.bfloat16, cd.float32, cd.float64], ids=ids)
+@pytest.mark.parametrize("dst", [cd.uint32, cd.uint64], ids=ids)
+def test_floats_out_of_an_unsigned_range_convert_as_numpy_does_on_x86(src, dst):
+    """C leaves these undefined (gcc's vector code saturated: 1e20 -> 4294967295, -3.0 -> 2**64 - 1);
+    numpy's scalar conversion goes through int64 (nan and values out of range: INT64_MIN), and to
+    uint64 takes values from 2**63 up through x - 2**63."""
+    vals = [-1.5, -3.0, -1e9, 4e9, 1e10, -1e10, 1e20, -1e20, -0.0, 2.5, np.nan, np.inf, -np.inf,
+            1.8446744e19, 9.3e18, 2.0 ** 63, 2.0 ** 64, 4294967295.0, 4294967296.0]
+    a = np.array(vals * 20, np.float64).astype(src.np)  # (long enough for the vector loops)
+    want = np.array([x.astype(dst.np) for x in a])  # numpy's scalar conversions (its SIMD loop differs for uint32)
+    np.testing.assert_array_equal(cv.Tensor(a).astype(dst).numpy(), want)
+
+
 def test_astype_specials():
     a = np.array([np.nan, np.inf, -np.inf, -0.0, 65520.0, 1e-8], dtype=np.float32)
     np.testing.assert_array_equal(cv.Tensor(a).astype(cv.float16).numpy(), a.astype(np.float16))

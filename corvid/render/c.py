@@ -786,9 +786,27 @@ class CRenderer:
             return self._select(f"{x} != {x}", render_const(0, dst), out, dst)
         if dst.is_bool:
             return f"({x} != 0)"
+        if src.is_float and dst.name in ("uint32", "uint64"):
+            return self._float_to_wide_unsigned(x, src, dst)
         if src.is_bool and dst.name in ("float32", "float64"):  # (a select vectorizes; gcc 12's (float)_Bool does not)
             return self._select(x, render_const(1, dst), render_const(0, dst), dst)
         return f"({compute_type(dst)})({x})"
+
+    def _float_to_wide_unsigned(self, x: str, src: DType, dst: DType) -> str:
+        """A real float to uint32 or uint64 as numpy converts it on x86, where C leaves values out
+        of range undefined: through a signed 64-bit integer, in which nan and values out of range
+        are INT64_MIN; to uint32, then truncated to 32 bits (-1.5 -> 4294967295, 1e20 -> 0, as
+        numpy's scalar loop; its SIMD loop, which long arrays take, gives 2147483648 for nan and
+        values below -2**63: numpy itself is not consistent there); to uint64, values from 2**63
+        up go through ``x - 2**63`` (-3.0 -> 2**64 - 3, 1e20 -> 0, nan -> 2**63)."""
+        t = compute_type(src)
+        two63 = "9223372036854775808.0" + ("f" if t == "float" else "")
+        fn = f"cv_{t}_to_i64"
+        self.helpers.setdefault(fn, f"static inline long long {fn}({t} x) {{ return (x >= -{two63} && x < {two63}) ? "
+                                    f"(long long)x : (long long)0x8000000000000000UL; }}\n")
+        if dst.name == "uint32":
+            return f"(uint32_t){fn}({x})"
+        return f"(({x}) >= {two63} ? ((uint64_t){fn}(({x}) - {two63}) ^ 0x8000000000000000UL) : (uint64_t){fn}({x}))"
 
     def _bitcast(self, u: U) -> str:
         s, d = u.src[0].dtype, u.dtype
