@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import corvid as cv
-from corvid.runtime.device import _BACKENDS, get_device
+from corvid.runtime.device import get_device
 
-DEVICES = [name for name in _BACKENDS if name != "NULL"]  # CPU, CL, WEBGPU and any plugin registered first
 RNG = np.random.default_rng(0)
 # dtypes a device has no arithmetic for (WGSL has no 64-bit floats and no complex types): where a
 # test computes in one of them, it asserts the device's clear error instead
@@ -22,15 +21,6 @@ NO_ARITHMETIC = {"WEBGPU": ("float64", "complex64", "complex128")}
 
 def lacks(device: str, npdt) -> bool:
     return np.dtype(npdt).name in NO_ARITHMETIC.get(device, ())
-
-
-@pytest.fixture(params=DEVICES)
-def device(request) -> str:
-    try:
-        get_device(request.param)
-    except (ImportError, RuntimeError, OSError) as e:
-        pytest.skip(f"{request.param} not available: {e}")
-    return request.param
 
 
 def rand(*shape, dtype=np.float32):

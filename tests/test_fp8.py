@@ -19,11 +19,9 @@ from hypothesis import strategies as st
 
 import corvid as cv
 import corvid.dtype as cd
-from corvid.runtime.device import _BACKENDS, get_device
 
 FP8 = [cv.float8_e4m3fn, cv.float8_e5m2]
 E4, E5 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
-DEVICES = [name for name in _BACKENDS if name != "NULL"]
 NO_FLOAT64 = ("WEBGPU",)  # (stores float64 and converts it, but has no float64 arithmetic)
 # (numpy warns about the nans and overflows these tests make on purpose)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -31,15 +29,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 def ids(d: cd.DType) -> str:
     return d.name
-
-
-@pytest.fixture(params=DEVICES)
-def device(request) -> str:
-    try:
-        get_device(request.param)
-    except (ImportError, RuntimeError, OSError) as e:
-        pytest.skip(f"{request.param} not available: {e}")
-    return request.param
 
 
 def every(d: cd.DType) -> np.ndarray:

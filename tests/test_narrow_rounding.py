@@ -3,7 +3,7 @@ numpy's float16 ufuncs, ml_dtypes' bfloat16 ufuncs and PyTorch's eager ops round
 gives the same values as the ops one at a time, and ``x.astype(bfloat16).astype(float32)``
 quantizes even when both casts fuse into one kernel. A sum reduce (and so a matmul) accumulates in
 float32 and rounds once. Checked on every executing device (CPU, CL, WEBGPU; a device that cannot
-start is skipped with the reason)."""
+start is skipped with the reason: the ``device`` fixture of conftest.py)."""
 
 import ml_dtypes
 import numpy as np
@@ -13,20 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import corvid as cv
-from corvid.runtime.device import _BACKENDS, get_device
 
 NARROW = [(cv.float16, np.float16), (cv.bfloat16, ml_dtypes.bfloat16)]
-DEVICES = [name for name in _BACKENDS if name != "NULL"]
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (overflows made on purpose)
-
-
-@pytest.fixture(params=DEVICES)
-def device(request) -> str:
-    try:
-        get_device(request.param)
-    except (ImportError, RuntimeError, OSError) as e:
-        pytest.skip(f"{request.param} not available: {e}")
-    return request.param
 
 
 def same_values(got: np.ndarray, want: np.ndarray) -> None:
