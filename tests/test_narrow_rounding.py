@@ -88,7 +88,7 @@ def test_sums_and_matmuls_accumulate_in_float32_and_round_once(device, d, npd):
     q = rng.integers(-4, 5, size=(64, 20)).astype(np.float32)
     got = (cv.Tensor(p.astype(npd), device=device) @ cv.Tensor(q.astype(npd), device=device)).numpy()
     same_values(got, (p @ q).astype(npd))
-    big = (np.arange(2, 602, dtype=np.float32) * 0 + 257).astype(npd)  # 257 is not a bfloat16
+    big = np.full(600, 257, np.float32).astype(npd)  # (257 is not a bfloat16: 256 each)
     got = cv.Tensor(big, device=device).sum().numpy()
     same_values(got, np.array(big.astype(np.float32).sum(), np.float32).astype(npd))
 
