@@ -105,3 +105,116 @@ def test_fuzz_round_trips_and_products_match_numpy(d, npd, data):
     got = (x.astype(d) * y.astype(d) + x.astype(d)).numpy()
     an, bn = a.astype(npd), b.astype(npd)
     same_values(got, an * bn + an)
+
+
+ALL_NARROW = [(cv.float16, np.float16), (cv.bfloat16, ml_dtypes.bfloat16),
+              (cv.float8_e4m3fn, ml_dtypes.float8_e4m3fn), (cv.float8_e5m2, ml_dtypes.float8_e5m2)]
+# (shapes of a @ b, each over the size from which the CPU runs a narrow matmul in float32 kernels)
+BIG_MATMULS = [((48, 64), (64, 40)), ((2, 3, 40, 30), (3, 30, 64)), ((4096,), (4096, 24)), ((24, 4096), (4096,)),
+               ((70000,), (70000,))]
+
+
+@pytest.mark.parametrize("d,npd", ALL_NARROW, ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize("sa,sb", BIG_MATMULS, ids=str)
+def test_big_narrow_matmuls_accumulate_exact_products_in_float32(d, npd, sa, sb):
+    """A narrow matmul big enough to run through the float32 kernels (operands converted by
+    kernels of their own, rounded once at the end) keeps the narrow matmul's values: small
+    integers make every float32 partial sum exact, so the result is the exact one rounded once;
+    1-d operands are squeezed as numpy does; a transposed operand gives the same values."""
+    rng = np.random.default_rng(5)
+    p = rng.integers(-3, 4, size=sa).astype(np.float32)
+    q = rng.integers(-3, 4, size=sb).astype(np.float32)
+    want = np.asarray(p @ q).astype(npd)
+    x, y = cv.Tensor(p.astype(npd)), cv.Tensor(q.astype(npd))
+    got = (x @ y).numpy()
+    assert got.shape == want.shape
+    same_values(got, want)
+    if len(sb) == 2:
+        yt = cv.Tensor(np.ascontiguousarray(q.T).astype(npd)).T
+        same_values((x @ yt).numpy(), want)
+
+
+@pytest.mark.parametrize("d,npd", ALL_NARROW, ids=lambda v: getattr(v, "name", ""))
+def test_big_narrow_matmul_rounds_once_from_float32(d, npd):
+    """Values that do not sum exactly: each result is the float32 dot product of the operands'
+    values rounded once to the narrow dtype, so it is one of the two values of the dtype around the
+    exact (float64) dot product: the float32 partial sums' own error is far below their spacing."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((64, 96)).astype(np.float32).astype(npd)
+    b = rng.standard_normal((96, 80)).astype(np.float32).astype(npd)
+    got = (cv.Tensor(a) @ cv.Tensor(b)).numpy().astype(np.float64)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bits = np.arange(1 << (8 * np.dtype(npd).itemsize), dtype=np.uint8 if np.dtype(npd).itemsize == 1 else np.uint16)
+    values = np.unique(bits.view(npd).astype(np.float64))
+    values = values[np.isfinite(values)]
+    i = np.clip(np.searchsorted(values, exact), 1, values.size - 1)
+    assert np.all((got == values[i - 1]) | (got == values[i]) | (got == exact))
+
+
+def test_a_big_bfloat16_matmul_runs_in_vector_tiles():
+    """The CPU's register tiles vectorize float32 loads and stores only: a bfloat16 matmul of
+    128^3 runs as a float32 one (whose kernel the heuristics vectorize and tile) between kernels
+    that convert the operands and round the result."""
+    a = cv.Tensor(np.ones((128, 128), np.float32)).astype(cv.bfloat16).realize()
+    kernels = (a @ a).schedule()
+    assert [k.name.split("_")[0] for k in kernels].count("r") == 1
+    mm = next(k for k in kernels if k.name.startswith("r"))
+    assert mm.kernel.params[0].dtype == cv.float32 and all(p.dtype == cv.float32 for p in mm.kernel.params)
+    assert any(o.op == "vectorize" for o in mm.kernel.opts) and any(o.op == "upcast" for o in mm.kernel.opts)
+
+
+def test_big_bfloat16_matmul_gradients():
+    """The float32 route is made of ordinary ops: gradients flow through the conversions (as
+    narrow matmuls of their own) and equal the float32 gradients rounded to bfloat16."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, size=(40, 48)).astype(np.float32)
+    b = rng.integers(-3, 4, size=(48, 36)).astype(np.float32)
+    x = cv.Tensor(a).astype(cv.bfloat16).detach().requires_grad_()
+    y = cv.Tensor(b).astype(cv.bfloat16).detach().requires_grad_()
+    (x @ y).sum().backward()
+    assert x.grad.dtype == cv.bfloat16 and y.grad.dtype == cv.bfloat16
+    bf = ml_dtypes.bfloat16
+    same_values(x.grad.numpy(), (np.ones((40, 36), np.float32) @ b.T).astype(bf))
+    same_values(y.grad.numpy(), (a.T @ np.ones((40, 36), np.float32)).astype(bf))
+
+
+@pytest.mark.parametrize("d,npd", ALL_NARROW, ids=lambda v: getattr(v, "name", ""))
+def test_big_narrow_convolutions_keep_the_narrow_values(d, npd):
+    """A narrow convolution runs as the float32 one of the converted operands, rounded once, then
+    the bias added in the narrow dtype: small integers give exact float32 sums, so the result is
+    the exact convolution (numpy, float64) rounded once, plus the bias with one more rounding."""
+    import corvid.nn.functional as F
+
+    rng = np.random.default_rng(8)
+    x = rng.integers(-2, 3, size=(2, 6, 16, 16)).astype(np.float32)
+    w = rng.integers(-2, 3, size=(8, 3, 3, 3)).astype(np.float32)
+    bias = rng.integers(-3, 4, size=8).astype(np.float32) / 4
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))  # (2, 6, 16, 16, 3, 3)
+    win = win.reshape(2, 2, 3, 16, 16, 3, 3)  # groups=2: 3 input channels each
+    exact = np.einsum("ngcyxij,gocij->ngoyx", win.astype(np.float64),
+                      w.reshape(2, 4, 3, 3, 3).astype(np.float64)).reshape(2, 8, 16, 16)
+    want = (exact.astype(np.float32).astype(npd) + bias.astype(npd).reshape(8, 1, 1)).astype(npd)
+    got = F.conv2d(cv.Tensor(x.astype(npd)), cv.Tensor(w.astype(npd)), cv.Tensor(bias.astype(npd)),
+                   padding=1, groups=2).numpy()
+    same_values(got, want)
+
+
+def test_big_bfloat16_convolution_gradients():
+    """Gradients flow through the float32 route and equal the float32 convolution's gradients of
+    the same values, rounded to bfloat16 (small integers: every sum exact)."""
+    import corvid.nn.functional as F
+
+    rng = np.random.default_rng(9)
+    x = rng.integers(-2, 3, size=(2, 4, 14, 14)).astype(np.float32)
+    w = rng.integers(-2, 3, size=(6, 4, 3, 3)).astype(np.float32)
+    grads = []
+    for d in (cv.bfloat16, cv.float32):
+        xt = cv.Tensor(x).astype(d).detach().requires_grad_()
+        wt = cv.Tensor(w).astype(d).detach().requires_grad_()
+        F.conv2d(xt, wt, padding=1).sum().backward()
+        assert xt.grad.dtype == d and wt.grad.dtype == d
+        grads.append((xt.grad.numpy(), wt.grad.numpy()))
+    bf = ml_dtypes.bfloat16
+    same_values(grads[0][0], grads[1][0].astype(bf))
+    same_values(grads[0][1], grads[1][1].astype(bf))

@@ -48,6 +48,13 @@ _TRANSPOSE_COPY_MIN = 1 << 14  # elements of b: smaller transposed operands are 
 _PACK_LLC_FRACTION = 8
 _PACK_PANEL_BYTES = 128  # columns per panel: two 64-byte vectors
 _PACK_MIN_ROWS = 64  # a matrix-vector product reads b once anyway: a copy would only add traffic
+# float16, bfloat16 and the 8-bit floats: a product of two of them is exact in float32 (at most 22
+# significant bits), and a matmul of them accumulates those exact products in float32 and rounds
+# once (render/c.py: narrow_rounded). On the CPU one of at least this many multiply-adds runs as
+# the float32 matmul of the converted operands, rounded at the end: the same values, through the
+# float32 kernels' vector tiles (which read and write float32 only): 512^2 bfloat16 3.6 -> ~150 GFLOP/s
+_NARROW_FLOATS = frozenset({dt.float16, dt.bfloat16, dt.float8_e4m3fn, dt.float8_e5m2})
+_NARROW_MATMUL_MIN = 1 << 16
 
 
 # A device without one kernel's view of all its cores (a GPU, OpenCL) runs a long reduce with few
@@ -92,13 +99,17 @@ def _split_reduce(x: Tensor, op: str, axes: tuple[int, ...], n: int, layout: str
     return partial.contiguous()._reduce(op, -1, keepdims=False).reshape(kept)
 
 
+def _on_cpu(t: Tensor) -> bool:
+    return isinstance(t.device, str) and t.device.startswith("CPU")
+
+
 def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
     """``b.mT`` (shape (..., m, k)) read from a copy of ``b`` in which each panel of P columns is
     stored contiguously, row after row (shape (..., m/P, k, P)); None when ``b`` is small, not a
     float, its column count is not a multiple of P, or too few ``rows`` of the left operand would
     reuse a panel to pay for the copy, or on a device without the CPU's caches and TLB (a GPU
     reads a matmul's operands through its own tiles)."""
-    if not isinstance(b.device, str) or not b.device.startswith("CPU"):
+    if not _on_cpu(b):
         return None
     k, m = b.shape[-2:]
     p = _PACK_PANEL_BYTES // b.dtype.itemsize
@@ -109,6 +120,25 @@ def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
     r = len(lead)
     packed = b.reshape(b.shape[:-1] + (m // p, p)).permute(lead + (r + 1, r, r + 2)).contiguous()
     return packed.permute(lead + (r, r + 2, r + 1)).reshape(b.shape[:-2] + (m, k))
+
+
+def _matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
+    """``a @ b`` in ``common`` for operands of at least 2 dimensions: a broadcast product summed
+    over the shared axis (one kernel, with whatever elementwise work follows)."""
+    from ..tensor import broadcast_shapes
+
+    packed = _packed_transpose(b.astype(common), a.shape[-2])
+    if packed is None and _transposed_view(b) and b.shape[-1] * b.shape[-2] >= _TRANSPOSE_COPY_MIN:
+        # ``x @ w.T`` (a Linear layer, most backward matmuls) would read w across its rows in the
+        # inner loop: a transposed copy (O(k*m)) lets the kernel vectorize along contiguous
+        # columns of b, measured 3x faster than the dot-product form at 512^2
+        b = b.contiguous()
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    a3 = a.astype(common).broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
+    bt = b.astype(common).mT if packed is None else packed
+    b3 = bt.broadcast_to(batch + (m, k)).reshape(batch + (1, m, k))
+    return (a3 * b3)._reduce("sum", -1, False) if k else a3._const(0, common, batch + (n, m))
 
 
 def _real_float(x: Tensor) -> Tensor:
@@ -261,7 +291,7 @@ class ReduceMixin:
     def matmul(self: Tensor, other: Tensor) -> Tensor:
         """Matrix product with numpy semantics: 1-d operands are promoted then squeezed, batch
         dimensions broadcast. ValueError naming both shapes if the inner sizes differ."""
-        from ..tensor import Tensor, broadcast_shapes, result_type
+        from ..tensor import Tensor, result_type
 
         if not isinstance(other, Tensor):
             other = Tensor(other, device=self.device)
@@ -273,18 +303,14 @@ class ReduceMixin:
             raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not align "
                              f"({a.shape[-1]} != {b.shape[-2]})")
         common = result_type(a, b)
-        packed = _packed_transpose(b.astype(common), a.shape[-2])
-        if packed is None and _transposed_view(b) and b.shape[-1] * b.shape[-2] >= _TRANSPOSE_COPY_MIN:
-            # ``x @ w.T`` (a Linear layer, most backward matmuls) would read w across its rows in the
-            # inner loop: a transposed copy (O(k*m)) lets the kernel vectorize along contiguous
-            # columns of b, measured 3x faster than the dot-product form at 512^2
-            b = b.contiguous()
-        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
-        a3 = a.astype(common).broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
-        bt = b.astype(common).mT if packed is None else packed
-        b3 = bt.broadcast_to(batch + (m, k)).reshape(batch + (1, m, k))
-        out = (a3 * b3)._reduce("sum", -1, False) if k else a3._const(0, common, batch + (n, m))
+        if common in _NARROW_FLOATS and a.shape[-2] * a.shape[-1] * b.shape[-1] >= _NARROW_MATMUL_MIN and _on_cpu(a):
+            # (the operands are converted once, by kernels of their own, not at every read of the
+            # tiles; the float32 result is stored, so that the rounding to ``common`` is a kernel of
+            # its own and the matmul stores vectors)
+            a32, b32 = a.astype(dt.float32).contiguous(), b.astype(dt.float32).contiguous()
+            out = a32.matmul(b32).contiguous().astype(common)
+        else:
+            out = _matmul(a, b, common)
         if self.ndim == 1:
             out = out.squeeze(-2)
         if other.ndim == 1:
