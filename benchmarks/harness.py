@@ -287,7 +287,7 @@ def format_table(rows: list[Row], names: list[str]) -> str:
     peers = [n for n in names if n != "corvid"]
     header = (["workload"] + [f"{n} ms" for n in names] + ["corvid rate", "corvid % of peak"]
               + [f"{p} rate" for p in peers] + [f"vs {p}" for p in peers]
-              + ["target vs numpy", "first call ms (corvid)", "check"])
+              + ["target vs numpy", "target vs peer", "first call ms (corvid)", "check"])
     peak = _peak()
     lines = []
     for r in rows:
@@ -302,13 +302,18 @@ def format_table(rows: list[Row], names: list[str]) -> str:
         elif c and "numpy" in r.timings:
             met = r.workload.target is None or r.timings["numpy"].median_s / c.median_s >= r.workload.target
             goal = f">= {r.workload.target:g}x: {'met' if met else 'MISSED'}"
+        peer_goal = "-"
+        if c and r.workload.peer_target is not None and r.workload.peer_target[0] in r.timings:
+            peer, want = r.workload.peer_target
+            ratio = r.timings[peer].median_s / c.median_s
+            peer_goal = f">= {want:g}x {peer}: {'met' if ratio >= want else 'MISSED'}"
         roof = "-"
         if c and peak is not None and unit in ("GFLOP/s", "GB/s"):
             limit = peak.gflops if unit == "GFLOP/s" else peak.gbps
             roof = f"{amount / c.median_s / 1e9 / limit * 100:.0f}% ({'compute' if unit == 'GFLOP/s' else 'memory'})"
         lines.append([r.workload.name] + [_fmt_ms(r.timings.get(n)) for n in names] + [rate("corvid"), roof]
                      + [rate(p) for p in peers] + ratios
-                     + [goal, f"{c.first_s * 1e3:.1f}" if c else "-", "FAIL" if r.failures else "ok"])
+                     + [goal, peer_goal, f"{c.first_s * 1e3:.1f}" if c else "-", "FAIL" if r.failures else "ok"])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(line) for line in lines]

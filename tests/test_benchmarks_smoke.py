@@ -93,3 +93,18 @@ def test_heuristics_never_give_a_slower_kernel_than_no_optimization():
         retry = {(r.workload, r.kernel): r for r in check_heuristics(quick=True, runs=25)}
         slow = [retry[(r.workload, r.kernel)] for r in slow if not retry[(r.workload, r.kernel)].ok]
     assert not slow, [(r.workload, r.kernel, r.opts, r.plain_s, r.heuristic_s) for r in slow]
+
+
+def test_peer_targets_are_judged_against_the_named_peer():
+    """Issue 5's goals name a peer (the sum as fast as PyTorch): the table judges them against
+    that peer's time in the same run, not numpy's, and says nothing where that peer is absent."""
+    sum_wl = next(w for w in WORKLOADS if w.name == "sum")
+    assert sum_wl.peer_target == ("torch", 1.0)
+    timing = lambda s: harness.Timing(s, [s])  # noqa: E731
+    slower = harness.Row(sum_wl, {"corvid": timing(2.0), "numpy": timing(3.0), "torch": timing(1.9)}, (1.0, "GB/s"))
+    faster = harness.Row(sum_wl, {"corvid": timing(1.8), "numpy": timing(3.0), "torch": timing(1.9)}, (1.0, "GB/s"))
+    no_torch = harness.Row(sum_wl, {"corvid": timing(2.0), "numpy": timing(3.0)}, (1.0, "GB/s"))
+    text = harness.format_table([slower, faster], ["corvid", "numpy", "torch"]).splitlines()
+    assert ">= 1x: met" in text[2] and ">= 1x torch: MISSED" in text[2]  # met against numpy, not torch
+    assert ">= 1x torch: met" in text[3]
+    assert "torch:" not in harness.format_table([no_torch], ["corvid", "numpy"])
