@@ -211,7 +211,7 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
         from ..tensor import result_type
 
         return _add_bias(x._const(0, result_type(x, w), (x.shape[0], w.shape[0]) + out_sz), bias, "conv")
-    narrow = _narrow_route(x, w, x.shape[0] * w.shape[0] * math.prod(out_sz) * w[0].size)
+    narrow = _narrow_route(x, w, x.shape[0] * w.shape[0] * math.prod(out_sz) * math.prod(w.shape[1:]))
     if narrow is not None:
         # float16, bfloat16, 8-bit floats: the float32 convolution of the converted operands,
         # rounded once (the same values: see _narrow_route); the float32 result is stored
