@@ -46,6 +46,9 @@ def _kernels():
         "matmul_tanh": (a @ b).tanh(),
         "gated_columns": a @ b.pad(((0, 0), (1, 1)))[:, :16],
         "bf16_columns": a @ b.astype(cv.bfloat16).astype(cv.float32),
+        # no output loop: the whole reduce in one accumulator (upcast_reduce's chunks)
+        "full_sum": (a * a).sum(),
+        "full_max": c.max(),
     }
 
 
@@ -85,7 +88,7 @@ def test_random_action_sequences_keep_results(name):
         applied += len(k.opts)
         got = _run(k, arrays)
         assert got.dtype == want.dtype
-        if want.dtype.kind == "f" and name != "max":
+        if want.dtype.kind == "f" and name not in ("max", "full_max"):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str([str(o) for o in k.opts]))
         else:
             np.testing.assert_array_equal(got, want, err_msg=str([str(o) for o in k.opts]))
@@ -159,6 +162,88 @@ def test_heuristics_tile_the_rows_of_a_matmul_whose_result_is_reduced_again():
     np.testing.assert_allclose(_run(heur, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
     got = (a @ b).relu().sum(axis=1).numpy()
     np.testing.assert_allclose(got, np.maximum(a.numpy().astype(np.float64) @ b.numpy(), 0).sum(1), rtol=1e-4)
+
+
+def test_upcast_reduce_sums_contiguous_chunks_side_by_side():
+    """upcast_reduce(axis, n): n accumulators in one loop, accumulator s over the chunk s, each
+    vectorized along the loop (the loop reads only contiguously), combined pairwise in order."""
+    x = _real(4096)
+    k = _base((x * x).sum())
+    assert k.loops == [] and len(reduce_loops(k)) == 1
+    out = apply_opt(k, Opt("upcast_reduce", 0, 4))
+    assert [lp.size for lp in reduce_loops(out)] == [1024] and str(out.opts[-1]) == "upcast_reduce(0, 4)"
+    assert sum(u.op == "reduce" for u in out.values()) == 4
+    src = get_device("CPU").renderer.render(out)
+    assert "#pragma omp simd reduction(+:acc0,acc1,acc2,acc3)" in src and "(r0s+3072)" in src
+    arrays = search.random_inputs(k)
+    want = (arrays[0].astype(np.float64) ** 2).sum()
+    np.testing.assert_allclose(_run(out, arrays), want, rtol=1e-5)
+    np.testing.assert_allclose(_run(k, arrays), want, rtol=1e-5)
+    # inside an output loop (a row sum), and a float64 one
+    k = _base(_real(24, 32, dtype=cv.float64).sum(axis=1))
+    out = apply_opt(k, Opt("upcast_reduce", 0, 8))
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(out, arrays), arrays[0].reshape(24, 32).sum(1), rtol=1e-12)
+
+
+def test_upcast_reduce_keeps_max_and_min_exact_with_nan_and_signed_infinities():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(4096).astype(np.float32)
+    x[5] = -np.inf
+    x[4000] = np.inf
+    for t, ref in ((cv.Tensor(x).max(), np.max), (cv.Tensor(x).min(), np.min)):
+        k = _base(t)
+        out = apply_opt(k, Opt("upcast_reduce", 0, 8))
+        assert "reduction(|:acc0_nan" in get_device("CPU").renderer.render(out)
+        for arr in (x, np.where(np.arange(4096) == 3333, np.float32(np.nan), x)):  # nan in the 7th chunk
+            got = _run(out, [arr])
+            np.testing.assert_array_equal(got, ref(arr))
+
+
+@pytest.mark.parametrize("t,match", [
+    (lambda: _real(4096).sum(), "must divide"),
+    (lambda: cv.Tensor(np.arange(4096, dtype=np.int32)).sum(), "sum of int64"),
+    (lambda: _real(4096).astype(cv.bfloat16).sum(), "sum of bfloat16")])
+def test_upcast_reduce_refuses_what_it_cannot_keep_equal(t, match):
+    amount = 3 if match == "must divide" else 4
+    with pytest.raises(OptError, match=match):
+        apply_opt(_base(t()), Opt("upcast_reduce", 0, amount))
+
+
+def test_heuristics_sum_a_long_full_reduce_in_two_chunks():
+    """A full float sum of at least REDUCE_STREAMS_MIN elements: two chunks side by side (two
+    vector accumulators per thread; one add chain per thread left cache-resident sums bound by
+    the add latency). A length the chunks and vectors do not divide keeps one accumulator, and
+    reduces inside an output loop (row sums, softmax) are left alone."""
+    from corvid.codegen import opt
+
+    x = _real(1 << 17)
+    heur = apply_heuristics(_base(x.sum()))
+    assert heur.opts == (Opt("upcast_reduce", 0, opt.REDUCE_STREAMS),)
+    src = get_device("CPU").renderer.render(heur)
+    assert "reduction(+:acc0,acc1)" in src
+    if get_device("CPU").renderer.openmp:  # shared among threads: each takes its share of both chunks
+        assert "omp_get_num_threads()" in src
+    np.testing.assert_allclose(x.sum().numpy(), x.numpy().astype(np.float64).sum(), rtol=1e-5)
+    assert apply_heuristics(_base(_real(4099).sum())).opts == ()
+    assert apply_heuristics(_base(_real(4096).astype(cv.int32).sum())).opts == ()
+    assert not any(o.op == "upcast_reduce" for o in apply_heuristics(_base(_real(64, 4096).sum(axis=1))).opts)
+
+
+@pytest.mark.parametrize("threads", ["1", "3", "7"])
+def test_chunked_sum_splits_its_loop_among_any_number_of_threads(threads):
+    """The threads split the chunks' loop by hand (so that it can carry the simd clause): every
+    element counted once whatever the team size (integers: the float32 sum is exact)."""
+    import subprocess
+    import sys
+
+    n = 32 * 12345  # the loop of 197520 iterations does not split evenly among 7
+    code = ("import numpy as np, corvid as cv; x = (np.arange(%d) %% 3).astype(np.float32); "
+            "print(repr(float(cv.Tensor(x).sum().numpy())))" % n)
+    env = dict(os.environ, OMP_NUM_THREADS=threads)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) == float((np.arange(n) % 3).sum())
 
 
 @pytest.mark.parametrize("opt,match", [

@@ -1,10 +1,10 @@
 """Optimization actions on a kernel, and the default heuristics that choose them.
 
 An action (:class:`~corvid.codegen.ir.Opt`) is a small transformation that keeps results equal
-(identical, except that ``vectorize`` and ``group`` reassociate a float reduction). Apply one with
+(identical, except that ``vectorize``, ``group`` and ``upcast_reduce`` reassociate a float sum). Apply one with
 :func:`apply_opt`; a kernel records the actions applied to it in ``kernel.opts``. ``axis``
-counts the kernel's output loops (outermost first), except for ``unroll``, ``group`` and ``group_local``, whose
-``axis`` counts its reduce loops (:func:`reduce_loops`).
+counts the kernel's output loops (outermost first), except for ``unroll``, ``group``,
+``group_local`` and ``upcast_reduce``, whose ``axis`` counts its reduce loops (:func:`reduce_loops`).
 
 * ``upcast(axis, amount)``: split output loop ``axis`` into an outer loop and ``amount`` copies of
   the body (register tiling). Reduces in the copies share their loop variables, so the
@@ -23,6 +23,9 @@ counts the kernel's output loops (outermost first), except for ``unroll``, ``gro
   ``amount`` iterations, then a reduction of the partials (two-step reduce).
   ``group_local(axis, amount)`` the same with ``amount`` partials that the work items of a
   work-group compute side by side and combine in local memory (GPU-style backends).
+* ``upcast_reduce(axis, amount)``: reduce loop ``axis`` split into ``amount`` contiguous chunks
+  reduced side by side in one loop (one accumulator per chunk, combined pairwise in order
+  afterwards): independent add chains instead of one. Float32/float64 sums, maxima and minima.
 * ``pad(axis, multiple)``: round output loop ``axis`` up to a multiple of ``multiple`` (so an
   awkward size such as 1023 takes a tile of 8); the extra iterations' loads and stores are gated.
 * ``thread(axis)``: output loop ``axis`` is the one that runs across threads; ``thread(-1)``
@@ -58,6 +61,9 @@ SMALL_UPCAST = 16  # a matmul-like kernel's innermost output loop up to this siz
 GPU_MANY_OUTPUTS = 4096
 GPU_TILE = 8  # a GPU-style work item's register tile: up to 8 x 8 outputs
 GPU_MIN_ITEMS = 256  # ... while at least this many work items are left
+# a full sum of at least REDUCE_STREAMS_MIN elements reads REDUCE_STREAMS chunks side by side
+REDUCE_STREAMS = 2
+REDUCE_STREAMS_MIN = 1 << 12
 VECTOR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.MAX, Op.MIN})
 
 
@@ -286,6 +292,47 @@ def _two_step(k: Kernel, axis: int, amount: int, local: bool) -> Kernel:
     return out
 
 
+# the elementwise op that combines two partial results of a reduce
+_COMBINE = {"sum": Op.ADD, "max": Op.MAX, "min": Op.MIN}
+
+
+def upcast_reduce(k: Kernel, axis: int, amount: int) -> Kernel:
+    """Reduce loop ``axis`` split into ``amount`` contiguous chunks that are reduced side by side
+    in one loop: every reduce over it becomes ``amount`` accumulators, accumulator ``s`` walking
+    the elements ``s*chunk ... s*chunk + chunk - 1``, combined in order afterwards (a pairwise
+    tree). Independent accumulators hide the latency of the combining op, and a long sum reads
+    ``amount`` memory streams at once instead of one. Float sums, maxima and minima
+    (float32/float64) only: narrow floats round every partial result once, which changes it."""
+    lp = _reduce_loop(k, axis)
+    if not 1 < amount < lp.size or lp.size % amount:
+        raise OptError(f"upcast_reduce: {amount} must divide the reduce loop size {lp.size} and be smaller")
+    for u in k.values():
+        if u.op == "reduce" and any(x.var == lp.var for x in u.arg[1]) and \
+                (u.arg[0] not in _COMBINE or u.dtype.name not in ("float32", "float64")):
+            raise OptError(f"upcast_reduce: a {u.arg[0]} of {u.dtype.name} keeps one accumulator (only float32 "
+                          "and float64 sums, maxima and minima take several)")
+    chunk = lp.size // amount
+    c = Var(f"{lp.var.name}s", 0, chunk - 1)
+    inner = Loop(c, chunk, lp.kind, lp.unroll)
+    out = k.empty_like(k.loops)
+    memos = [dict() for _ in range(amount)]  # id(u) -> u's copy for accumulator s
+    for u in k.values():
+        if u.op == "reduce" and any(x.var == lp.var for x in u.arg[1]):
+            loops = tuple(inner if x.var == lp.var else x for x in u.arg[1])
+            parts = [out.u("reduce", u.dtype, (m[id(u.src[0])],), (u.arg[0], loops)) for m in memos]
+            while len(parts) > 1:  # pairwise, in order
+                parts = [out.u("alu", u.dtype, (a, b), _COMBINE[u.arg[0]]) for a, b in zip(parts[::2], parts[1::2])] \
+                    + parts[len(parts) - len(parts) % 2:]
+            for m in memos:
+                m[id(u)] = parts[0]
+            continue
+        for s, m in enumerate(memos):
+            m[id(u)] = out.u(u.op, u.dtype, tuple(m[id(x)] for x in u.src),
+                             substitute_arg(u, {lp.var: c + s * chunk}))
+    out.stores = [st.moved({}, memos[0][id(st.value)]) for st in k.stores]
+    return out
+
+
 def pad(k: Kernel, axis: int, multiple: int) -> Kernel:
     """Round output loop ``axis`` up to a multiple of ``multiple`` so that tiles divide it: the
     extra iterations read nothing out of bounds (their loads are gated) and store nothing (their
@@ -324,7 +371,7 @@ def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
 ACTIONS: dict[str, Callable[..., Kernel]] = {
     "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
     "split": split, "local": local, "unroll": unroll, "group": group, "group_local": group_local,
-    "thread": thread, "pad": pad,
+    "thread": thread, "pad": pad, "upcast_reduce": upcast_reduce,
 }
 
 
@@ -356,10 +403,34 @@ def _stride(expr: Sym, v: Var) -> int:
 def apply_heuristics(k: Kernel) -> Kernel:
     """Choose and apply actions for ``k`` (no search): register tiles for a matmul-like sum,
     else a loop order that walks memory contiguously."""
-    if not k.loops or len(k.stores) != 1:
+    if len(k.stores) != 1:
         return k
+    if not k.loops:
+        return _reduce_streams(k)
     out = _matmul_heuristics(k)
     return _reduce_columns(_access_order(k)) if out is k else out
+
+
+def _reduce_streams(k: Kernel) -> Kernel:
+    """A float sum with no output loop (a full ``sum``, a norm, a mean) of at least
+    ``REDUCE_STREAMS_MIN`` elements read contiguously: ``REDUCE_STREAMS`` chunks summed side by
+    side (``upcast_reduce``), one vector accumulator each. One add chain per thread bounds a sum
+    of cache-resident data by the add's latency: in a C harness on a 2-core AVX-512 machine, 2
+    chunks summed 16K float32 (one thread) 0.81 -> 0.55 us and 1M (two threads) 27.5 -> 22.0 us,
+    and 16M from memory at the same speed (+0-4%). More chunks (8: one memory stream each) read
+    16M 2-7% slower from memory."""
+    loops = reduce_loops(k)
+    if len(loops) != 1 or loops[0].size < REDUCE_STREAMS_MIN:
+        return k
+    lp = loops[0]
+    for u in k.values():
+        if u.op == "reduce" and (u.arg[0] != "sum" or u.dtype.name not in ("float32", "float64")):
+            return k
+        if u.op == "gather" or (u.op == "load" and _stride(u.arg[1], lp.var) not in (0, 1)):
+            return k
+    # chunks of whole vectors, so that every stream starts where a vector would
+    amount = REDUCE_STREAMS if lp.size % (REDUCE_STREAMS * 16) == 0 else 0
+    return apply_opt(k, Opt("upcast_reduce", 0, amount)) if amount else k
 
 
 def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, vector_lanes: int = 0) -> Kernel:

@@ -57,6 +57,7 @@ UPCASTS = (2, 3, 4, 8)
 SPLITS = (4, 8, 16, 32, 64)
 UNROLLS = (2, 4, 8)
 GROUPS = (16, 256)
+REDUCE_UPCASTS = (2, 4, 8)  # accumulators side by side in one reduce loop (upcast_reduce)
 PADS = (8, 16)
 
 _override: list[int] = []
@@ -155,6 +156,7 @@ def candidate_opts(k: Kernel) -> list[Opt]:
         if lp.unroll == 1:
             out += [Opt("unroll", r, u) for u in UNROLLS if u < lp.size]
         out += [Opt("group", r, g) for g in GROUPS if lp.size % g == 0 and g < lp.size]
+        out += [Opt("upcast_reduce", r, s) for s in REDUCE_UPCASTS if lp.size % s == 0 and s < lp.size]
     return out
 
 

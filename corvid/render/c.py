@@ -294,6 +294,13 @@ def _linear_in(x: Sym, v: Var) -> tuple[int, int]:
     return 0, 0
 
 
+def _unit_stride(x: Sym, v: Var) -> bool:
+    """Whether ``x`` moves by 0 or 1 when ``v`` does."""
+    if x == v or v not in x.vars():
+        return True
+    return isinstance(x, Lin) and x.terms.get(v) == 1 and all(a == v or v not in a.vars() for a in x.terms)
+
+
 def _vector_valued(u: U) -> bool:
     """Lane-dependent values of these dtypes are held in vector registers; others (bool, ints,
     8- and 16-bit floats) only as scalars inside a lane loop."""
@@ -425,7 +432,7 @@ class CRenderer:
         which OpenMP's reduction clause cannot take: each thread sums its static share into
         accumulators of its own, and their partials are added to the outer ones in thread order
         (the same result on every run with the same thread count)."""
-        self.helpers.setdefault("omp_decls", "int omp_get_max_threads(void); int omp_get_thread_num(void);\n")
+        self.helpers.setdefault("omp_decls", "int omp_get_max_threads(void); int omp_get_thread_num(void); int omp_get_num_threads(void);\n")
         accs = [(self._name(u), self._type(u), u) for u in s.reduce]
         self.lines.append(f"{pad}{{")
         self.lines.append(f"{pad}  int cv_nt = omp_get_max_threads();")
@@ -441,9 +448,19 @@ class CRenderer:
         self.lines.append(f"{pad}  {{")
         for (name, t, _), init in zip(accs, inits):
             self.lines.append(f"{pad}    {t} {name} = {init};")
-        self.lines.append(f"{pad}    #pragma omp for schedule(static)")
         v = self._var(s.loop.var)
-        self.lines.append(f"{pad}    for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
+        if self._simd_group(s):
+            # the static schedule's shares by hand, so that the loop can carry the simd clause
+            # (an 'omp for' reduction cannot name the thread's private accumulators)
+            self.lines.append(f"{pad}    {self.index_t} cv_lo = ({self.index_t})((long long){s.loop.size} * "
+                              "omp_get_thread_num() / omp_get_num_threads());")
+            self.lines.append(f"{pad}    {self.index_t} cv_hi = ({self.index_t})((long long){s.loop.size} * "
+                              "(omp_get_thread_num() + 1) / omp_get_num_threads());")
+            self.lines.append(f"{pad}    #pragma omp simd{self._reduction_clause(s.reduce)}")
+            self.lines.append(f"{pad}    for ({self.index_t} {v} = cv_lo; {v} < cv_hi; {v}++) {{")
+        else:
+            self.lines.append(f"{pad}    #pragma omp for schedule(static)")
+            self.lines.append(f"{pad}    for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
         self._emit_block(s.body, depth + 3)
         self.lines.append(f"{pad}    }}")
         for name, _, _ in accs:
@@ -501,9 +518,38 @@ class CRenderer:
         accumulator keeps nan by its select instead)."""
         return u.op == "reduce" and u.arg[0] in ("max", "min") and u.dtype.is_float and id(u) not in self.vec
 
+    def _simd_group(self, s: For) -> bool:
+        """Several scalar float sum/max/min accumulators in an innermost loop that reads memory
+        only contiguously along it (the chunks of ``upcast_reduce``): each vectorizes along the
+        loop, one vector accumulator per chunk. A group with any strided read (a matmul's
+        register tile) is left to the compiler's straight-line vectorizer across accumulators."""
+        if len(s.reduce) < 2 or not s.innermost or any(
+                id(u) in self.vec or u.arg[0] not in ("sum", "max", "min") or u.dtype.name not in ("float32", "float64")
+                for u in s.reduce):
+            return False
+        v = s.loop.var
+        for st in s.body:
+            if isinstance(st, Def) and st.u.op == "gather":
+                return False
+            if isinstance(st, Def) and st.u.op == "load" and not _unit_stride(st.u.arg[1], v):
+                return False
+        return True
+
+    def _reduction_clause(self, accs) -> str:
+        """OpenMP reduction clauses for ``accs`` (one op each; nan flags of float max/min)."""
+        by_op: dict[str, list[str]] = {}
+        for u in accs:
+            by_op.setdefault({"sum": "+", "prod": "*"}.get(u.arg[0], u.arg[0]), []).append(self._name(u))
+            if self._nan_flag(u):
+                by_op.setdefault("|", []).append(f"{self._name(u)}_nan")
+        return "".join(f" reduction({op}:{','.join(names)})" for op, names in by_op.items())
+
     def _pragma(self, s: For) -> str:
         # a single accumulator vectorizes along its loop; a group of them (register tiles) is
-        # left to the compiler's straight-line vectorizer across the accumulators
+        # left to the compiler's straight-line vectorizer across the accumulators, unless every
+        # read is contiguous along the loop (_simd_group)
+        if self._simd_group(s):
+            return f"#pragma omp simd{self._reduction_clause(s.reduce)}"
         red = s.reduce[0] if len(s.reduce) == 1 and id(s.reduce[0]) not in self.vec else None
         # a complex product multiplies the numpy way (cv_cmul), which omp's '*' combiner would not
         simd_red = red is not None and s.innermost and not red.dtype.is_bool and \
