@@ -155,11 +155,22 @@ def _check(row: Row, got: np.ndarray, want: np.ndarray, who: str = "corvid") -> 
                             f"atol={wl.atol}; worst at {tuple(int(j) for j in i)}: {got[i]!r}, numpy {want[i]!r}")
 
 
-def _bound_call(fw: Framework, fn: Callable, args: list, outs: dict[str, Any]) -> Callable[[], None]:
-    """One timed call of ``fn`` on ``args``: its finished result goes to ``outs[fw.name]``."""
-    def call() -> None:
+def _bound_call(fw: Framework, fn: Callable, arg_sets: list[list], outs: dict[str, Any]) -> Callable[[], None]:
+    """One timed call of ``fn``, on the next of ``arg_sets`` in turn: its finished result goes to
+    ``outs[fw.name]``."""
+    if len(arg_sets) == 1:
+        args = arg_sets[0]
+
+        def call() -> None:
+            outs[fw.name] = fw.finish(fn(*args))
+        return call
+    turn = [0]
+
+    def call_next() -> None:
+        args = arg_sets[turn[0]]
+        turn[0] = (turn[0] + 1) % len(arg_sets)
         outs[fw.name] = fw.finish(fn(*args))
-    return call
+    return call_next
 
 
 def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
@@ -171,7 +182,9 @@ def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_
     outs: dict[str, Any] = {}
     calls: dict[str, Callable[[], None]] = {}
     for fw in chosen:
-        calls[fw.name] = _bound_call(fw, fw.wrap(wl.ops[fw.impl]), [fw.to_native(a) for a in inputs], outs)
+        # (copies of the same values: every call's result is checked against numpy alike)
+        arg_sets = [[fw.to_native(a if c == 0 else a.copy()) for a in inputs] for c in range(wl.copies)]
+        calls[fw.name] = _bound_call(fw, fw.wrap(wl.ops[fw.impl]), arg_sets, outs)
 
     def failed(name: str, e: Exception) -> None:  # report and go on: one broken peer must not hide the others
         fw = next(f for f in chosen if f.name == name)

@@ -28,6 +28,9 @@ class Workload:
     rtol: float
     atol: float
     peer_target: tuple[str, float] | None = None  # (peer, its time / corvid's time at least)
+    # calls take turns over this many copies of the inputs: with several whose total passes the
+    # last-level cache, every call reads its data from memory, not what the one before left cached
+    copies: int = 1
 
 
 def _torch():
@@ -83,6 +86,15 @@ SUM = Workload(
     rate=lambda ins: (ins[0].nbytes, "GB/s"),
     target=1.0, rtol=1e-4, atol=0.0,  # float32 sums of 16M terms differ by summation order
     peer_target=("torch", 1.0))
+
+
+# The same sum, each call on the next of 4 copies (256 MB): the row above re-reads one 64 MB
+# buffer, so what the 32 MB L3 keeps of it from the call before (which depends on the order the
+# previous call read it in, and on the other framework's call in between) swings that row's
+# figures by up to 40% from run to run; here every byte comes from memory.
+SUM_COLD = Workload(
+    "sum_cold", "x.sum(), 16M float32, 4 copies in turn (read from memory)", _sum_inputs, SUM.ops,
+    rate=SUM.rate, target=1.0, rtol=1e-4, atol=0.0, peer_target=("torch", 1.0), copies=4)
 
 
 # --- softmax --------------------------------------------------------------------------------------
@@ -266,5 +278,5 @@ CONV2D = Workload(
                       "GFLOP/s"), target=None, rtol=1e-3, atol=1e-3)
 
 
-WORKLOADS: list[Workload] = [CHAIN, SUM, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), CONV2D, SOLVE, CHOLESKY,
+WORKLOADS: list[Workload] = [CHAIN, SUM, SUM_COLD, SOFTMAX, _matmul(1024, 32), _matmul(2048, 48), CONV2D, SOLVE, CHOLESKY,
                              SOLVE_KERNELS, CHOLESKY_KERNELS, GATHER, SCATTER, FFT_POW2, FFT_PRIME, FFT_REAL]

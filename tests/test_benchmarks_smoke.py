@@ -47,9 +47,28 @@ def test_transform_workloads_run_on_quick_sizes_and_give_finite_figures():
 def test_only_selects_by_prefix_and_rejects_unknown_names():
     assert [w.name for w in harness.select(["matmul"])] == ["matmul_1024", "matmul_2048"]
     assert [w.name for w in harness.select(["jit,mlp"])] == ["jit_call", "mlp_train"]
-    assert [w.name for w in harness.select(["sum,softmax"])] == ["sum", "softmax"]
+    assert [w.name for w in harness.select(["sum,softmax"])] == ["sum", "sum_cold", "softmax"]
     with pytest.raises(ValueError, match="no workload matches"):
         harness.select(["nope"])
+
+
+def test_a_workload_with_copies_takes_turns_over_them():
+    """``copies``: each call reads the next copy of the inputs (distinct buffers, equal values),
+    so a memory-bound row reads from memory, not from what the previous call left cached."""
+    import numpy as np
+
+    from benchmarks.frameworks import Framework
+    from benchmarks.workloads import SUM_COLD
+
+    seen = []
+    fw = Framework("numpy", np.__version__, to_native=lambda a: a, finish=lambda a: a, to_numpy=lambda a: a)
+    arg_sets = [[np.full(3, float(c))] for c in range(SUM_COLD.copies)]
+    outs = {}
+    call = harness._bound_call(fw, lambda x: seen.append(x[0]) or x.sum(), arg_sets, outs)
+    for _ in range(2 * SUM_COLD.copies):
+        call()
+    assert SUM_COLD.copies >= 2 and seen == [float(c) for c in range(SUM_COLD.copies)] * 2
+    assert outs["numpy"] == 3.0 * (SUM_COLD.copies - 1)
 
 
 def test_a_wrong_corvid_result_is_reported_as_fail():
