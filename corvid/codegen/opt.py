@@ -418,7 +418,7 @@ def _reduce_streams(k: Kernel) -> Kernel:
     of cache-resident data by the add's latency: in a C harness on a 2-core AVX-512 machine, 2
     chunks summed 16K float32 (one thread) 0.81 -> 0.55 us and 1M (two threads) 27.5 -> 22.0 us,
     and 16M from memory at the same speed (+0-4%). More chunks (8: one memory stream each) read
-    16M 2-7% slower from memory."""
+    16M 1-5% slower from memory (7% when re-reading one buffer)."""
     loops = reduce_loops(k)
     if len(loops) != 1 or loops[0].size < REDUCE_STREAMS_MIN:
         return k
