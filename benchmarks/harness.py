@@ -158,19 +158,13 @@ def _check(row: Row, got: np.ndarray, want: np.ndarray, who: str = "corvid") -> 
 def _bound_call(fw: Framework, fn: Callable, arg_sets: list[list], outs: dict[str, Any]) -> Callable[[], None]:
     """One timed call of ``fn``, on the next of ``arg_sets`` in turn: its finished result goes to
     ``outs[fw.name]``."""
-    if len(arg_sets) == 1:
-        args = arg_sets[0]
-
-        def call() -> None:
-            outs[fw.name] = fw.finish(fn(*args))
-        return call
     turn = [0]
 
-    def call_next() -> None:
+    def call() -> None:
         args = arg_sets[turn[0]]
         turn[0] = (turn[0] + 1) % len(arg_sets)
         outs[fw.name] = fw.finish(fn(*args))
-    return call_next
+    return call
 
 
 def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
