@@ -49,6 +49,9 @@ def _kernels():
         # no output loop: the whole reduce in one accumulator (upcast_reduce's chunks)
         "full_sum": (a * a).sum(),
         "full_max": c.max(),
+        # a plain full sum (what ``stream`` reads past the caches), also from an offset view
+        "plain_sum": a.sum(),
+        "offset_sum": a.reshape(-1)[3:].sum(),
     }
 
 
@@ -244,6 +247,92 @@ def test_chunked_sum_splits_its_loop_among_any_number_of_threads(threads):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) == float((np.arange(n) % 3).sum())
+
+
+def _streamed(k, keep_kib=0):
+    out = apply_opt(k, Opt("stream", 0, keep_kib))
+    src = get_device("CPU").renderer.render(out)
+    return out, src
+
+
+@pytest.mark.parametrize("dtype", [cv.float32, cv.float64])
+def test_stream_reads_a_full_sum_past_the_caches_with_the_same_result(dtype):
+    """stream(0, keep_kib): the threads' shares are read with non-temporal vector loads from the
+    first aligned element up to keep_kib KiB before their end, then as usual; with one chunk or
+    several side by side (upcast_reduce), from an aligned buffer or an offset view."""
+    x = _real(40000, dtype=dtype)
+    cases = [(x.sum(), (), x.numpy()), (x[3:].sum(), (), x.numpy()[3:]),
+             (x.sum(), (Opt("upcast_reduce", 0, 4),), x.numpy()),
+             # chunks of 2500 elements: their streams are not aligned alike for float32 (10000
+             # bytes apart), so float32 reads them as usual
+             (x[:10000].sum(), (Opt("upcast_reduce", 0, 4),), x.numpy()[:10000])]
+    for t, before, ref in cases:
+        k = apply_opts(_base(t), before)
+        want = ref.astype(np.float64).sum()
+        for keep in (0, 16):
+            out, src = _streamed(k, keep)
+            assert str(out.opts[-1]) == f"stream(0, {keep})"
+            if get_device("CPU").renderer.openmp:
+                assert "cv_ntload(" in src and "#ifdef CV_NT_BYTES" in src
+            np.testing.assert_allclose(_run(out, [x.numpy()]), want, rtol=1e-5 if dtype == cv.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("t,match", [
+    (lambda: cv.Tensor(np.arange(4096, dtype=np.int32)).sum(), "int64 does not stream"),
+    (lambda: _real(4096).max(), "a max of float32"),
+    (lambda: (_real(4096) * 2).sum(), "contiguous load of its own dtype"),
+    (lambda: _real(4096).astype(cv.bfloat16).sum(), "bfloat16"),
+    (lambda: _real(64, 64).sum(axis=1), "only a full reduce"),
+    # a transposed walk: two reduce loops, or one whose loads are not contiguous
+    (lambda: _real(64, 64).T.sum(), "one reduce loop|contiguous load")])
+def test_stream_refuses_what_it_cannot_read_past_the_caches(t, match):
+    k = _base(t())
+    with pytest.raises(OptError, match=match):
+        apply_opt(k, Opt("stream", 0, 0))
+
+
+def test_stream_refuses_a_keep_as_large_as_the_input_and_a_second_stream():
+    k = _base(_real(4096).sum())  # 16 KiB
+    with pytest.raises(OptError, match="below the 16384 bytes"):
+        apply_opt(k, Opt("stream", 0, 16))
+    with pytest.raises(OptError, match="whole number of KiB"):
+        apply_opt(k, Opt("stream", 0, 1.5))
+    with pytest.raises(OptError, match="streams already"):
+        apply_opts(k, [Opt("stream", 0, 0), Opt("stream", 0, 4)])
+
+
+def test_heuristics_stream_a_sum_larger_than_the_last_level_cache(monkeypatch):
+    """A full float sum of more bytes than the last-level cache holds streams all but the last
+    half of the cache's size; a smaller one reads as usual."""
+    from corvid.codegen import opt
+
+    x = _real(1 << 16)  # 256 KiB
+    assert apply_heuristics(_base(x.sum())).opts == (Opt("upcast_reduce", 0, 2),)
+    monkeypatch.setattr(opt, "cache_bytes", lambda level: 128 << 10)
+    heur = apply_heuristics(_base(x.sum()))
+    assert heur.opts == (Opt("upcast_reduce", 0, 2), Opt("stream", 0, 64))
+    assert apply_heuristics(_base((x * x).sum())).opts == (Opt("upcast_reduce", 0, 2),)
+    np.testing.assert_allclose(_run(heur, [x.numpy()]), x.numpy().astype(np.float64).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_streamed_sum_counts_every_element_once_on_any_number_of_threads(threads):
+    """Each thread streams its share up to its part of the kept bytes, from its first aligned
+    element: every element counted once (integer values: the float32 sum is exact)."""
+    import subprocess
+    import sys
+
+    n = 32 * 12345 + 7  # odd: one chunk, shares that do not split evenly among 3
+    code = ("import numpy as np, corvid as cv, corvid.codegen.opt as O\n"
+            "O.cache_bytes = lambda level: 256 << 10\n"
+            "x = cv.Tensor((np.arange(%d) %% 3).astype(np.float32))\n"
+            "assert any(o.op == 'stream' for o in x.sum().schedule()[-1].kernel.opts)\n"
+            "print(repr(float(x.sum().numpy())), repr(float(x[5:].sum().numpy())))" % n)
+    env = dict(os.environ, OMP_NUM_THREADS=threads)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    v = np.arange(n) % 3
+    assert [float(a) for a in done.stdout.split()] == [float(v.sum()), float(v[5:].sum())]
 
 
 @pytest.mark.parametrize("opt,match", [

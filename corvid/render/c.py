@@ -22,7 +22,7 @@ import functools
 import math
 
 from ..codegen.ir import Kernel, U
-from ..codegen.opt import VECTOR_OPS
+from ..codegen.opt import VECTOR_OPS, stream_sums
 from ..codegen.opt import _contiguous_in as _lane_contiguous
 from ..codegen.passes import has_fma
 from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStmt, linearize
@@ -58,6 +58,31 @@ _COMPLEX_MATH = {Op.SQRT: "csqrt", Op.EXP: "cexp", Op.LOG: "clog", Op.SIN: "csin
                  Op.ASIN: "casin", Op.ACOS: "cacos", Op.ATAN: "catan", Op.SINH: "csinh", Op.COSH: "ccosh",
                  Op.TANH: "ctanh", Op.ASINH: "casinh", Op.ACOSH: "cacosh", Op.ATANH: "catanh", Op.POW: "cpow",
                  Op.ABS: "cabs"}
+# non-temporal vector loads (vmovntdqa) for streamed sums (the ``stream`` action): x86 only, the
+# widest that the kernel's -march=native allows; without them CV_NT_BYTES stays undefined and sums
+# read as usual. Compiler builtins, not <immintrin.h>, whose parsing took ~150 ms per kernel
+_STREAM_HELPERS = """#if defined(__x86_64__) && defined(__AVX512F__)
+#define CV_NT_BYTES 64
+#elif defined(__x86_64__) && defined(__AVX2__)
+#define CV_NT_BYTES 32
+#elif defined(__x86_64__) && defined(__SSE4_1__)
+#define CV_NT_BYTES 16
+#endif
+#ifdef CV_NT_BYTES
+typedef long long cv_ntbits __attribute__((vector_size(CV_NT_BYTES)));
+typedef float cv_ntf32 __attribute__((vector_size(CV_NT_BYTES)));
+typedef double cv_ntf64 __attribute__((vector_size(CV_NT_BYTES)));
+#if defined(__clang__)
+#define cv_ntload(p) __builtin_nontemporal_load((const cv_ntbits*)(p))
+#elif CV_NT_BYTES == 64
+#define cv_ntload(p) __builtin_ia32_movntdqa512((cv_ntbits*)(p))
+#elif CV_NT_BYTES == 32
+#define cv_ntload(p) __builtin_ia32_movntdqa256((cv_ntbits*)(p))
+#else
+#define cv_ntload(p) __builtin_ia32_movntdqa((cv_ntbits*)(p))
+#endif
+#endif
+"""
 _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.CMPEQ: "==", Op.CMPNE: "!=",
           Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
 
@@ -395,8 +420,19 @@ class CRenderer:
                     line = f"if ({gate.render(self._var)}) {line}"
                 self.lines.append(pad + line)
             elif isinstance(s, For) and s.parallel and s.reduce and self.openmp and \
-                    (len(s.reduce) > 1 or id(s.reduce[0]) in self.vec):
+                    (len(s.reduce) > 1 or id(s.reduce[0]) in self.vec or self._stream(s) is not None):
                 self._emit_partials(s, pad, depth)
+            elif isinstance(s, For) and not s.parallel and self._stream(s) is not None:
+                # a streamed sum on one thread: the whole loop is the thread's share
+                self.lines.append(f"{pad}{{")
+                self.lines.append(f"{pad}  {self.index_t} cv_lo = 0, cv_hi = {s.loop.size};")
+                self._emit_stream(s, self._stream(s), pad + "  ", depth + 1, "1")
+                v = self._var(s.loop.var)
+                self.lines.append(f"{pad}  #pragma omp simd{self._reduction_clause(s.reduce)}")
+                self.lines.append(f"{pad}  for ({self.index_t} {v} = cv_at; {v} < cv_hi; {v}++) {{")
+                self._emit_block(s.body, depth + 2)
+                self.lines.append(f"{pad}  }}")
+                self.lines.append(f"{pad}}}")
             elif isinstance(s, For) and self._collapse(s) > 1:
                 # few parallel iterations (3 over 2 threads leaves one idle a third of the time):
                 # the loops nested right inside share the threads too (OpenMP's collapse)
@@ -449,15 +485,20 @@ class CRenderer:
         for (name, t, _), init in zip(accs, inits):
             self.lines.append(f"{pad}    {t} {name} = {init};")
         v = self._var(s.loop.var)
-        if self._simd_group(s):
+        keep = self._stream(s)
+        if self._simd_group(s) or keep is not None:
             # the static schedule's shares by hand, so that the loop can carry the simd clause
             # (an 'omp for' reduction cannot name the thread's private accumulators)
             self.lines.append(f"{pad}    {self.index_t} cv_lo = ({self.index_t})((long long){s.loop.size} * "
                               "omp_get_thread_num() / omp_get_num_threads());")
             self.lines.append(f"{pad}    {self.index_t} cv_hi = ({self.index_t})((long long){s.loop.size} * "
                               "(omp_get_thread_num() + 1) / omp_get_num_threads());")
+            start = "cv_lo"
+            if keep is not None:
+                self._emit_stream(s, keep, pad + "    ", depth + 2)
+                start = "cv_at"
             self.lines.append(f"{pad}    #pragma omp simd{self._reduction_clause(s.reduce)}")
-            self.lines.append(f"{pad}    for ({self.index_t} {v} = cv_lo; {v} < cv_hi; {v}++) {{")
+            self.lines.append(f"{pad}    for ({self.index_t} {v} = {start}; {v} < cv_hi; {v}++) {{")
         else:
             self.lines.append(f"{pad}    #pragma omp for schedule(static)")
             self.lines.append(f"{pad}    for ({self.index_t} {v} = 0; {v} < {s.loop.size}; {v}++) {{")
@@ -471,6 +512,74 @@ class CRenderer:
             self.lines.append(f"{pad}    {name} += {name}_part[cv_t];")
         self.lines.append(f"{pad}  }}")
         self.lines.append(f"{pad}}}")
+
+    def _stream(self, s: For) -> int | None:
+        """The ``keep_kib`` of the kernel's ``stream`` action when ``s`` is the loop it streams:
+        the top-level reduce loop (across threads or on one), every accumulator a sum of one contiguous
+        load (:func:`~corvid.codegen.opt.stream_sums`). None otherwise (read as usual)."""
+        opt = next((o for o in self.k.opts if o.op == "stream"), None)
+        if opt is None or not s.innermost or s.loop.var not in {lp.var for lp in self.k.reduce_loops()} or \
+                self.lane is not None or self._narrow:
+            return None
+        sums = stream_sums(self.k)
+        if isinstance(sums, str) or sorted(map(id, sums)) != sorted(map(id, s.reduce)):
+            return None
+        return opt.arg
+
+    def _emit_stream(self, s: For, keep_kib: int, pad: str, depth: int, threads: str = "omp_get_num_threads()") -> None:
+        """The first part of a thread's share ``[cv_lo, cv_hi)`` of a streamed sum: from the first
+        iteration at which every stream is aligned to the vector width up to ``keep_kib`` KiB (split
+        among the threads) before the end, the loads are non-temporal (vmovntdqa), summed into
+        vector accumulators whose lanes are then added to the scalar ones in order. Leaves
+        ``cv_at``, where the ordinary loop goes on. Where the streams' addresses are not aligned
+        alike, or the CPU has no such load, everything is read as usual."""
+        self.helpers.setdefault("stream", _STREAM_HELPERS)
+        v, it = self._var(s.loop.var), self.index_t
+        loads: list[U] = []
+        for u in s.reduce:
+            if all(x is not u.src[0] for x in loads):
+                loads.append(u.src[0])
+        size = loads[0].dtype.itemsize
+        vt = "cv_ntf32" if size == 4 else "cv_ntf64"
+        keep_iters = keep_kib * 1024 // (size * len(loads))
+        lanes = f"(CV_NT_BYTES / {size})"
+        clause = self._reduction_clause(s.reduce)
+
+        def addr(x: U) -> str:
+            return f"&p{x.arg[0]}[{self._s(x.arg[1]).render(self._var)}]"
+
+        def body(lo: str, hi: str) -> None:
+            self.lines.append(f"{pad}    #pragma omp simd{clause}")
+            self.lines.append(f"{pad}    for ({it} {v} = {lo}; {v} < {hi}; {v}++) {{")
+            self._emit_block(s.body, depth + 3)
+            self.lines.append(f"{pad}    }}")
+
+        add = self.lines.append
+        add(f"{pad}{it} cv_at = cv_lo;")
+        add("#ifdef CV_NT_BYTES")
+        add(f"{pad}{{")
+        add(f"{pad}  {it} cv_mid = cv_hi - ({it})({keep_iters}LL / {threads});")
+        add(f"{pad}  uintptr_t " + ", ".join(f"cv_a{j}" for j in range(len(loads))) + ";")
+        add(f"{pad}  {{ {it} {v} = cv_at; " + " ".join(f"cv_a{j} = (uintptr_t){addr(x)};"
+                                                      for j, x in enumerate(loads)) + " }")
+        alike = " | ".join(f"(cv_a0 ^ cv_a{j})" for j in range(1, len(loads))) or "0"
+        add(f"{pad}  if (cv_mid - cv_at >= 4 * {lanes} && cv_a0 % {size} == 0 && ({alike}) % CV_NT_BYTES == 0) {{")
+        add(f"{pad}    {it} cv_pe = cv_at + ({it})((CV_NT_BYTES - cv_a0 % CV_NT_BYTES) % CV_NT_BYTES / {size});")
+        body("cv_at", "cv_pe")
+        add(f"{pad}    cv_at = cv_pe;")
+        add(f"{pad}    {vt} " + ", ".join(f"cv_s{j} = {{0}}" for j in range(len(loads))) + ";")
+        add(f"{pad}    for ({it} {v} = cv_at; {v} + {lanes} <= cv_mid; {v} += {lanes}) {{")
+        for j, x in enumerate(loads):
+            add(f"{pad}      cv_s{j} += ({vt})cv_ntload({addr(x)});")
+        add(f"{pad}    }}")
+        add(f"{pad}    cv_at += (cv_mid - cv_at) / {lanes} * {lanes};")
+        add(f"{pad}    for (int cv_j = 0; cv_j < {lanes}; cv_j++) {{")
+        for u in s.reduce:
+            add(f"{pad}      {self._name(u)} += cv_s{next(j for j, x in enumerate(loads) if x is u.src[0])}[cv_j];")
+        add(f"{pad}    }}")
+        add(f"{pad}  }}")
+        add(f"{pad}}}")
+        add("#endif")
 
     def _collapse(self, s: For) -> int:
         """How many perfectly nested loops a parallel loop shares its threads with: while there
