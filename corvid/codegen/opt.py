@@ -30,8 +30,8 @@ counts the kernel's output loops (outermost first), except for ``unroll``, ``gro
   except for the last ``keep_kib`` KiB, which it reads through them: data larger than the last-level
   cache would only evict what the caches hold (the caller's working set, the part that the next
   read of the same data could find there). Only a kernel with no output loop whose every reduce is
-  a float32/float64 sum of a contiguous load, run across threads (the C renderer; other renderers
-  and CPUs without SSE4.1 read as usual).
+  a float32/float64 sum of a contiguous load (the C renderer on x86 with SSE4.1 or later; other
+  renderers and CPUs read as usual).
 * ``pad(axis, multiple)``: round output loop ``axis`` up to a multiple of ``multiple`` (so an
   awkward size such as 1023 takes a tile of 8); the extra iterations' loads and stores are gated.
 * ``thread(axis)``: output loop ``axis`` is the one that runs across threads; ``thread(-1)``
