@@ -359,15 +359,20 @@ def stream_sums(k: Kernel) -> list[U] | str:
     return sums
 
 
+def _streamed_bytes(k: Kernel, sums: list[U]) -> int:
+    """The bytes the loads of ``sums`` (from :func:`stream_sums`) read over the reduce loop."""
+    return reduce_loops(k)[0].size * len({id(u.src[0]) for u in sums}) * sums[0].dtype.itemsize
+
+
 def stream(k: Kernel, axis: int, keep_kib: int) -> Kernel:
     """Reduce loop ``axis`` reads its inputs past the caches except for the last ``keep_kib`` KiB
     (see the module docstring); the kernel's values are unchanged, the renderer reads
     ``kernel.opts``."""
-    lp = _reduce_loop(k, axis)
+    _reduce_loop(k, axis)  # (OptError for an axis that is not a reduce loop)
     sums = stream_sums(k)
     if isinstance(sums, str):
         raise OptError(f"stream: {sums}")
-    total = lp.size * len({id(u.src[0]) for u in sums}) * sums[0].dtype.itemsize
+    total = _streamed_bytes(k, sums)
     if not isinstance(keep_kib, int) or not 0 <= keep_kib * 1024 < total:
         raise OptError(f"stream: keep_kib={keep_kib!r} must be a whole number of KiB below the {total} bytes read")
     if any(o.op == "stream" for o in k.opts):
@@ -488,8 +493,7 @@ def _stream_past_caches(k: Kernel) -> Kernel:
     if isinstance(sums, str):
         return k
     llc = cache_bytes(3)
-    total = reduce_loops(k)[0].size * len({id(u.src[0]) for u in sums}) * sums[0].dtype.itemsize
-    return apply_opt(k, Opt("stream", 0, llc // 2 // 1024)) if total > llc else k
+    return apply_opt(k, Opt("stream", 0, llc // 2 // 1024)) if _streamed_bytes(k, sums) > llc else k
 
 
 def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, vector_lanes: int = 0) -> Kernel:
