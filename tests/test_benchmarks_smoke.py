@@ -2,11 +2,17 @@
 one relative one: the heuristics against no optimization, kernel by kernel)."""
 
 import io
+import json
 import math
+import pathlib
+import subprocess
+import sys
 
 import pytest
 
 from benchmarks import ALL, OVERHEADS, WORKLOADS, harness
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def test_harness_runs_every_workload_on_tiny_sizes():
@@ -100,18 +106,32 @@ def test_table_reports_the_fraction_of_the_roofline():
     assert "% of peak" in text and "(memory)" in text and "(compute)" in text
 
 
+_CHECK = ("import json; from dataclasses import asdict; from benchmarks.heuristics import check_heuristics; "
+          "print(json.dumps([asdict(r) | {'ok': r.ok} for r in check_heuristics(quick=True)]))")
+
+
+def _check_in_a_new_process() -> list[dict]:
+    proc = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def test_heuristics_never_give_a_slower_kernel_than_no_optimization():
     """Issue 5: on the benchmark set (small sizes) and a CNN training step, every kernel the
-    heuristics change computes the same result and is not slower than the unoptimized kernel."""
-    from benchmarks.heuristics import check_heuristics
+    heuristics change computes the same result and is not slower than the unoptimized kernel.
 
-    results = check_heuristics(quick=True)
-    assert len(results) >= 10 and any("pad" in r.opts for r in results)
-    slow = [r for r in results if not r.ok]
-    if slow:  # timing noise on a loaded machine: measure those again, longer
-        retry = {(r.workload, r.kernel): r for r in check_heuristics(quick=True, runs=25)}
-        slow = [retry[(r.workload, r.kernel)] for r in slow if not retry[(r.workload, r.kernel)].ok]
-    assert not slow, [(r.workload, r.kernel, r.opts, r.plain_s, r.heuristic_s) for r in slow]
+    Each check runs in a process of its own, and a kernel counts as slower only when it is slower
+    in three processes: the time of a small kernel here depends on the process's address layout
+    (the softmax's 64x64 kernel, unchanged, measured 6.0, 7.1 and 10.4 us in fresh processes, and
+    once 6 us plain against 12 us with its actions within one), which no action causes."""
+    results = _check_in_a_new_process()
+    assert len(results) >= 10 and any("pad" in r["opts"] for r in results)
+    slow = {(r["workload"], r["kernel"]): r for r in results if not r["ok"]}
+    for _ in range(2):
+        if slow:
+            again = {(r["workload"], r["kernel"]) for r in _check_in_a_new_process() if not r["ok"]}
+            slow = {key: r for key, r in slow.items() if key in again}
+    assert not slow, list(slow.values())
 
 
 def test_peer_targets_are_judged_against_the_named_peer():
