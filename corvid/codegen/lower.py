@@ -129,42 +129,31 @@ class _Lowerer:
 
     def _gather(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
         """An indirect load: the index value is computed here, the other coordinates address the
-        stored operand (directly, or through a reshape that keeps the element order)."""
+        stored operand: directly, or through the views (:func:`gather_address`) over it."""
         x, ix = n.src
         axis = n.arg
-        param = self.param_of(x)
-        if param is None and x.op is Op.RESHAPE:
-            param = self.param_of(x.src[0])
-        if param is None:
-            raise NotImplementedError(f"GATHER reads from {x}, which the scheduler did not store")
+        found = gather_address(x, axis)
+        if found is not None:
+            read, base, stride, cs = found
+            param = self.param_of(read)
+            base = base.substitute({c: i for d, (c, i) in enumerate(zip(cs, idx)) if d != axis})
+        else:
+            param = self.param_of(x)
+            if param is None:
+                raise NotImplementedError(f"GATHER reads from {x}, which the scheduler did not store")
+            strides = strides_of(x.shape)
+            base, stride = Num(0), strides[axis]
+            for d, (i, st) in enumerate(zip(idx, strides)):
+                if d != axis and st and x.shape[d] != 1:
+                    base = base + i * st
         v = self.emit(ix, idx, gate)
-        strides = strides_of(x.shape)
-        base: Sym = Num(0)
-        for d, (i, st) in enumerate(zip(idx, strides)):
-            if d != axis and st and x.shape[d] != 1:
-                base = base + i * st
-        return self.k.u("gather", n.dtype, (v,), (param, base, strides[axis], x.shape[axis],
+        return self.k.u("gather", n.dtype, (v,), (param, base, stride, x.shape[axis],
                                                   None if gate == Num(1) else gate))
 
     def _movement(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
         (src,), op, arg, shape = n.src, n.op, n.arg, n.src[0].shape
-        if op is Op.RESHAPE:
-            flat = flat_index(idx, n.shape)
-            new: list[Sym] = []
-            for size, st in zip(shape, strides_of(shape)):
-                new.append(Num(0) if size == 1 else (flat // st) % size)
-            return self.emit(src, tuple(new), gate)
-        if op is Op.PERMUTE:
-            inv = [Num(0)] * len(arg)
-            for out_dim, src_dim in enumerate(arg):
-                inv[src_dim] = idx[out_dim]
-            return self.emit(src, tuple(inv), gate)
-        if op is Op.EXPAND:
-            return self.emit(src, tuple(Num(0) if s == 1 else i for i, s in zip(idx, shape)), gate)
-        if op is Op.SHRINK:
-            return self.emit(src, tuple(i + b for i, (b, _) in zip(idx, arg)), gate)
-        if op is Op.FLIP:
-            return self.emit(src, tuple((s - 1) - i if d in arg else i for d, (i, s) in enumerate(zip(idx, shape))), gate)
+        if op in VIEWS:
+            return self.emit(src, view_index(n, idx), gate)
         if op is Op.PAD:
             pads, value = arg
             new_idx, conds = [], []
@@ -191,6 +180,54 @@ class _Lowerer:
             cond = self.k.u("index", _BOOL, (), valid)
             return self.k.u("alu", n.dtype, (cond, inner, self.k.u("const", n.dtype, (), value)), Op.WHERE)
         raise NotImplementedError(f"cannot lower {op}")
+
+
+VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SHRINK, Op.FLIP})  # movement ops without a gate
+
+
+def view_index(n: Node, idx: tuple[Sym, ...]) -> tuple[Sym, ...]:
+    """The index into ``n``'s source of element ``idx`` of the view ``n`` (an op of VIEWS)."""
+    op, arg, shape = n.op, n.arg, n.src[0].shape
+    if op is Op.RESHAPE:
+        flat = flat_index(idx, n.shape)
+        return tuple(Num(0) if size == 1 else (flat // st) % size for size, st in zip(shape, strides_of(shape)))
+    if op is Op.PERMUTE:
+        inv: list[Sym] = [Num(0)] * len(arg)
+        for out_dim, src_dim in enumerate(arg):
+            inv[src_dim] = idx[out_dim]
+        return tuple(inv)
+    if op is Op.EXPAND:
+        return tuple(Num(0) if s == 1 else i for i, s in zip(idx, shape))
+    if op is Op.SHRINK:
+        return tuple(i + b for i, (b, _) in zip(idx, arg))
+    return tuple((s - 1) - i if d in arg else i for d, (i, s) in enumerate(zip(idx, shape)))  # FLIP
+
+
+def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]] | None:
+    """Where a GATHER along ``axis`` of ``x`` reads when ``x`` is a chain of views (no pad): (the
+    node under the views, the flat index there of element ``(c0, c1, ...)`` of ``x`` with the
+    gathered coordinate 0, the step per unit of that coordinate, the variables ``c``: the
+    ``axis`` entry is unused). None when there is no view to see through, the gathered axis is
+    trivial, or the views do not step through memory evenly along it (a reshape that splits it):
+    the scheduler then stores ``x`` itself, a copy. Reading through the views spares that copy:
+    ``table[idx]`` used to copy the whole table. The scheduler and the lowering both ask here,
+    so they agree on what is stored."""
+    if x.op not in VIEWS or x.shape[axis] < 2:
+        return None
+    cs = tuple(Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
+    g = cs[axis]
+    at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
+    n = x
+    while n.op in VIEWS:
+        at, n = view_index(n, at), n.src[0]
+    if n.buffer is None and not n.src:  # a literal or a generator (CONST, IOTA): never given a buffer here
+        return None
+    flat = flat_index(at, n.shape)
+    base = flat.substitute({g: Num(0)})
+    stride = flat.substitute({g: Num(1)}) - base
+    if not isinstance(stride, Num) or base + g * stride.value != flat:
+        return None
+    return n, base, stride.value, cs
 
 
 def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = math.inf) -> tuple[Kernel, _Lowerer]:

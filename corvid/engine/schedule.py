@@ -27,7 +27,7 @@ import numpy as np
 from .. import dtype as dt
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
-from ..codegen.lower import LoweringTooLarge, lower_unmerged, merge_loops, runtime_const
+from ..codegen.lower import LoweringTooLarge, gather_address, lower_unmerged, merge_loops, runtime_const
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
 from ..runtime.device import Buffer, Program, get_device
@@ -187,9 +187,10 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
         if n.op in (Op.CUSTOM, Op.SCATTER, Op.COPY) and n.buffer is None:
             stored[id(n)] = n
             stored.update({id(s): s for s in n.src if s.buffer is None})
-        elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through a reshape)
+        elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through its views)
             x = n.src[0]
-            base = x.src[0] if x.op is Op.RESHAPE else x
+            found = gather_address(x, n.arg)
+            base = x if found is None else found[0]
             if base.buffer is None:
                 stored[id(base)] = base
     while True:
