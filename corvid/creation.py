@@ -15,7 +15,7 @@ from .graph.node import Op, node
 from . import random as _random
 from .random import manual_seed, randint
 from .runtime.device import canonical_device
-from .tensor import Tensor, _const_node
+from .tensor import Tensor, _check_int_fill, _const_node
 
 __all__ = ["zeros", "ones", "full", "empty", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
            "empty_like", "rand", "randn", "randint", "manual_seed"]
@@ -48,6 +48,7 @@ def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = N
 
     Every float creation function takes ``requires_grad=True`` to make a leaf for ``backward()``."""
     d = _dtype_for(fill_value, dtype)
+    _check_int_fill(fill_value, d, dtype is not None, "full")
     return _leaf(Tensor._from_node(_const_node(fill_value, d, _shape(shape)), canonical_device(device)), requires_grad)
 
 

@@ -67,7 +67,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
             if isinstance(data, complex) and target is not None and not target.is_complex:
                 raise TypeError(f"cannot make a {target.name} tensor from the complex number {data!r}; "
                                 "take .real or .imag first")
-            return _const_node(data, target or dt.python_scalar_dtype(data), ())
+            d = target or dt.python_scalar_dtype(data)
+            _check_int_fill(data, d, target is not None, "Tensor")
+            return _const_node(data, d, ())
         if type(self.device) is tuple:  # replicated: made on the first device, copied to the others
             return Tensor(data, dtype, self.device[0]).to(self.device).node
         arr = _to_numpy(data, target)
@@ -318,6 +320,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                                  f"explicitly with .to({self.device!r}) or .to({x.device!r})")
             return x.astype(dtype)
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+            if type(x) is int and dtype.is_int and not _fits(x, dtype):
+                raise OverflowError(f"Python integer {x} is out of bounds for {dtype.name}")
             return self._const(x, dtype, shape)
         if isinstance(x, complex) and not isinstance(x, np.generic):
             return self._const(x, dtype, shape)
@@ -340,6 +344,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                 kind = type(o)  # exact Python scalars only (numpy scalars subclass float but are not weak)
                 if kind is float or kind is int or kind is bool:
                     common = dtype or _weak_result(sn.dtype, kind)
+                    if kind is int and common.is_int and not _fits(o, common):
+                        return _int_out_of_range(self, op, o, common, self.shape, first=True)
                     if common is sn.dtype:
                         return self._new(node(op, (sn, _scalar_operand(o, common, sn.shape)), None,
                                               out or (dt.bool_ if op in COMPARISON else common), sn.shape))
@@ -349,6 +355,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                 raise TypeError(f"unsupported operand type for {name or op.name.lower()}: {type(x).__name__}")
         common = dtype or result_type(*items)
         shape = broadcast_shapes(*(x.shape if isinstance(x, Tensor) else np.shape(x) for x in items))
+        if common.is_int:
+            for x in others:
+                if type(x) is int and not _fits(x, common):
+                    return _int_out_of_range(self, op, x, common, shape, first=True)
         srcs = tuple(self._operand(x, common).broadcast_to(shape).node for x in items)
         res = out or (dt.bool_ if op in COMPARISON else common)
         return self._new(node(op, srcs, None, res, shape))
@@ -378,6 +388,34 @@ def _weak_result(d: DType, kind: type) -> DType:
     if r is None:
         r = _WEAK[(d, kind)] = dt.result_type(d, kind(0))
     return r
+
+
+def _fits(value: int, d: DType) -> bool:
+    """Whether the Python int ``value`` is in the range of the integer (or bool) dtype ``d``."""
+    info = dt.iinfo(d) if not d.is_bool else None
+    return 0 <= value <= 1 if info is None else info.min <= value <= info.max
+
+
+def _check_int_fill(value: Any, d: DType, cast: bool, what: str) -> None:
+    """OverflowError for a Python int fill value that ``d`` cannot take: with an explicit dtype
+    (``cast``) the value converts as a C cast does (-1 as uint8 is 255, as in PyTorch) unless no
+    64-bit integer holds it; with an inferred one it must be in range."""
+    if type(value) is int and d.is_int and not (-(1 << 63) <= value < (1 << 64) if cast else _fits(value, d)):
+        raise OverflowError(f"{what}: Python integer {value} is out of bounds for {d.name}")
+
+
+def _int_out_of_range(t: Tensor, op: Op, value: int, d: DType, shape: tuple[int, ...], first: bool) -> Tensor:
+    """``t op value`` (``value op t`` when not ``first``) for a Python int outside the range of
+    the integer dtype ``d`` that the operation computes in: a comparison has the answer numpy 2
+    gives (every element is below such a value, or above it, and equals none); anything else
+    raises OverflowError, as numpy 2 and JAX do (a C cast would wrap the value silently)."""
+    if op not in COMPARISON:
+        raise OverflowError(f"Python integer {value} is out of bounds for {d.name}")
+    if op is Op.CMPLT:  # above the range: t < value everywhere; below it: value < t everywhere
+        answer = (value > 0) == first
+    else:
+        answer = op is Op.CMPNE
+    return Tensor._from_node(_const_node(answer, dt.bool_, shape), t.device)
 
 
 def _scalar_operand(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:

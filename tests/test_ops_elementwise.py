@@ -17,6 +17,7 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import corvid as cv
 from corvid import dtype as cd
@@ -540,3 +541,52 @@ def test_exp_through_its_underflow_range_matches_numpy(dtype):
     with np.errstate(over="ignore"):
         want = np.exp(x)
     np.testing.assert_array_max_ulp(got, want, maxulp=4)  # (libmvec: a few ulp in float32)
+
+
+# --- Python ints beyond an integer dtype's range ------------------------------------------------------------
+_CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.sampled_from(INTS), st.integers(-(2**70), 2**70) | st.sampled_from([-1, 2**63, 2**64, -2**63 - 1, 256, -129]),
+       st.sampled_from(sorted(_CMP)), st.booleans())
+def test_comparisons_with_any_python_int_are_exact(d, value, op, reflected):
+    """A comparison with a Python int outside the dtype's range is answered exactly (as numpy 2
+    does), not after wrapping the int into the dtype (2**64 as 0, -1 as 255); checked against
+    Python's own comparisons of the elements' exact values."""
+    info = np.iinfo(d.np)
+    a = np.array([info.min, info.min + 1, -1 if info.min else 0, 0, 1, info.max - 1, info.max], dtype=d.np)
+    t = cv.Tensor(a)
+    got = (_CMP[op](value, t) if reflected else _CMP[op](t, value)).numpy()
+    want = [(_CMP[op](value, int(v)) if reflected else _CMP[op](int(v), value)) for v in a]
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("d", INTS, ids=ids)
+def test_arithmetic_with_a_python_int_beyond_the_dtype_raises(d):
+    """numpy 2 and JAX refuse a Python int that the operation's dtype cannot hold; a C cast would
+    wrap it silently (x + 2**64 would add 0)."""
+    info = np.iinfo(d.np)
+    t = cv.Tensor(np.array([1, 2], dtype=d.np))
+    for big in (info.max + 1, info.min - 1, 2**70):
+        for f in (lambda: t + big, lambda: big - t, lambda: t * big, lambda: cv.maximum(t, big),
+                  lambda: cv.where(t > 1, t, big), lambda: t // big):
+            with pytest.raises(OverflowError, match="out of bounds for " + d.name):
+                f()
+    np.testing.assert_array_equal((t + info.max).numpy(), np.array([1, 2], d.np) + np.array(info.max, d.np))
+    # a bound beyond the range clips nothing on that side (numpy 2)
+    np.testing.assert_array_equal(t.clip(info.min - 1, info.max + 1).numpy(), [1, 2])
+    np.testing.assert_array_equal(t.clip(-2**70, 1).numpy(), [1, 1])
+
+
+def test_python_int_fills_beyond_64_bits_raise():
+    """An explicit integer dtype converts a fill value as a C cast (as PyTorch: -1 as uint8 is 255);
+    an inferred one (int64) must hold it; nothing wraps a value no 64-bit integer holds."""
+    assert cv.full(2, -1, dtype=cv.uint8).tolist() == [255, 255]
+    assert cv.Tensor(2**64 - 1, dtype=cv.uint64).item() == 2**64 - 1
+    for f in (lambda: cv.full(2, 2**64, dtype=cv.uint64), lambda: cv.full(2, 2**63),
+              lambda: cv.Tensor(2**70), lambda: cv.Tensor(-2**63 - 1, dtype=cv.int64)):
+        with pytest.raises(OverflowError, match="out of bounds"):
+            f()

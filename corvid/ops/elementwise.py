@@ -199,6 +199,17 @@ class ElementwiseMixin:
         return _ordered(self._elementwise(Op.CMPLT, other))
 
     def __gt__(self: Tensor, other: Any) -> Tensor:
+        kind = type(other)
+        if kind is int or kind is float or kind is bool:  # a Python scalar that keeps self's dtype: the
+            from ..tensor import _fits, _int_out_of_range, _scalar_operand, _weak_result  # general path's graph
+
+            sn = self.node
+            common = _weak_result(sn.dtype, kind)
+            if kind is int and common.is_int and not _fits(other, common):
+                return _int_out_of_range(self, Op.CMPLT, other, common, sn.shape, first=False)
+            if common is sn.dtype:
+                return _ordered(self._new(node(Op.CMPLT, (_scalar_operand(other, common, sn.shape), sn), None,
+                                               dt.bool_, sn.shape)))
         return _ordered(self._operand_like(other)._elementwise(Op.CMPLT, self))
 
     def __le__(self: Tensor, other: Any) -> Tensor:
@@ -235,6 +246,14 @@ class ElementwiseMixin:
         >>> x.clip(0.0, 1.0).sum().backward(); x.grad.tolist()
         [0.0, 1.0, 0.0]
         """
+        if self.dtype.is_int:  # a Python int bound beyond the dtype's range clips nothing there (numpy 2)
+            from ..tensor import _fits
+
+            info = dt.iinfo(self.dtype) if not self.dtype.is_bool else None
+            if type(min) is int and not _fits(min, self.dtype) and min < (0 if info is None else info.min):
+                min = None
+            if type(max) is int and not _fits(max, self.dtype) and max > (1 if info is None else info.max):
+                max = None
         out, inside = self, None
         if min is not None:
             out, inside = out.maximum(min), self >= min
