@@ -38,6 +38,11 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     """``a`` where ``cond`` is true, else ``b`` (broadcast; ``a`` and ``b`` promoted together)."""
     from ..tensor import Tensor, broadcast_shapes, result_type
 
+    if type(cond) is Tensor and type(a) is Tensor and type(b) is Tensor:  # the common case, built directly
+        cn, an, bn = cond.node, a.node, b.node
+        if cn.dtype is dt.bool_ and an.dtype is bn.dtype and cn.shape == an.shape == bn.shape and \
+                cond.device == a.device == b.device:
+            return cond._new(node(Op.WHERE, (cn, an, bn), None, an.dtype, an.shape))
     anchor = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
     if anchor is None:
         anchor = Tensor(cond)

@@ -251,7 +251,7 @@ def _checked(idx: Tensor, n: int, axis: int) -> Tensor:
         # one reduction when all is well: every index is in [-n, n) exactly when the largest
         # i >= 0 ? i : ~i (that is -i - 1, which cannot overflow) is below n; the min and max,
         # for the message, only when it is not
-        if _where3(idx >= 0, idx, ~idx).max().item() >= n:
+        if _where3(idx < 0, ~idx, idx).max().item() >= n:
             lo, hi = _device_ranges([idx])[0]
             _check_range(lo, hi, n, axis)
     return _wrap(idx, n)
