@@ -391,9 +391,9 @@ def _weak_result(d: DType, kind: type) -> DType:
 
 
 def _fits(value: int, d: DType) -> bool:
-    """Whether the Python int ``value`` is in the range of the integer (or bool) dtype ``d``."""
-    info = dt.iinfo(d) if not d.is_bool else None
-    return 0 <= value <= 1 if info is None else info.min <= value <= info.max
+    """Whether the Python int ``value`` is in the range of the integer dtype ``d``."""
+    info = dt.iinfo(d)
+    return info.min <= value <= info.max
 
 
 def _check_int_fill(value: Any, d: DType, cast: bool, what: str) -> None:

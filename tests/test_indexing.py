@@ -708,6 +708,7 @@ _VIEWS = {  # name: (view of a (12, 10) array, axis to gather along, size of tha
                np.broadcast_to(a[3:4], (6, 10)), 1, 10),
     "merge": (lambda a: a.reshape(3, 4, 10)[1:].reshape(8, 10), 0, 8),
     "split gathered": (lambda a: a.reshape(12, 2, 5), 1, 2),
+    "one column": (lambda a: a[:, 3:4], 1, 1),
     "permuted split": (lambda a: (a.reshape(3, 4, 10).transpose(2, 0, 1) if isinstance(a, np.ndarray) else
                                   a.reshape(3, 4, 10).permute(2, 0, 1)).reshape(10, 12), 1, 12),
 }

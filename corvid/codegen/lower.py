@@ -208,11 +208,11 @@ def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]]
     node under the views, the flat index there of element ``(c0, c1, ...)`` of ``x`` with the
     gathered coordinate 0, the step per unit of that coordinate, the variables ``c``: the
     ``axis`` entry is unused). None when there is no view to see through, the gathered axis is
-    trivial, or the views do not step through memory evenly along it (a reshape that splits it):
+    empty, or the views do not step through memory evenly along it (a reshape that splits it):
     the scheduler then stores ``x`` itself, a copy. Reading through the views spares that copy:
     ``table[idx]`` used to copy the whole table. The scheduler and the lowering both ask here,
     so they agree on what is stored."""
-    if x.op not in VIEWS or x.shape[axis] < 2:
+    if x.op not in VIEWS or x.shape[axis] == 0:
         return None
     cs = tuple(Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
     g = cs[axis]
@@ -224,6 +224,8 @@ def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]]
         return None
     flat = flat_index(at, n.shape)
     base = flat.substitute({g: Num(0)})
+    if x.shape[axis] == 1:  # only coordinate 0 is read (the gate drops the rest): no step to find
+        return n, base, 0, cs
     stride = flat.substitute({g: Num(1)}) - base
     if not isinstance(stride, Num) or base + g * stride.value != flat:
         return None

@@ -252,12 +252,10 @@ class ElementwiseMixin:
         [0.0, 1.0, 0.0]
         """
         if self.dtype.is_int:  # a Python int bound beyond the dtype's range clips nothing there (numpy 2)
-            from ..tensor import _fits
-
-            info = dt.iinfo(self.dtype) if not self.dtype.is_bool else None
-            if type(min) is int and not _fits(min, self.dtype) and min < (0 if info is None else info.min):
+            info = dt.iinfo(self.dtype)
+            if type(min) is int and min < info.min:
                 min = None
-            if type(max) is int and not _fits(max, self.dtype) and max > (1 if info is None else info.max):
+            if type(max) is int and max > info.max:
                 max = None
         out, inside = self, None
         if min is not None:

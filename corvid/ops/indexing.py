@@ -16,12 +16,12 @@ of the others (exactly, with zeros among them).
 Bounds. Indices may be negative (counted from the end). Out-of-range indices raise IndexError
 naming the index and the size. Host indices (ints, lists, numpy arrays) are checked on the host.
 Tensor indices are checked on the device: indexing with tensor indices therefore synchronizes
-once. ``take``, ``take_along_axis`` and ``gather`` run one reduction (the largest ``i >= 0 ? i :
-~i`` must be below the size; the min and max, for the message, only on failure); ``x[...]`` computes
+once. ``take``, ``take_along_axis`` and ``gather`` run one reduction (the largest ``i < 0 ? ~i : i``
+must be below the size; the min and max, for the message, only on failure); ``x[...]`` computes
 the min and max of all its index tensors in one small schedule (it also narrows the slice it reads
-by them). Under ``jit`` tracing,
-or when the index depends on a ``vmap``/``jit`` placeholder, the values are unknown: nothing is
-checked and nothing can go out of bounds either: GATHER reads 0 there, SCATTER drops the write.
+by them). Under ``jit`` tracing, or when the index depends on a ``vmap``/``jit`` placeholder, the
+values are unknown: nothing is checked and nothing can go out of bounds either: GATHER reads 0
+there, SCATTER drops the write.
 
 Boolean masks have data-dependent result shapes: ``x[mask]`` calls :func:`nonzero` (which
 synchronizes) and cannot be traced. The exception is ``x[mask] = scalar``, which is
@@ -249,8 +249,8 @@ def _checked(idx: Tensor, n: int, axis: int) -> Tensor:
     """``idx`` (int64) with negative entries wrapped; IndexError if out of range (unless guarded)."""
     if idx.size and not _guarded(idx):
         # one reduction when all is well: every index is in [-n, n) exactly when the largest
-        # i >= 0 ? i : ~i (that is -i - 1, which cannot overflow) is below n; the min and max,
-        # for the message, only when it is not
+        # i < 0 ? ~i : i (~i is -i - 1, which cannot overflow) is below n; the min and max, for
+        # the message, only when it is not
         if _where3(idx < 0, ~idx, idx).max().item() >= n:
             lo, hi = _device_ranges([idx])[0]
             _check_range(lo, hi, n, axis)
