@@ -153,6 +153,13 @@ def test_indexing_and_gather(device):
     close(x[1:5:2, ::-1] + 0, a[1:5:2, ::-1])
     close(cv.take(x, cv.Tensor(np.array([5, 0, 3]), device=device), axis=0), a[[5, 0, 3]])
     close(cv.gather(x[:3], 1, cv.Tensor(idx, device=device)), np.take_along_axis(a[:3], idx, axis=1))
+    # gathers that read through views (a transpose, a flip, a one-column slice) with negative indices
+    i = np.array([[-1, 0], [3, -6], [5, 2], [-2, 1], [0, 0]])
+    close(cv.take_along_axis(x.T, cv.Tensor(i, device=device), axis=1), np.take_along_axis(a.T, i, axis=1))
+    close(cv.take_along_axis(x.flip(0).T, cv.Tensor(i, device=device), axis=1),
+          np.take_along_axis(a[::-1].T, i, axis=1))
+    close(cv.take_along_axis(x[:, 2:3], cv.Tensor(np.array([[0], [-1]] * 3), device=device), axis=1), a[:, 2:3])
+    close(x[cv.Tensor(np.array([4, -6, 1]), device=device)], a[[4, -6, 1]])
 
 
 # --- random numbers and transforms ---------------------------------------------------------------------
