@@ -390,10 +390,17 @@ def _weak_result(d: DType, kind: type) -> DType:
     return r
 
 
+_INT_RANGE: dict[DType, tuple[int, int]] = {}
+
+
 def _fits(value: int, d: DType) -> bool:
-    """Whether the Python int ``value`` is in the range of the integer dtype ``d``."""
-    info = dt.iinfo(d)
-    return info.min <= value <= info.max
+    """Whether the Python int ``value`` is in the range of the integer dtype ``d`` (every integer
+    scalar operand asks: one dict lookup)."""
+    r = _INT_RANGE.get(d)
+    if r is None:
+        info = dt.iinfo(d)
+        r = _INT_RANGE[d] = (info.min, info.max)
+    return r[0] <= value <= r[1]
 
 
 def _check_int_fill(value: Any, d: DType, cast: bool, what: str) -> None:
