@@ -160,7 +160,9 @@ def linearize(k: Kernel) -> list:
             body += [AccUpdate(u) for u in unit]
         else:
             body.append(reduce_nest(unit, level + 1))
-        return For(loops[level], body, reduce=tuple(unit), innermost=last)
+        # (innermost: no loop nested inside, so a renderer may vectorize it; a cascaded sum's
+        # outer levels hold the levels below)
+        return For(loops[level], body, reduce=tuple(unit), innermost=last and not any(isinstance(x, For) for x in body))
 
     stmts = block(())
     _mark_parallel(k, stmts)

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..dtype import DType
 from ..graph.node import Op
+from .cascade import cascade_sums
 from .ir import Kernel, U, substitute_arg
 
 _FOLDABLE = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.CMPLT: np.less, Op.CMPEQ: np.equal,
@@ -165,8 +166,10 @@ def fuse_multiply_add(k: Kernel) -> Kernel:
     return out
 
 
-def finalize(k: Kernel, fma: bool | None = None) -> Kernel:
-    """The passes every kernel gets after its actions: simplification (which also leaves only the
-    live values: dead-code elimination), then multiply-add fusion where the target has it."""
-    k = simplify(k)
+def finalize(k: Kernel, fma: bool | None = None, block: int | None = None) -> Kernel:
+    """The passes every kernel gets after its actions: long float sums cascaded
+    (:mod:`corvid.codegen.cascade`), simplification (which also leaves only the live values:
+    dead-code elimination), then multiply-add fusion where the target has it. ``block``: the
+    device's innermost run of a cascaded sum (its ``sum_block``; None: the C renderer's)."""
+    k = simplify(cascade_sums(k) if block is None else cascade_sums(k, block))
     return fuse_multiply_add(k) if (has_fma() if fma is None else fma) else k

@@ -91,14 +91,15 @@ def optimize(k: Kernel, device: str) -> Kernel:
     """``k`` (lowered, loops merged, no actions yet) with its actions: the heuristics', or, with a
     beam width, the cached or newly searched ones."""
     dev = get_device(device)
+    block = getattr(dev, "sum_block", None)  # (cascaded sums: see corvid.codegen.cascade)
     if not getattr(dev, "optimization_actions", True) and not hasattr(dev, "candidate_opts"):
         # a device whose renderer takes no CPU actions (vectors, threads) and that names no
         # actions of its own to search: its own heuristics
         heuristics = getattr(dev, "heuristics", None)
-        return finalize(heuristics(k) if heuristics is not None else k)
+        return finalize(heuristics(k) if heuristics is not None else k, block=block)
     width = beam_width()
     if width == 0 or not k.params or k.params[0].size == 0:
-        return finalize(_actions(dev)[1](k))
+        return finalize(_actions(dev)[1](k), block=block)
     db = SearchCache()
     key = search_key(k, device)
     opts = db.get(key)
@@ -107,11 +108,11 @@ def optimize(k: Kernel, device: str) -> Kernel:
         opts = result.opts
         db.put(key, opts, result.seconds)
     try:
-        return finalize(apply_opts(k, opts))
+        return finalize(apply_opts(k, opts), block=block)
     except OptError:  # a stale entry (the actions changed meaning): search again
         result = beam_search(k, device, width)
         db.put(key, result.opts, result.seconds)
-        return finalize(apply_opts(k, result.opts))
+        return finalize(apply_opts(k, result.opts), block=block)
 
 
 def search_key(k: Kernel, device: str) -> str:

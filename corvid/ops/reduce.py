@@ -219,17 +219,23 @@ class ReduceMixin:
         return self.astype(dt.bool_)._reduce("prod", axis, keepdims)
 
     def mean(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Arithmetic mean; integer inputs give the default float dtype; empty gives nan."""
+        """Arithmetic mean; integer inputs give the default float dtype; empty gives nan. float16,
+        bfloat16 and the 8-bit floats are summed and divided in float32 and rounded once, as
+        numpy's float16 mean and PyTorch's do (the mean of ``[65504] * 4`` in float16 is 65504,
+        where a float16 sum would overflow to inf)."""
         x = self if self.dtype.is_float or self.dtype.is_complex else self.astype(dt.default_float)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
-        total = x.sum(axis, keepdims)
-        return total * (1 / n) if n else total * math.nan
+        total = x.sum(axis, keepdims, dtype=dt.float32 if x.dtype in _NARROW_FLOATS else None)
+        mean = total * (1 / n) if n else total * math.nan
+        return mean.astype(x.dtype) if mean.dtype != x.dtype else mean
 
     def var(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
         """Variance with ``correction`` (alias ``ddof``) subtracted from the count. For a complex
         tensor it is the real mean of ``|x - mean|**2`` (as numpy; the result is real)."""
         c = correction if ddof is None else ddof
         x = self if self.dtype.is_complex else _real_float(self)
+        if x.dtype in _NARROW_FLOATS:  # computed in float32, rounded once (as PyTorch: no overflow in the squares)
+            return x.astype(dt.float32).var(axis, keepdims, c).astype(x.dtype)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         dev = x - x.mean(axis, keepdims=True)
         sq = dev.real * dev.real + dev.imag * dev.imag if x.dtype.is_complex else dev * dev

@@ -432,6 +432,7 @@ class CUDADevice(Device):
 
     name = "CUDA"
     optimization_actions = False
+    sum_block = 64  # a cascaded sum's innermost run: a work item adds it alone, with no vector lanes (codegen/cascade.py)
     # a long reduce with few outputs runs as two kernels (corvid/ops/reduce.py), neighbouring
     # threads reading neighbouring elements, so that more than one block takes part
     split_reduces = "strided"

@@ -106,6 +106,7 @@ class CLDevice(Device):
 
     name = "CL"
     optimization_actions = False
+    sum_block = 64  # a cascaded sum's innermost run: a work item adds it alone, with no vector lanes (codegen/cascade.py)
 
     def __init__(self) -> None:
         self.cl = cl = _pyopencl()

@@ -112,6 +112,7 @@ class WebGPUDevice(Device):
 
     name = "WEBGPU"
     optimization_actions = False
+    sum_block = 64  # a cascaded sum's innermost run: a work item adds it alone, with no vector lanes (codegen/cascade.py)
     has_float64 = False  # (WGSL has no 64-bit floats)
 
     def __init__(self) -> None:
