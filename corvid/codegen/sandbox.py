@@ -4,7 +4,8 @@ down the child, not the search, and one that runs past a hard time limit is kill
 
 The child (:func:`serve`) is started once per process with the ``spawn`` method and reused by
 every search; it holds one kernel's random inputs at a time and, for each candidate, loads the
-compiled library (a path in the kernel cache), runs the function on those inputs ``runs`` times
+compiled library (a path in the kernel cache, verified as in :func:`corvid.runtime.compiler.load_cached`;
+one that does not verify is answered None), runs the function on those inputs ``runs`` times
 and answers with the output bytes and the best time, or None when the first run took longer than
 the candidate's soft limit (``CUTOFF`` x the fastest so far, as in-process). The parent waits at
 most :data:`HARD_LIMIT_S` plus ``HARD_FACTOR`` times the soft limit per run; past that, or when
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.compiler import load_cached
+
 HARD_LIMIT_S = 10.0  # seconds a candidate may take beyond HARD_FACTOR x its soft limit per run
 HARD_FACTOR = 4.0
 REFERENCE_LIMIT_S = 600.0  # the unoptimized reference run has no soft limit; this is its hard one
@@ -30,7 +33,6 @@ REFERENCE_LIMIT_S = 600.0  # the unoptimized reference run has no soft limit; th
 def serve(conn: Any) -> None:
     """The child's loop: ``("inputs", [bytes...], out_nbytes)`` sets the inputs; ``("run", path,
     name, n_params, runs, limit)`` times one function; EOF ends it."""
-    libs: dict[str, ctypes.CDLL] = {}
     inputs: list[np.ndarray] = []
     out_nbytes = 0
     while True:
@@ -44,12 +46,13 @@ def serve(conn: Any) -> None:
             conn.send(True)
             continue
         _, path, name, n_params, runs, limit = msg
-        lib = libs.get(path)
-        if lib is None:
-            lib = libs[path] = ctypes.CDLL(path)
-        fn = lib[name]
-        fn.argtypes = [ctypes.c_void_p] * n_params
-        fn.restype = None
+        # verified as the parent's loads are (its own user's file, the sidecar bound to the key),
+        # and held only for this candidate: each is run once, and a search tries hundreds
+        try:
+            fn = load_cached(path).function(name, [ctypes.c_void_p] * n_params)
+        except (OSError, AttributeError):
+            conn.send(None)
+            continue
         out = np.zeros(max(out_nbytes, 1), np.uint8)
         ptrs = [out.ctypes.data] + [a.ctypes.data for a in inputs]
         best = float("inf")
