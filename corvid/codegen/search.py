@@ -4,7 +4,9 @@ searched or not, then gets the IR passes of :mod:`corvid.codegen.passes` (:func:
 ``CORVID_BEAM=N`` (or ``with corvid.beam(N):``) replaces the default heuristics: each new kernel
 structure is searched once per (kernel, device) and the winning actions are stored in a sqlite
 database in the cache directory (``search.sqlite``), so later processes apply them without
-searching. A corrupt database is moved aside and rebuilt, never trusted.
+searching. A row that does not parse is a miss; a database that sqlite reports corrupt is moved
+aside and rebuilt; a read-only one is read, not written; one locked by another process for more
+than ``LOCK_TIMEOUT_S`` is left alone for the rest of the process (see :class:`SearchCache`).
 
 Candidates are timed in a child process on the CPU (:mod:`corvid.codegen.sandbox`), so one
 that crashes or hangs (killed past a hard time limit) costs only itself. A device without the
@@ -33,11 +35,14 @@ import hashlib
 import json
 import math
 import os
+import pathlib
 import sqlite3
+import stat
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +50,8 @@ import numpy as np
 
 from ..runtime.device import Buffer, Program, get_device
 from .ir import Kernel, Opt
-from .opt import OptError, apply_heuristics, apply_opt, apply_opts, cache_bytes, can_vectorize, reduce_loops, vector_bytes
+from .opt import (ACTIONS, OptError, apply_heuristics, apply_opt, apply_opts, cache_bytes, can_vectorize,
+                  reduce_loops, vector_bytes)
 from .passes import finalize
 
 MAX_ROUNDS = 8
@@ -103,16 +109,53 @@ def optimize(k: Kernel, device: str) -> Kernel:
     db = SearchCache()
     key = search_key(k, device)
     opts = db.get(key)
-    if opts is None:
-        result = beam_search(k, device, width)
-        opts = result.opts
-        db.put(key, opts, result.seconds)
+    if opts is not None:
+        try:
+            return finalize(apply_opts(k, opts), block=block)
+        except Exception:  # noqa: BLE001 -- a row is data from disk: stale (actions changed meaning) or junk
+            pass
+    return finalize(apply_opts(k, _search_once(k, device, width, db, key)), block=block)
+
+
+_searches: dict[str, Future] = {}  # search key -> the search under way in this process (its waiters)
+_searches_lock = threading.Lock()
+
+
+def _search_once(k: Kernel, device: str, width: int, db: SearchCache, key: str) -> tuple[Opt, ...]:
+    """The actions :func:`beam_search` finds for ``k``, stored in ``db`` under ``key``. One thread
+    of the process searches a key at a time; others asking for it meanwhile wait for its result
+    (or its error)."""
+    with _searches_lock:
+        pending = _searches.get(key)
+        ours = pending is None
+        if ours:
+            pending = _searches[key] = Future()
+    if not ours:
+        return pending.result()
     try:
-        return finalize(apply_opts(k, opts), block=block)
-    except OptError:  # a stale entry (the actions changed meaning): search again
-        result = beam_search(k, device, width)
-        db.put(key, result.opts, result.seconds)
-        return finalize(apply_opts(k, result.opts), block=block)
+        # a search that ended between our lookup and taking the key has stored its result
+        opts = db.get(key)
+        if opts is None or not _applies(k, opts):
+            result = beam_search(k, device, width)
+            opts = result.opts
+            db.put(key, opts, result.seconds)
+    except BaseException as exc:
+        with _searches_lock:
+            del _searches[key]
+        pending.set_exception(exc)
+        raise
+    with _searches_lock:
+        del _searches[key]
+    pending.set_result(opts)
+    return opts
+
+
+def _applies(k: Kernel, opts: tuple[Opt, ...]) -> bool:
+    try:
+        apply_opts(k, opts)
+    except Exception:  # noqa: BLE001 -- see optimize
+        return False
+    return True
 
 
 def search_key(k: Kernel, device: str) -> str:
@@ -379,28 +422,85 @@ def _safe(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # --- the disk cache -----------------------------------------------------------------------------------
+LOCK_TIMEOUT_S = 5.0  # how long to wait for another process's lock on search.sqlite (see SearchCache)
+_MAX_ACTIONS = 64     # more actions than any search applies (MAX_ROUNDS deep): a row with more is junk
+
+
 def _encode(opts: tuple[Opt, ...]) -> str:
     return json.dumps([[o.op, o.axis, list(o.arg) if isinstance(o.arg, tuple) else o.arg] for o in opts])
 
 
-def _decode(text: str) -> tuple[Opt, ...]:
-    items = json.loads(text)
-    if not isinstance(items, list):
-        raise ValueError("not a list")
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 31
+
+
+def _decode(text: Any) -> tuple[Opt, ...]:
+    """The actions a row stores. Raises ValueError unless ``text`` is a JSON list of at most
+    ``_MAX_ACTIONS`` ``[action, axis, argument]`` triples with a known action, an int axis and an
+    argument that is None, a non-negative int or a list of them (what :func:`_encode` writes)."""
+    if not isinstance(text, str):
+        raise ValueError(f"not text: {type(text).__name__}")
+    try:
+        items = json.loads(text)
+    except RecursionError:  # (nested past the parser's depth)
+        raise ValueError("nested too deep") from None
+    if not isinstance(items, list) or len(items) > _MAX_ACTIONS:
+        raise ValueError("not a list of actions")
     out = []
-    for op, axis, arg in items:
-        if not isinstance(op, str) or not isinstance(axis, int):
-            raise ValueError("bad action")
-        out.append(Opt(op, axis, tuple(arg) if isinstance(arg, list) else arg))
+    for item in items:
+        if not isinstance(item, list) or len(item) != 3:
+            raise ValueError(f"not an [action, axis, argument] triple: {item!r}")
+        op, axis, arg = item
+        if not isinstance(op, str) or op not in ACTIONS:
+            raise ValueError(f"unknown action {op!r}")
+        if isinstance(axis, bool) or not isinstance(axis, int) or abs(axis) > _MAX_ACTIONS:
+            raise ValueError(f"bad axis {axis!r}")
+        if isinstance(arg, list) and all(_is_count(a) for a in arg):
+            arg = tuple(arg)
+        elif arg is not None and not _is_count(arg):
+            raise ValueError(f"bad argument {arg!r}")
+        out.append(Opt(op, axis, arg))
     return tuple(out)
 
 
+def _problem(exc: sqlite3.Error) -> str:
+    """What a sqlite error means for the cache: 'busy' (another connection holds a lock),
+    'read-only', 'corrupt' (sqlite finds the file damaged or not a database) or 'other'."""
+    code = getattr(exc, "sqlite_errorcode", None)  # (Python 3.11+)
+    if code is not None:
+        return {5: "busy", 6: "busy", 8: "read-only", 11: "corrupt", 26: "corrupt"}.get(code & 0xFF, "other")
+    text = str(exc).lower()
+    if "locked" in text:
+        return "busy"
+    if "readonly" in text:
+        return "read-only"
+    if "malformed" in text or "not a database" in text:
+        return "corrupt"
+    return "other"
+
+
 class SearchCache:
-    """The sqlite table ``best(key, opts, seconds)`` in the cache directory. Anything unreadable
-    (a corrupt file, a row that does not parse) is treated as missing; a corrupt file is moved
-    aside and the table rebuilt."""
+    """The sqlite table ``best(key, opts, seconds)`` at ``path`` (default: ``search.sqlite`` in
+    the cache directory), shared by processes. Safe from several threads (one connection at a
+    time per process); lookups open the file read-only, stores read-write.
+
+    What it does with trouble, so that one process's problem never costs the results saved:
+
+    - a row that does not parse (:func:`_decode`) is a miss;
+    - a file that sqlite reports corrupt (damaged, or not a database) is moved aside to
+      ``<path>.corrupt`` and the table rebuilt;
+    - a file its owner made read-only (no owner write bit, or not writable), or that sqlite cannot
+      write (a read-only folder), is read, never written: new results of this process are
+      dropped, after one warning;
+    - a database another process keeps locked past ``LOCK_TIMEOUT_S`` (5 s: a corvid write is one
+      INSERT, milliseconds; a lock held longer is a stuck process or an open transaction in a
+      database browser), or one sqlite rejects otherwise (another schema), is left as it is and
+      not used again by this process, after one warning: kernels are searched instead.
+    """
 
     _lock = threading.Lock()
+    _skipped: set[str] = set()     # paths this process no longer uses (warned)
+    _unwritable: set[str] = set()  # paths this process no longer writes (warned)
 
     def __init__(self, path: str | os.PathLike | None = None):
         if path is None:
@@ -409,40 +509,88 @@ class SearchCache:
             path = cache_dir() / "search.sqlite"
         self.path = os.fspath(path)
 
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=30)
-        con.execute("CREATE TABLE IF NOT EXISTS best (key TEXT PRIMARY KEY, opts TEXT NOT NULL, seconds REAL)")
-        return con
-
-    def _with_db(self, fn):
-        with self._lock:
-            for attempt in range(2):
-                try:
-                    con = self._connect()
-                    try:
-                        return fn(con)
-                    finally:
-                        con.close()
-                except sqlite3.DatabaseError:
-                    if attempt:
-                        raise
-                    self._discard()
-
-    def _discard(self) -> None:
-        with contextlib.suppress(OSError):
-            os.replace(self.path, self.path + ".corrupt")
-
     def get(self, key: str) -> tuple[Opt, ...] | None:
-        row = self._with_db(lambda con: con.execute("SELECT opts FROM best WHERE key = ?", (key,)).fetchone())
+        """The actions stored for ``key``; None when there are none, the row does not parse, or
+        the database is not in use (see the class docstring)."""
+        def read(con: sqlite3.Connection) -> Any:
+            if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'best'").fetchone() is None:
+                return None
+            return con.execute("SELECT opts FROM best WHERE key = ?", (key,)).fetchone()
+
+        with self._lock:
+            if self.path in self._skipped or not os.path.exists(self.path):
+                return None
+            row = self._run(read, write=False)
         if row is None:
             return None
         try:
             return _decode(row[0])
-        except (ValueError, TypeError):
+        except ValueError:
             return None
 
     def put(self, key: str, opts: tuple[Opt, ...], seconds: float) -> None:
+        """Store ``opts`` (found in ``seconds``) for ``key``, unless the database is read-only or
+        not in use (see the class docstring)."""
         def write(con: sqlite3.Connection) -> None:
             with con:
+                con.execute("CREATE TABLE IF NOT EXISTS best (key TEXT PRIMARY KEY, opts TEXT NOT NULL, seconds REAL)")
                 con.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?)", (key, _encode(opts), seconds))
-        self._with_db(write)
+
+        with self._lock:
+            if self.path in self._skipped:
+                return
+            if self.path in self._unwritable or self._read_only():
+                self._stop_writing()
+                return
+            self._run(write, write=True)
+
+    def _read_only(self) -> bool:
+        """The file (or, before it exists, its folder) is not to be written: the owner write bit
+        as well as access(), since root may write anywhere, but a file its owner made read-only
+        is a request not to."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return not os.access(os.path.dirname(os.path.abspath(self.path)), os.W_OK)
+        return not st.st_mode & stat.S_IWUSR or not os.access(self.path, os.W_OK)
+
+    def _run(self, fn: Callable[[sqlite3.Connection], Any], write: bool) -> Any:
+        """``fn(connection)`` (called with the lock held), or None when sqlite fails: see the class
+        docstring for what each failure does."""
+        for attempt in range(2):
+            try:
+                if write:
+                    con = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S)
+                else:
+                    uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+                    con = sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT_S)
+                try:
+                    return fn(con)
+                finally:
+                    con.close()
+            except sqlite3.Error as exc:
+                problem = _problem(exc)
+                if problem == "corrupt" and attempt == 0 and not self._read_only():
+                    with contextlib.suppress(OSError):
+                        os.replace(self.path, self.path + ".corrupt")
+                    if write:
+                        continue
+                    return None
+                if problem == "read-only":
+                    if write:
+                        self._stop_writing()
+                    return None  # (a reader meeting a crashed writer's journal: a miss until a writer recovers it)
+                self._skipped.add(self.path)
+                why = (f"another process kept it locked for more than {LOCK_TIMEOUT_S:g} s" if problem == "busy"
+                       else f"sqlite reports {exc}")
+                warnings.warn(f"corvid: not using the beam-search cache {self.path} for the rest of this process: "
+                              f"{why}. The file is left as it is; kernels are searched instead of looked up.",
+                              stacklevel=4)
+                return None
+        return None
+
+    def _stop_writing(self) -> None:
+        if self.path not in self._unwritable:
+            self._unwritable.add(self.path)
+            warnings.warn(f"corvid: the beam-search cache {self.path} is read-only: its results are used, "
+                          "but those found by this process are not saved.", stacklevel=4)
