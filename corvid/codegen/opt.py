@@ -31,7 +31,10 @@ counts the kernel's output loops (outermost first), except for ``unroll``, ``gro
   cache would only evict what the caches hold (the caller's working set, the part that the next
   read of the same data could find there). Only a kernel with no output loop whose every reduce is
   a float32/float64 sum of a contiguous load (the C renderer on x86 with SSE4.1 or later; other
-  renderers and CPUs read as usual).
+  renderers and CPUs read as usual). Its loop adds a thread's whole share into vector
+  accumulators, so a sum long enough to be cascaded (:mod:`corvid.codegen.cascade`, every sum of
+  2048 elements or more) drops it: the heuristics no longer choose it, until the cascade's
+  innermost runs read with non-temporal loads themselves.
 * ``pad(axis, multiple)``: round output loop ``axis`` up to a multiple of ``multiple`` (so an
   awkward size such as 1023 takes a tile of 8); the extra iterations' loads and stores are gated.
 * ``thread(axis)``: output loop ``axis`` is the one that runs across threads; ``thread(-1)``
@@ -453,7 +456,7 @@ def apply_heuristics(k: Kernel) -> Kernel:
     if len(k.stores) != 1:
         return k
     if not k.loops:
-        return _stream_past_caches(_reduce_streams(k))
+        return _reduce_streams(k)
     out = _matmul_heuristics(k)
     return _reduce_columns(_access_order(k)) if out is k else out
 
@@ -478,22 +481,6 @@ def _reduce_streams(k: Kernel) -> Kernel:
     # chunks of whole vectors, so that every stream starts where a vector would
     amount = REDUCE_STREAMS if lp.size % (REDUCE_STREAMS * 16) == 0 else 0
     return apply_opt(k, Opt("upcast_reduce", 0, amount)) if amount else k
-
-
-def _stream_past_caches(k: Kernel) -> Kernel:
-    """A full sum that reads more than the last-level cache holds streams its input past the caches
-    (``stream``), except for the last half of that cache's size, which it reads through them: a
-    second read of the same data finds that part there, and what the caller kept in the caches
-    survives the rest (glibc's memcpy chooses non-temporal stores above a similar size). Measured
-    on a 2-core Zen 4 with a 32 MiB L3, ``x.sum()`` of 16M float32 in ``python -m benchmarks``
-    (runs with and without it in turns): re-reading one buffer 0.97-1.07x torch (0.95-0.975x
-    without), from memory 0.97-1.03x (0.97-0.99x without). Keeping nothing (``stream(0, 0)``)
-    measured no better in either case (0.98-0.99x from memory, 0.99-1.01x re-reading)."""
-    sums = stream_sums(k)
-    if isinstance(sums, str):
-        return k
-    llc = cache_bytes(3)
-    return apply_opt(k, Opt("stream", 0, llc // 2 // 1024)) if _streamed_bytes(k, sums) > llc else k
 
 
 def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, vector_lanes: int = 0) -> Kernel:
