@@ -50,7 +50,7 @@ import numpy as np
 
 from ..runtime.device import Buffer, Program, get_device
 from .ir import Kernel, Opt
-from .opt import (ACTIONS, OptError, apply_heuristics, apply_opt, apply_opts, cache_bytes, can_vectorize,
+from .opt import (ACTIONS, OptError, apply_heuristics, apply_opt, apply_opts, can_vectorize,
                   reduce_loops, vector_bytes)
 from .passes import finalize
 
@@ -201,8 +201,7 @@ def candidate_opts(k: Kernel) -> list[Opt]:
             out += [Opt("unroll", r, u) for u in UNROLLS if u < lp.size]
         out += [Opt("group", r, g) for g in GROUPS if lp.size % g == 0 and g < lp.size]
         out += [Opt("upcast_reduce", r, s) for s in REDUCE_UPCASTS if lp.size % s == 0 and s < lp.size]
-    if not k.loops and not any(o.op == "stream" for o in k.opts):  # all of it past the caches, or half the LLC through them
-        out += [Opt("stream", 0, 0), Opt("stream", 0, cache_bytes(3) // 2 // 1024)]
+    # (no stream: a sum long enough to stream is cascaded, which drops it; see corvid.codegen.cascade)
     return out
 
 
