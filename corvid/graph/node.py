@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from _weakref import _remove_dead_weakref
 from enum import Enum, auto
 from typing import Any
 
@@ -129,10 +130,11 @@ _live: dict[tuple, _KeyRef] = {}
 
 
 def _forget(ref: _KeyRef, live: dict[tuple, _KeyRef] = _live) -> None:
-    # the node died: drop its entry, unless the key already names a newer node (the table is bound
-    # as a default so that this still works while the interpreter shuts down)
-    if live.get(ref.key) is ref:
-        del live[ref.key]
+    # the node died: drop its entry unless the key already names a newer, live node. The test and
+    # the deletion are one C call (atomic under the GIL): a Python ``get`` then ``del`` could delete
+    # the entry another thread inserted in between. (The table is bound as a default so that this
+    # still works while the interpreter shuts down.)
+    _remove_dead_weakref(live, ref.key)
 
 
 class Mark:
@@ -167,7 +169,9 @@ def _complex_key(z: complex) -> tuple:
 
 
 def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]) -> Node:
-    """Return the unique live node for (op, src, arg, dtype, shape), creating it if needed."""
+    """Return the unique live node for (op, src, arg, dtype, shape), creating it if needed.
+
+    Safe from several threads: two threads building the same node get the same object."""
     if op is Op.CONST:
         key = (op, src, ("f", arg, math.copysign(1.0, arg)) if isinstance(arg, float) else
                _complex_key(arg) if isinstance(arg, complex) else arg, dtype, shape)
@@ -183,7 +187,14 @@ def node(op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int
     found = Node(op, src, arg, dtype, shape)
     ref = _KeyRef(found, _forget)
     ref.key = key
-    _live[key] = ref
+    # setdefault inserts atomically: when two threads build the same node at once, the second
+    # gets the first's, so a shared subexpression stays one node (computed once)
+    other = _live.setdefault(key, ref)
+    if other is not ref:
+        winner = other()
+        if winner is not None:
+            return winner
+        _live[key] = ref  # a dead entry whose callback has not run yet
     return found
 
 
