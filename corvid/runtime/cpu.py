@@ -35,18 +35,23 @@ class CPUAllocator(Allocator):
         return h
 
     def free(self, handle: np.ndarray, nbytes: int) -> None:
-        if self._pooled_bytes + nbytes <= self.pool_limit_bytes:  # Allocator.free, inlined
-            self._pool[nbytes].append(handle)
-            self._pooled_bytes += nbytes
-        else:  # not pooled: the block goes back to the system
-            self._addresses.pop(id(handle), None)
-            super().free(handle, nbytes)
+        lock = self.lock  # (Allocator.free, inlined)
+        lock.acquire()
+        try:
+            if self._pooled_bytes + nbytes <= self.pool_limit_bytes:
+                self._pool[nbytes].append(handle)
+                self._pooled_bytes += nbytes
+                return
+        finally:
+            lock.release()
+        self._addresses.pop(id(handle), None)  # not pooled: the block goes back to the system
 
     def clear_pool(self) -> None:
-        for blocks in self._pool.values():
-            for h in blocks:
-                self._addresses.pop(id(h), None)
-        super().clear_pool()
+        with self.lock:
+            for blocks in self._pool.values():
+                for h in blocks:
+                    self._addresses.pop(id(h), None)
+            super().clear_pool()
 
     def address(self, handle: np.ndarray) -> int:
         entry = self._addresses.get(id(handle))
