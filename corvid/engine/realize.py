@@ -96,15 +96,24 @@ def _run_plan(every: list[Node], plan: list) -> bool:
         out_node = every[r]
         out = Buffer(dev, out_node.dtype, out_node.numel)
         handles = [out.handle]
+        # every input Buffer stays referenced until the kernel has returned, not only its handle:
+        # a Buffer's last reference returns its memory to the pool, where another thread takes it
+        # and writes it (a runtime-constants buffer made here, or a shared node's buffer that
+        # another thread's realize replaced, freed under this kernel)
+        held = []
         for i in ins:
             b = every[i].buffer
             if b.device != dev and type(b) is Buffer and out_node.op is not Op.COPY:
                 b = _moved(b, dev)
+            held.append(b)
             handles.append(b.handle)
         if consts:
-            handles.append(_const_input([every[i] for i in consts], dev)[0].buffer.handle)
+            b = _const_input([every[i] for i in consts], dev)[0].buffer
+            held.append(b)
+            handles.append(b.handle)
         compiled.programs[dev](handles)
-        out_node.buffer = out
+        if out_node.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
+            out_node.buffer = out
     return True
 
 
@@ -140,17 +149,20 @@ def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> Non
         program = sk.program
         out = Buffer(sk.device, sk.output.dtype, sk.output.numel)
         handles = [out.handle]
+        held = []  # the input Buffers, referenced until the kernel has returned (see _run_plan)
         for n in sk.inputs:
             b = n.buffer
             if b.device != sk.device and type(b) is Buffer and sk.output.op is not Op.COPY:
                 b = _moved(b, sk.device)  # (a copy step reads its source device's buffer: that is its job)
+            held.append(b)
             handles.append(b.handle)
         t0 = time.perf_counter()
         program(handles)
         if dbg >= 2:
             get_device(sk.device).synchronize()
             _report(sk, time.perf_counter() - t0, dbg)
-        sk.output.buffer = out
+        if sk.output.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
+            sk.output.buffer = out
     if dbg >= 1 and schedule:
         get_device(schedule[0].device).synchronize()
         ms = (time.perf_counter() - start) * 1e3

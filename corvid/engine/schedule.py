@@ -14,11 +14,18 @@ elementwise work before it (in its loop body) and after it (on its accumulator),
 
 Lowered kernels are cached by the structure of their graph (ops, arguments, shapes, dtypes, with
 inputs numbered), so a training loop that rebuilds the same graph skips lowering and rendering.
+
+Several threads may schedule at once. The caches are dicts whose single reads and writes are
+atomic; a kernel missing from ``_cache`` is lowered and rendered by one thread while the others
+that need it wait for it (a lock per key being made), and a program is compiled once per device
+(a lock per ``_Compiled``). A plan is cached only if no node of its graph was computed by another
+thread while it was being made, since the plan then mixes two states of the graph.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,11 +63,8 @@ class ScheduledKernel:
 
     @property
     def program(self) -> Program:
-        programs = self.compiled.programs
-        p = programs.get(self.device)
-        if p is None:  # (on the CPU the library is cached by source: a second logical device only loads it)
-            p = programs[self.device] = get_device(self.device).compile(self.compiled.kernel, self.compiled.source)
-        return p
+        p = self.compiled.programs.get(self.device)
+        return p if p is not None else self.compiled.compile(self.device)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in self.inputs)
@@ -68,6 +72,24 @@ class ScheduledKernel:
 
 
 _cache: dict[tuple, _Compiled] = {}
+_making: dict[tuple, threading.Lock] = {}  # _cache keys being made, each with the lock its maker holds
+
+
+def _cached(key: tuple, make: Any) -> _Compiled:
+    """``_cache[key]``, made by ``make()`` on a miss. Threads that miss the same key at once wait
+    for the first one's result instead of lowering, rendering and compiling it again."""
+    compiled = _cache.get(key)
+    if compiled is not None:
+        return compiled
+    lock = _making.setdefault(key, threading.Lock())
+    try:
+        with lock:
+            compiled = _cache.get(key)
+            if compiled is None:
+                compiled = _cache[key] = make()
+    finally:
+        _making.pop(key, None)
+    return compiled
 
 
 # structural key -> [(root position, input positions, compiled, constant positions, device)], or
@@ -126,6 +148,7 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
     key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
     if plan is None:
+        computed = sum(1 for n in every if n.buffer is not None)
         placed = _place(todo, devices, every)
         if any(type(d) is tuple for d in placed.values()):
             plan = _SHARDED
@@ -133,11 +156,15 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
             stored = _stored(todo, every)
             plan = []
             for n in every:
-                if id(n) in stored and n.buffer is None and n.numel > 0:
-                    dev = placed[id(n)]
+                dev = placed.get(id(n))  # (None: another thread computed every consumer of n meanwhile)
+                if id(n) in stored and n.buffer is None and n.numel > 0 and dev is not None:
                     compiled, ins, consts = _make_kernel(n, stored, dev)
                     plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts], dev))
-        _plans[key] = plan
+        # the key saw fewer computed nodes than the planning did when another thread realized part
+        # of this graph meanwhile: the plan is right for this run (nodes only ever gain buffers)
+        # but not for the key (it would load a node that other graphs of this key compute)
+        if computed == sum(1 for n in every if n.buffer is not None):
+            _plans[key] = plan
     return todo, devices, every, plan
 
 
@@ -155,12 +182,17 @@ def _fill_empty(every: list[Node], plan: list) -> None:
 
 def _place(todo: list[Node], devices: tuple, every: list[Node]) -> dict[int, Any]:
     """The device each node of ``every`` is computed on: its consumer's, except below a COPY,
-    whose source lives on the copy's source device (a node two devices need keeps the first)."""
+    whose source lives on the copy's source device (a node two devices need keeps the first).
+
+    A node is left out when every consumer that needed it has been computed since ``every`` was
+    walked (by another thread): nothing in this plan reads it any more."""
     where = {id(r): d for r, d in zip(todo, devices)}
     for n in reversed(every):  # consumers before their sources
         if n.buffer is not None:
             continue
-        d = n.arg[0] if n.op is Op.COPY else where[id(n)]
+        d = n.arg[0] if n.op is Op.COPY else where.get(id(n))
+        if d is None:
+            continue
         for s in n.src:
             where.setdefault(id(s), d)
     return where
@@ -365,6 +397,16 @@ class _Compiled:
         self.kernel, self.source = kernel, source
         self.const_pos = const_pos  # where the kernel's runtime constants are among its region's nodes
         self.programs: dict[str, Program] = {}
+        self._compiling = threading.Lock()
+
+    def compile(self, device: str) -> Program:
+        """The program for ``device``, compiled on first use, once even when several threads ask
+        at once. (On the CPU the library is cached by source: a second logical device only loads it.)"""
+        with self._compiling:
+            p = self.programs.get(device)
+            if p is None:
+                p = self.programs[device] = get_device(device).compile(self.kernel, self.source)
+            return p
 
 
 def _family(device: str) -> str:
@@ -377,12 +419,15 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
 
     inputs = list(root.src)
     key = (device, "host", root.arg, root.dtype, root.shape, tuple((n.shape, n.dtype) for n in inputs))
-    compiled = _cache.get(key)
-    if compiled is None:
+
+    def make() -> _Compiled:
         op = root.arg.op
         kernel = HostKernel(f"host_{op.name}", [(n.shape, n.dtype) for n in inputs], root.numel, root.dtype)
-        compiled = _cache[key] = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
+        compiled = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
         compiled.programs[device] = HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
+        return compiled
+
+    compiled = _cached(key, make)
     return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
 
 
@@ -392,11 +437,14 @@ def _copy_step(root: Node, device: str) -> ScheduledKernel:
     source, destination = root.arg
     nbytes = root.numel * root.dtype.itemsize
     key = ("copy", source, destination, nbytes)
-    compiled = _cache.get(key)
-    if compiled is None:
+
+    def make() -> _Compiled:
         kernel = CopyKernel(f"copy_{source}_to_{destination}_{root.numel}".replace(":", ""), nbytes)
-        compiled = _cache[key] = _Compiled(kernel, f"// copy {nbytes} bytes from {source} to {destination}")  # type: ignore[arg-type]
+        compiled = _Compiled(kernel, f"// copy {nbytes} bytes from {source} to {destination}")  # type: ignore[arg-type]
         compiled.programs[destination] = CopyProgram(source, destination, nbytes)
+        return compiled
+
+    compiled = _cached(key, make)
     return ScheduledKernel(compiled.kernel.name, root, list(root.src), compiled, destination)
 
 
@@ -424,13 +472,15 @@ def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
     O, n, m, inner = math.prod(x[:nj]), x[nj], src[nj], math.prod(x[nj + 1:])
     idx_inner = inner if len(idx) > nj + 1 else 1
     key = (_family(device), "scatter", reduce, root.dtype, O, n, m, inner, idx_inner)
-    compiled = _cache.get(key)
-    if compiled is None:
+
+    def make() -> _Compiled:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
         kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
         openmp = getattr(get_device(device).renderer, "openmp", False)
         source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner, openmp)
-        compiled = _cache[key] = _Compiled(kernel, source)  # type: ignore[arg-type]
+        return _Compiled(kernel, source)  # type: ignore[arg-type]
+
+    compiled = _cached(key, make)
     return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
 
 
@@ -453,15 +503,16 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Com
     nodes, inputs = _region(root, stored)
     family = _family(device)
     key = (family, _structure_key(nodes, inputs))
-    compiled = _cache.get(key)
-    if compiled is None:
+
+    def make() -> _Compiled:
         kernel, lw = lower_unmerged("kernel", root, inputs)
         kernel = merge_loops(kernel)
         kernel.name = _kernel_name(nodes, kernel)  # named by its loops before optimization
         kernel = optimize(kernel, family)
         where = {id(n): i for i, n in enumerate(nodes)}
-        compiled = _cache[key] = _Compiled(kernel, get_device(family).renderer.render(kernel),
-                                           tuple(where[id(c)] for c in lw.consts))
+        return _Compiled(kernel, get_device(family).renderer.render(kernel), tuple(where[id(c)] for c in lw.consts))
+
+    compiled = _cached(key, make)
     return compiled, inputs, [nodes[i] for i in compiled.const_pos]
 
 
