@@ -16,6 +16,7 @@ says whether libmvec is there).
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import ctypes.util
 import functools
@@ -334,13 +335,21 @@ def _vector_valued(u: U) -> bool:
 
 
 class CRenderer:
-    """Kernel IR → C source. Subclasses for other C-like languages override the hooks."""
+    """Kernel IR → C source. Subclasses for other C-like languages override the hooks.
+
+    A renderer holds its configuration; the state of one rendering (the lines, the names given to
+    values, the helpers used) lives on a copy made per :meth:`render` call, so one renderer (a
+    device's) can render from several threads at once."""
 
     def __init__(self, openmp: bool = True, libmvec: bool = True, fma: bool | None = None):
         self.openmp, self.libmvec = openmp, libmvec
         self.fma = has_fma() if fma is None else fma  # write sums of products as fused multiply-adds
 
     def render(self, k: Kernel) -> str:
+        """The source of kernel ``k``."""
+        return copy.copy(self)._render(k)
+
+    def _render(self, k: Kernel) -> str:
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
         self.complex_math: dict[str, str] = {}  # complex libm function -> its declaration
         self._lane_ctx: dict[int, str] | None = None  # inside a lane loop: the lane scalars' local names

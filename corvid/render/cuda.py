@@ -139,9 +139,9 @@ class CUDARenderer(GPURenderer):
     bits_helpers = ("static inline uint32_t cv_f32_u32(float f) { return __float_as_uint(f); }\n"
                     "static inline float cv_u32_f32(uint32_t u) { return __uint_as_float(u); }\n")
 
-    def render(self, k: Kernel) -> str:
+    def _render(self, k: Kernel) -> str:
         self.dims: CUDALaunch | None = None
-        return super().render(k)
+        return super()._render(k)
 
     def _launch(self) -> CUDALaunch:
         if self.dims is None:

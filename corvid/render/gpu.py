@@ -105,7 +105,7 @@ class GPURenderer(CRenderer):
         # fma: both dialects' fma() is exact on every device, so multiply-adds need no CPU feature
         super().__init__(openmp=False, libmvec=False, fma=True)
 
-    def render(self, k: Kernel) -> str:
+    def _render(self, k: Kernel) -> str:
         self._check(k)
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
         self.complex_math = {}

@@ -30,6 +30,7 @@ and for kernels that bind more buffers than the device allows.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -128,6 +129,11 @@ class WGSLRenderer:
         self.max_buffers, self.loop_limit = max_buffers, loop_limit
 
     def render(self, k: Kernel) -> str:
+        """The source of kernel ``k``, rendered on a copy of this renderer (thread-safe, as
+        :meth:`corvid.render.c.CRenderer.render`)."""
+        return copy.copy(self)._render(k)
+
+    def _render(self, k: Kernel) -> str:
         self._check(k)
         self.k, self.lines, self.names, self.used = k, [], {}, set()
         self.rounded = narrow_rounded(k)
