@@ -4,11 +4,18 @@ Element ``i`` of a draw is Threefry-2x32 (20 rounds) of the counter ``offset + i
 made from the seed. Nothing depends on how kernels are split or ordered, so the same seed gives
 the same numbers whatever the schedule. The key and the counter offset enter the kernel as a
 tiny input buffer, so every draw of the same shape reuses one compiled kernel.
+
+Threads: the global generator (``manual_seed``, ``rand``, ``randn``, ``randint``) is one stream
+shared by every thread. Each draw reserves its counters atomically, so two threads never get the
+same numbers, but how their draws interleave decides which thread gets which numbers: for
+reproducible numbers per thread, give each thread a key (``fold_in(key(seed), thread_index)``)
+and use the key functions. Interceptors (a ``vmap`` or ``jit`` trace) are per thread.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -21,13 +28,16 @@ from .tensor import Tensor
 
 _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 _state = {"seed": 0, "offset": 0}
+_state_lock = threading.Lock()  # a draw reads and advances the offset as one step
 
 
 def manual_seed(seed: int) -> None:
-    """Reset the generator: later draws are a function of ``seed`` and the draw order only."""
+    """Reset the generator: later draws are a function of ``seed`` and the draw order only (the
+    generator is shared by all threads: see the module docstring)."""
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    _state["seed"], _state["offset"] = seed % (1 << 64), 0
+    with _state_lock:
+        _state["seed"], _state["offset"] = seed % (1 << 64), 0
 
 
 def _rotl(x: Tensor, r: int) -> Tensor:
@@ -47,11 +57,31 @@ def threefry2x32(key: tuple[Tensor, Tensor], x0: Tensor, x1: Tensor) -> tuple[Te
     return x0, x1
 
 
+class _ThreadStack(threading.local):
+    """A stack (``append``, ``pop``, ``len``, ``[i]``) of which each thread sees its own."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def append(self, x: Any) -> None:
+        self.items.append(x)
+
+    def pop(self) -> Any:
+        return self.items.pop()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.items[i]
+
+
 # Functions that intercept draws, innermost last. Transforms install one while they trace a
 # function: vmap (corvid/transforms/batching.py) to batch, share or forbid the draws made inside
 # it, jit to record them. Each is called as ``interceptor(shape, device, outer)``, where
-# ``outer(shape, device)`` draws through the next one out (the last one draws for real).
-_interceptors: list[Callable[..., tuple[Tensor, Tensor]]] = []
+# ``outer(shape, device)`` draws through the next one out (the last one draws for real). Per
+# thread: a trace in one thread must not take another thread's draws.
+_interceptors: _ThreadStack = _ThreadStack()
 
 
 def random_bits(shape: tuple[int, ...], device: str | None = None) -> tuple[Tensor, Tensor]:
@@ -77,8 +107,9 @@ PARAMS_DTYPE, PARAMS_SIZE = dt.uint32, 4  # a draw's parameters: key (2 words), 
 def params_buffer(n: int, device: str) -> Buffer:
     """The parameters of the next draw of ``n`` numbers as a uint32 buffer ``[key lo, key hi,
     offset lo, offset hi]``; advances the generator by ``n``."""
-    seed, offset = _state["seed"], _state["offset"]
-    _state["offset"] = offset + n
+    with _state_lock:
+        seed, offset = _state["seed"], _state["offset"]
+        _state["offset"] = offset + n
     words = np.array([seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF],
                      dtype=np.uint32)
     buf = Buffer(canonical_device(device), PARAMS_DTYPE, PARAMS_SIZE)
