@@ -3,11 +3,16 @@
 Kept apart from :mod:`corvid.transforms.jit` so that the tensor and autograd modules can report
 updates without importing the transforms package. ``note_mutation`` is called *before* a tensor's
 ``node`` or ``grad`` is replaced; outside a trace it costs one list check.
+
+Traces are per thread: a trace running in one thread neither records the updates another thread
+makes nor stops it from computing eagerly.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..graph.node import Node
 
@@ -29,12 +34,28 @@ class Recorder:
                 tensor._grad = value
 
 
-recorders: list[Recorder] = []
+class _Traces(threading.local):
+    def __init__(self) -> None:
+        self.recorders: list[Recorder] = []  # this thread's running traces, innermost last
+
+
+_traces = _Traces()
+
+
+@contextmanager
+def recording(rec: Recorder) -> Iterator[Recorder]:
+    """Record into ``rec`` the updates this thread makes inside the block (a ``jit`` trace)."""
+    _traces.recorders.append(rec)
+    try:
+        yield rec
+    finally:
+        _traces.recorders.pop()
 
 
 def tracing() -> bool:
-    """Whether a ``jit`` trace is running (values are placeholders: do not realize eagerly)."""
-    return bool(recorders)
+    """Whether a ``jit`` trace is running in this thread (values are placeholders: do not
+    realize eagerly)."""
+    return bool(_traces.recorders)
 
 
 def _local(n: Node) -> bool:
@@ -50,6 +71,7 @@ def _local(n: Node) -> bool:
 
 def note_mutation(tensor: Any, attr: str) -> None:
     """Record that ``tensor.<attr>`` (``"node"`` or ``"grad"``) is about to be replaced."""
+    recorders = _traces.recorders
     if not recorders:
         return
     rec = recorders[-1]

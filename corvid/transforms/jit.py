@@ -35,11 +35,19 @@ captured leaves, whether a ``.grad`` existed, and those the traced code adds wit
 Anything that needs a concrete value while tracing (``item()``, ``bool()``, ``numpy()``, printing
 a tensor, Python control flow on tensor values) raises :class:`JitError` naming the problem: a
 captured program is never silently wrong.
+
+Threads: a jitted function may be called from several threads at once. A trace belongs to the
+thread that runs it (its placeholders, recorded updates and requests are invisible to the other
+threads), and one function traces one signature at a time: a thread that needs the program
+another thread is tracing waits for it instead of tracing again (a trace of an optimizer step
+briefly points the parameters at placeholders, which another trace of it must not read). Replays
+run side by side, each with its own buffers.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -47,7 +55,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..engine.capture import Recorder as _Recorder, recorders as _recorders
+from ..engine.capture import Recorder as _Recorder, recording as _recording
 from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
 from ..runtime.device import Buffer, canonical_device, get_device
@@ -94,6 +102,8 @@ class _Captured:
     _graph: Any = None  # the device's replayer of the launches (Device.graph); False: none
     _fixed: dict[int, Any] = field(default_factory=dict)  # slot -> handle of an intermediate in a graph
     _graph_memory: list[Buffer] = field(default_factory=list)  # the memory behind _fixed
+    # a device graph's intermediates live in _graph_memory: one replay of it at a time
+    _graph_lock: Any = field(default_factory=threading.Lock)
 
     def _make_plan(self) -> tuple:
         """Per-call work reduced to flat tuples: which slots read arguments, which read other
@@ -192,23 +202,26 @@ class _Captured:
         do, which is safe because the graph runs its kernels in order."""
         if not launches:
             return False
-        if self._graph is None:
-            devices = {ln[1] for ln in launches}
-            graph = get_device(devices.pop()).graph([ln[0] for ln in launches]) if len(devices) == 1 else None
-            if graph is None:
-                self._graph = False
+        with self._graph_lock:
+            if self._graph is None:
+                devices = {ln[1] for ln in launches}
+                graph = get_device(devices.pop()).graph([ln[0] for ln in launches]) if len(devices) == 1 else None
+                if graph is None:
+                    self._graph = False
+                    return False
+                self._graph = graph
+                self._fixed = self._graph_intermediates(launches)
+            if self._graph is False:
                 return False
-            self._graph = graph
-            self._fixed = self._graph_intermediates(launches)
-        fixed, handles = self._fixed, []
-        for _, device, dtype, numel, alloc, nbytes, o, ins, _ in launches:
-            h = fixed.get(o)
-            if h is None:  # a result: new memory at every call, as without a graph
-                out = bufs[o] = Buffer(device, dtype, numel)
-                out._handle = h = alloc(nbytes)
-            handles.append([h] + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
-        self._graph(handles)
-        return True
+            fixed, handles = self._fixed, []
+            for _, device, dtype, numel, alloc, nbytes, o, ins, _ in launches:
+                h = fixed.get(o)
+                if h is None:  # a result: new memory at every call, as without a graph
+                    out = bufs[o] = Buffer(device, dtype, numel)
+                    out._handle = h = alloc(nbytes)
+                handles.append([h] + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
+            self._graph(handles)
+            return True
 
     def _graph_intermediates(self, launches: tuple) -> dict[int, Any]:
         """The handle of each intermediate value's slot, in memory kept in ``_graph_memory``."""
@@ -280,7 +293,12 @@ class _Requests:
     scalars: list[tuple[Node, Callable[[], float]]] = field(default_factory=list)
 
 
-_requests: list[_Requests] = []  # one per running trace, innermost last
+class _Tracing(threading.local):
+    def __init__(self) -> None:
+        self.requests: list[_Requests] = []  # one per trace running in this thread, innermost last
+
+
+_tracing = _Tracing()
 
 
 def add_guard(check: Callable[[], bool]) -> None:
@@ -301,8 +319,9 @@ def add_guard(check: Callable[[], bool]) -> None:
     >>> g(cv.ones(2)).tolist(), g.traces
     ([3.0, 3.0], 2)
     """
-    if _requests:
-        _requests[-1].guards.append(check)
+    requests = _tracing.requests
+    if requests:
+        requests[-1].guards.append(check)
 
 
 def scalar_input(read: Callable[[], float], dtype: Any, device: str | None = None) -> Any:
@@ -325,9 +344,10 @@ def scalar_input(read: Callable[[], float], dtype: Any, device: str | None = Non
     d = dt.to_dtype(dtype)
     device = canonical_device(device)
     tensor = _tensor_class()
-    if not _requests:
+    requests = _tracing.requests
+    if not requests:
         return tensor(np.array(read(), dtype=d.np), device=device)
-    req = _requests[-1]
+    req = requests[-1]
     p = node(Op.VAR, (), Mark("jit-scalar", len(req.scalars)), d, ())
     req.scalars.append((p, read))
     return tensor._from_node(p, device)
@@ -363,6 +383,8 @@ class Jitted:
         # of each -> the same list as in _cache (skips pytree flattening and the signature build)
         self._fast: dict[tuple, list[_Captured]] = {}
         self.traces = 0
+        # held while tracing (reentrant: the function may call itself on untraced values)
+        self._trace_lock = threading.RLock()
         functools.update_wrapper(self, fun)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # methods: bind like a function
@@ -405,17 +427,26 @@ class Jitted:
         if any(_under_transform(t) for t in dyn):
             return self.fun(*args, **kwargs)  # inside grad/jvp/vmap tracing: become part of that trace
         key = (tree, tuple(_leaf_key(x) for x in leaves))
-        for cap in self._cache.get(key, []):
-            if all(g() for g in cap.guards):
-                return cap.run(dyn)
-        cap = self._trace(leaves, tree, dyn)
-        caps = self._cache.setdefault(key, [])
-        caps.append(cap)
-        if len(caps) > MAX_PROGRAMS:
-            del caps[0]
-        if fast is not None:
-            self._fast[fast] = caps
+        cap = self._program(key)
+        if cap is None:
+            with self._trace_lock:
+                cap = self._program(key)  # traced by another thread while this one waited
+                if cap is None:
+                    cap = self._trace(leaves, tree, dyn)
+                    caps = self._cache.setdefault(key, [])
+                    caps.append(cap)
+                    if len(caps) > MAX_PROGRAMS:
+                        del caps[0]
+                    if fast is not None:
+                        self._fast[fast] = caps
         return cap.run(dyn)
+
+    def _program(self, key: tuple) -> _Captured | None:
+        """A captured program for signature ``key`` whose guards hold, or None."""
+        for cap in list(self._cache.get(key, ())):  # (a copy: another thread may add one meanwhile)
+            if all(g() for g in cap.guards):
+                return cap
+        return None
 
     def _trace(self, leaves: list[Any], tree: Any, dyn: list[Any]) -> _Captured:
         from .. import random as rnd
@@ -441,17 +472,17 @@ class Jitted:
             traced_leaves.append(t)
         args, kwargs = tree_unflatten(tree, traced_leaves)
         rec = _Recorder()
-        _recorders.append(rec)
         req = _Requests()
-        _requests.append(req)
+        _tracing.requests.append(req)
         rnd._interceptors.append(_rng_interceptor(rec))
         try:
-            out = self.fun(*args, **kwargs)
-            news = [(t, attr, t.node if attr == "node" else (t.grad.node if t.grad is not None else None))
-                    for t, attr, _ in rec.mutated.values()]
-            # snapshot the outputs: restoring the updated tensors below must not change them
-            out_leaves, out_tree = tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
-            out_leaves = [Tensor._from_node(x.node, x.device) if isinstance(x, Tensor) else x for x in out_leaves]
+            with _recording(rec):
+                out = self.fun(*args, **kwargs)
+                news = [(t, attr, t.node if attr == "node" else (t.grad.node if t.grad is not None else None))
+                        for t, attr, _ in rec.mutated.values()]
+                # snapshot the outputs: restoring the updated tensors below must not change them
+                out_leaves, out_tree = tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+                out_leaves = [Tensor._from_node(x.node, x.device) if isinstance(x, Tensor) else x for x in out_leaves]
         except ValueError as e:
             if "placeholder" in str(e):
                 raise JitError(f"jit: {getattr(self.fun, '__name__', 'the function')} needs a concrete tensor value "
@@ -461,8 +492,7 @@ class Jitted:
             raise
         finally:
             rnd._interceptors.pop()
-            _requests.pop()
-            _recorders.pop()
+            _tracing.requests.pop()
             rec.restore()  # the tensors the function updated get their real new values when it runs
         return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn, req)
 
