@@ -44,6 +44,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class _GradMode(threading.local):
     enabled = True
 
+    def __init__(self) -> None:
+        self.saved: list[bool] = []  # the modes that this thread's open no_grad/enable_grad blocks replaced
+
 
 grad_mode = _GradMode()
 
@@ -54,19 +57,19 @@ def is_grad_enabled() -> bool:
 
 
 class _SetGradMode:
-    """Context manager and decorator that sets grad mode on entry and restores it on exit."""
+    """Context manager and decorator that sets grad mode on entry and restores it on exit.
+
+    The saved modes are kept per thread, not on the object, so one object (a module-level
+    ``no_grad()``) may be entered from several threads at once."""
 
     _value = True
 
-    def __init__(self) -> None:
-        self._saved: list[bool] = []
-
     def __enter__(self) -> None:
-        self._saved.append(grad_mode.enabled)
+        grad_mode.saved.append(grad_mode.enabled)
         grad_mode.enabled = self._value
 
     def __exit__(self, *exc: Any) -> None:
-        grad_mode.enabled = self._saved.pop()
+        grad_mode.enabled = grad_mode.saved.pop()
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)
