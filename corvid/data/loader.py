@@ -3,8 +3,9 @@ background thread while the model computes.
 
 Batches are built as numpy arrays in the background thread (array-backed datasets are sliced,
 others collated sample by sample) and become tensors on the consumer's thread, without a copy
-(:func:`corvid.dlpack.from_numpy`). corvid's allocator and graph caches take no locks, so no
-tensor is created or computed in the background thread.
+(:func:`corvid.dlpack.from_numpy`). A dataset may compute its samples with corvid: corvid is safe
+to use from several threads, so the background thread computes them while the model runs (grad
+mode and the default device there are that thread's own: see ``docs/architecture.md``, Threads).
 
 >>> ds = cv.data.TensorDataset(np.arange(10.0), np.arange(10) % 2)
 >>> loader = DataLoader(ds, batch_size=4, shuffle=True, seed=0)
