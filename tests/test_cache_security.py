@@ -24,7 +24,8 @@ import corvid as cv
 from corvid.codegen import search
 from corvid.codegen.ir import Opt
 from corvid.codegen.lower import lower_unmerged, merge_loops
-from corvid.runtime import compiler
+from corvid.runtime import compiler, cuda, peak
+from tests.test_cuda_runtime import FakeDriver, FakeNVRTC
 
 ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
 OTHER_UID = 65534  # "nobody": a user that is not us
@@ -486,3 +487,222 @@ def test_threads_share_one_search_cache(tmp_path):
     in_threads(8, lambda i: [cache.put(f"{i}-{j}", (Opt("upcast", 0, j + 1),), 1e-3) for j in range(5)])
     got = in_threads(8, lambda i: [cache.get(f"{i}-{j}") for j in range(5)])
     assert got == [[(Opt("upcast", 0, j + 1),) for j in range(5)]] * 8
+
+
+# --- the CUDA device's cubin cache (corvid/runtime/cuda.py; no GPU needed) ------------------------------
+CUBIN_A, CUBIN_B = b"\x7fELF fake cubin A", b"\x7fELF fake cubin B"
+
+
+def cubin_key(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+def cubin_entry(root, key):
+    """(.cubin, .sha256) of the disk entry ``key`` under the cache root ``root``."""
+    folder = root / "cuda" / key[:2]
+    return folder / f"{key}.cubin", folder / f"{key}.sha256"
+
+
+def test_a_cubin_entry_is_private_and_bound_to_its_key(isolated_cache):
+    key = cubin_key("private")
+    cuda._store_cubin(key, CUBIN_A)
+    cubin, sidecar = cubin_entry(isolated_cache, key)
+    assert cubin.read_bytes() == CUBIN_A
+    assert sidecar.read_text() == compiler._entry_digest(key, CUBIN_A) != hashlib.sha256(CUBIN_A).hexdigest()
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (cubin, sidecar)] == [0o600, 0o600]
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (cubin.parent, cubin.parent.parent)] == [0o700, 0o700]
+    assert cuda._load_cubin(key) == CUBIN_A
+
+
+def test_a_cubin_entry_copied_under_another_key_is_rejected_and_removed(isolated_cache):
+    a, b = cubin_key("copied a"), cubin_key("copied b")
+    cuda._store_cubin(a, CUBIN_A)
+    cuda._store_cubin(b, CUBIN_B)
+    for src, dst in zip(cubin_entry(isolated_cache, a), cubin_entry(isolated_cache, b)):
+        shutil.copy2(src, dst)
+    assert cuda._load_cubin(b) is None  # (a plain checksum of the bytes verified here)
+    assert not any(p.exists() for p in cubin_entry(isolated_cache, b))
+    assert cuda._load_cubin(a) == CUBIN_A
+
+
+def tamper_with(path, how: str, tmp_path) -> None:
+    """Make ``path`` (a private file) untrustworthy in the way ``how`` says, its bytes unchanged
+    unless ``how`` is "bytes"."""
+    data = path.read_bytes()
+    if how == "bytes":
+        path.write_bytes(data[:-1] + b"X")
+    elif how == "group-writable":
+        path.chmod(0o620)
+    elif how == "link":  # to a private file with the very same bytes: only the link is wrong
+        target = tmp_path / "elsewhere"
+        target.write_bytes(data)
+        target.chmod(0o600)
+        path.unlink()
+        path.symlink_to(target)
+    elif how == "fifo":  # (opened for reading, a FIFO would wait for a writer forever)
+        path.unlink()
+        os.mkfifo(path, 0o600)
+    elif how == "foreign":
+        os.chown(path, OTHER_UID, OTHER_UID)
+    else:
+        raise ValueError(how)
+
+
+TAMPERING = ["bytes", "group-writable", "link", "fifo", pytest.param("foreign", marks=needs_root)]
+
+
+@pytest.mark.parametrize("which", ["cubin", "sha256"])
+@pytest.mark.parametrize("how", TAMPERING)
+def test_a_tampered_cubin_entry_is_rejected_and_removed(isolated_cache, tmp_path, which, how):
+    key = cubin_key(f"tampered {which} {how}")
+    cuda._store_cubin(key, CUBIN_A)
+    cubin, sidecar = cubin_entry(isolated_cache, key)
+    tamper_with(cubin if which == "cubin" else sidecar, how, tmp_path)
+    assert cuda._load_cubin(key) is None
+    assert not cubin.exists() and not cubin.is_symlink() and not sidecar.exists()
+    cuda._store_cubin(key, CUBIN_A)  # built again
+    assert cuda._load_cubin(key) == CUBIN_A
+
+
+@pytest.mark.parametrize("owner", [pytest.param("foreign", marks=needs_root), "shared"])
+def test_a_cuda_folder_not_ours_alone_is_not_used(isolated_cache, owner):
+    folder = isolated_cache / "cuda"
+    folder.mkdir(parents=True, mode=0o700)
+    if owner == "foreign":
+        os.chown(folder, OTHER_UID, OTHER_UID)
+    else:
+        folder.chmod(0o770)
+    key = cubin_key(f"folder {owner}")
+    with pytest.warns(UserWarning, match="its folder cuda: "):
+        cuda._store_cubin(key, CUBIN_A)
+    assert os.listdir(folder) == []
+    assert stat.S_IMODE(folder.stat().st_mode) == (0o700 if owner == "foreign" else 0o770)  # never chmod-ed
+    assert cubin_entry(compiler._temporary_cache(), key)[0].read_bytes() == CUBIN_A
+    assert cuda._load_cubin(key) == CUBIN_A  # from this process's private temporary cache
+
+
+def test_no_disk_cache_keeps_cubins_in_memory_only(isolated_cache, monkeypatch):
+    monkeypatch.setenv("CORVID_NO_DISK_CACHE", "1")
+    key = cubin_key("no disk")
+    cuda._store_cubin(key, CUBIN_A)
+    assert cuda._load_cubin(key) is None
+    assert not isolated_cache.exists()
+
+
+class ModuleLoadingDriver(FakeDriver):
+    """:class:`FakeDriver` that also takes modules: ``images`` are the cubins handed to
+    cuModuleLoadData."""
+
+    def __init__(self):
+        super().__init__()
+        self.images: list[bytes] = []
+
+    def cuModuleLoadData(self, image):
+        self.images.append(bytes(image))
+        return (0, f"module{len(self.images)}")
+
+    def cuModuleGetFunction(self, module, name):
+        return (0, (module, name))
+
+
+def test_the_cuda_device_loads_only_verified_cubins(isolated_cache, monkeypatch):
+    """A process that finds a forged entry (other bytes, a plain sha256 beside them: what the
+    old sidecar was) builds the kernel again; one that finds a sound entry loads its bytes."""
+    built = []
+
+    def build(self, source, arch, name="kernel"):
+        built.append(name)
+        return CUBIN_A + source.encode()
+
+    monkeypatch.setattr(cuda.NVRTCCompiler, "build", build)
+    kernel = small_kernel()
+
+    def compile_in_new_process() -> bytes:
+        device = cuda.CUDADevice(bindings=(ModuleLoadingDriver(), FakeNVRTC()))
+        device.compile(kernel, source)
+        (image,) = device.cu.images
+        return image
+
+    source = cuda.CUDADevice(bindings=(ModuleLoadingDriver(), FakeNVRTC())).renderer.render(kernel)
+    good = compile_in_new_process()
+    assert good == CUBIN_A + source.encode() and len(built) == 1
+    (cubin,) = (isolated_cache / "cuda").glob("*/*.cubin")
+    cubin.write_bytes(CUBIN_B)
+    cubin.with_suffix(".sha256").write_text(hashlib.sha256(CUBIN_B).hexdigest())
+    assert compile_in_new_process() == good and len(built) == 2
+    assert compile_in_new_process() == good and len(built) == 2  # from the disk, as verified
+    assert cubin.read_bytes() == good
+
+
+# --- the roofline's peak.json (corvid/runtime/peak.py) ----------------------------------------------------
+MEASURED = peak.Peak(123.0, 45.0)
+
+
+@pytest.fixture
+def measurements(monkeypatch):
+    """The measurements cpu_peak makes from now on (each gives ``MEASURED``)."""
+    monkeypatch.delenv("CORVID_PEAK", raising=False)
+    made = []
+
+    def measure():
+        made.append(MEASURED)
+        return MEASURED
+
+    monkeypatch.setattr(peak, "_measure", measure)
+    peak.cpu_peak.cache_clear()
+    yield made
+    peak.cpu_peak.cache_clear()
+
+
+def write_peak_json(root, text: str):
+    """``root/peak.json`` holding ``text`` with KEY replaced by this machine's entry, as corvid
+    writes it (mode 0o600 in a 0o700 root)."""
+    root.mkdir(mode=0o700, exist_ok=True)
+    path = root / "peak.json"
+    path.write_text(text.replace("KEY", peak._table_key()))
+    path.chmod(0o600)
+    return path
+
+
+def test_a_private_peak_json_is_read(isolated_cache, measurements):
+    write_peak_json(isolated_cache, '{"KEY": [7.5, 8]}')
+    assert peak.cpu_peak() == peak.Peak(7.5, 8.0)
+    assert measurements == []
+
+
+@pytest.mark.parametrize("how", TAMPERING[1:])
+def test_a_peak_json_not_ours_alone_is_ignored_and_replaced(isolated_cache, tmp_path, measurements, how):
+    path = write_peak_json(isolated_cache, '{"KEY": [7.5, 8]}')
+    tamper_with(path, how, tmp_path)
+    assert peak.cpu_peak() == MEASURED and len(measurements) == 1
+    assert not path.is_symlink() and compiler._file_problem(path.stat()) is None
+    assert json.loads(path.read_text()) == {peak._table_key(): [123.0, 45.0]}  # nothing kept from it
+    if how == "link":
+        assert json.loads((tmp_path / "elsewhere").read_text()) == {peak._table_key(): [7.5, 8]}  # untouched
+
+
+MALFORMED_PEAK = [
+    "", "{not json", "[7.5, 8]", '"text"', "null", "\xff\x00", "[" * 100_000 + "]" * 100_000,
+    '{"KEY": [NaN, 8]}', '{"KEY": [Infinity, 8]}', '{"KEY": [1e400, 8]}', '{"KEY": [-7.5, 8]}', '{"KEY": [0, 8]}',
+    '{"KEY": [true, 8]}', '{"KEY": ["7.5", 8]}', '{"KEY": [7.5]}', '{"KEY": [7.5, 8, 9]}', '{"KEY": {"gflops": 7.5}}',
+    '{"KEY": [7.5, 8], "pad": "' + "x" * (1 << 20) + '"}',  # (larger than any table corvid writes)
+]
+
+
+@pytest.mark.parametrize("text", MALFORMED_PEAK, ids=[f"json{i}" for i in range(len(MALFORMED_PEAK))])
+def test_a_malformed_peak_json_is_ignored(isolated_cache, measurements, text):
+    path = write_peak_json(isolated_cache, text)
+    assert peak.cpu_peak() == MEASURED and len(measurements) == 1
+    assert json.loads(path.read_text())[peak._table_key()] == [123.0, 45.0]
+
+
+@needs_root
+def test_a_peak_json_in_a_cache_root_not_ours_is_not_read(isolated_cache, measurements):
+    path = write_peak_json(isolated_cache, '{"KEY": [7.5, 8]}')
+    os.chown(isolated_cache, OTHER_UID, OTHER_UID)
+    (compiler._temporary_cache() / "peak.json").unlink(missing_ok=True)  # (shared by this process's tests)
+    with pytest.warns(UserWarning, match=f"owned by uid {OTHER_UID}"):
+        assert peak.cpu_peak() == MEASURED
+    assert len(measurements) == 1
+    assert json.loads(path.read_text()) == {peak._table_key(): [7.5, 8]}  # left as it was
+    assert json.loads((compiler._temporary_cache() / "peak.json").read_text()) == {peak._table_key(): [123.0, 45.0]}

@@ -10,8 +10,14 @@ wheel: no CUDA toolkit needed) plus an NVIDIA driver. Written against cuda-bindi
   (``--gpu-architecture=sm_90`` on an H100/H200), not PTX: a driver JIT-compiles only PTX no newer
   than itself, while a cubin from a newer NVRTC of the same major version loads. Kernels are built
   without fast math and with ``--fmad=false`` (see :mod:`corvid.render.cuda`). Cubins are cached
-  in memory and on disk (``cache_dir()/cuda``, keyed by the source, the architecture, NVRTC's
-  version and the options; written atomically, used only when their checksum matches).
+  in memory and on disk (``cache_dir()/cuda/<key[:2]>/<key>.cubin``, keyed by the source, the
+  architecture, NVRTC's version and the options), trusted as the CPU's kernel cache trusts its
+  libraries (:mod:`corvid.runtime.compiler`): folders of this user's that no one else can write
+  (else one warning and a private temporary cache), entries written atomically with a
+  ``<key>.sha256`` sidecar over the key and the cubin (an entry copied under another key does not
+  verify), read once through a descriptor opened without following links and checked (a regular
+  file of this user's, writable by no one else); the bytes checked are the bytes loaded. An entry
+  that fails a check is deleted and built again.
 * **Launch**: on one stream of the device's primary context, so launches are asynchronous and
   ordered: a kernel sees the results of the ones before it, and a buffer returned to the pool may
   be handed out again at once. ``synchronize()`` waits for the stream.
@@ -54,7 +60,7 @@ import numpy as np
 from ..codegen.ir import Kernel, Opt
 from ..codegen.opt import gpu_heuristics
 from ..render.cuda import CUDALaunch, CUDARenderer, cuda_launch
-from .compiler import _is_private_file, _private_dir, _write_private, cache_dir
+from .compiler import _cache_folder, _entry_digest, _open_private, _read_fd, _write_private
 from .device import Allocator, Device, Program
 
 STAGE_BYTES = 16 << 20  # each of the two pinned host buffers that copies go through
@@ -155,34 +161,60 @@ class NVRTCCompiler:
             nv.nvrtcDestroyProgram(prog)
 
 
-def _cubin_path(key: str) -> pathlib.Path:
-    return cache_dir() / "cuda" / key[:2] / f"{key}.cubin"
+def _cubin_folder(key: str) -> pathlib.Path | None:
+    """The folder of the disk entry ``key`` (checked, or this process's private temporary cache:
+    see :func:`corvid.runtime.compiler._cache_folder`); None when ``CORVID_NO_DISK_CACHE`` asks
+    for no disk cache (cubins are then kept in memory only)."""
+    if os.environ.get("CORVID_NO_DISK_CACHE", "") not in ("", "0"):
+        return None
+    return _cache_folder("cuda", key[:2])
+
+
+def _read_entry(folder: pathlib.Path, key: str) -> bytes:
+    """The cubin of the entry ``key`` in ``folder``, read once through a checked descriptor
+    (:func:`corvid.runtime.compiler._open_private`), if its sidecar holds the entry digest of the
+    key and those bytes. Raises OSError (FileNotFoundError for a missing file, PermissionError for
+    a foreign or writable one, plain OSError for a digest that does not match)."""
+    fd = _open_private(folder / f"{key}.sha256")
+    try:
+        expected = os.read(fd, 256).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    fd = _open_private(folder / f"{key}.cubin")
+    try:
+        data = _read_fd(fd)
+    finally:
+        os.close(fd)
+    if _entry_digest(key, data) != expected:
+        raise OSError(f"{folder / key}.cubin: the checksum in its sidecar does not match (corrupt, or another entry's)")
+    return data
 
 
 def _load_cubin(key: str) -> bytes | None:
-    """A cached cubin whose checksum sidecar matches (and both files are the user's own), or None."""
-    if os.environ.get("CORVID_NO_DISK_CACHE") == "1":
+    """The cached cubin ``key`` if its entry verifies (:func:`_read_entry`); None when it is
+    missing, and None (the entry deleted, to be built again) when it does not verify."""
+    folder = _cubin_folder(key)
+    if folder is None:
         return None
-    path = _cubin_path(key)
-    sidecar = path.with_suffix(".sha256")
     try:
-        if not (_is_private_file(path) and _is_private_file(sidecar)):
-            return None
-        data = path.read_bytes()
-        return data if hashlib.sha256(data).hexdigest() == sidecar.read_text().strip() else None
+        return _read_entry(folder, key)
+    except FileNotFoundError:
+        return None  # not cached yet, or another process is writing it
     except OSError:
+        (folder / f"{key}.cubin").unlink(missing_ok=True)
+        (folder / f"{key}.sha256").unlink(missing_ok=True)
         return None
 
 
 def _store_cubin(key: str, cubin: bytes) -> None:
-    if os.environ.get("CORVID_NO_DISK_CACHE") == "1":
+    """Write the entry ``key`` (its sidecar first: a reader finding only one file builds again)."""
+    folder = _cubin_folder(key)
+    if folder is None:
         return
-    path = _cubin_path(key)
     try:
-        _private_dir(path.parent)
-        _write_private(path, cubin)
-        _write_private(path.with_suffix(".sha256"), hashlib.sha256(cubin).hexdigest().encode())
-    except OSError:  # (a read-only cache: compile again next time)
+        _write_private(folder / f"{key}.sha256", _entry_digest(key, cubin).encode())
+        _write_private(folder / f"{key}.cubin", cubin)
+    except OSError:  # (a full disk: the cubin is built again next time)
         pass
 
 

@@ -8,7 +8,11 @@ compared with (``DEBUG=2`` and the benchmarks print the fraction of it a kernel 
 
 :func:`cpu_peak` measures on first use (about a second) and stores the figures in the cache
 directory (``peak.json``, keyed by the compiler and CPU identity), so later processes read them.
-``CORVID_PEAK="GFLOPS,GBPS"`` overrides the measurement.
+The file is trusted as kernel cache entries are (:mod:`corvid.runtime.compiler`): read through a
+descriptor opened without following links, and only if it is a regular file of this user's that
+no one else can write; a file that is not, or that is not a table of positive finite figures, is
+ignored and the figures are measured again (and the file rewritten). ``CORVID_PEAK="GFLOPS,GBPS"``
+overrides the measurement.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import math
 import os
+import pathlib
 import time
 from dataclasses import dataclass
 
@@ -26,6 +32,7 @@ _CHAINS = 12  # independent accumulators per thread: enough to cover FMA latency
 _ITERS = 1 << 22
 _READ_BYTES = 256 << 20
 _FORMAT = 2  # bumped when the measuring code changes: older cached figures are measured again
+_MAX_TABLE_BYTES = 1 << 20  # a peak.json larger than this is not corvid's (an entry is ~100 bytes)
 
 
 @dataclass(frozen=True)
@@ -121,9 +128,42 @@ def _threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def _read_table(path: pathlib.Path) -> dict:
+    """The figures table in ``path``; empty when it is missing, not a private file of this user's
+    (:func:`corvid.runtime.compiler._open_private`), larger than ``_MAX_TABLE_BYTES``, or not a
+    JSON object."""
+    from .compiler import _open_private, _read_fd
+
+    try:
+        fd = _open_private(path)
+        try:
+            if os.fstat(fd).st_size > _MAX_TABLE_BYTES:
+                return {}
+            table = json.loads(_read_fd(fd))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, RecursionError):  # (RecursionError: JSON nested too deeply)
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def _table_key() -> str:
+    """The entry of this machine's figures in ``peak.json``: compiler and CPU, threads, format."""
+    from .compiler import find_toolchain
+
+    return f"{find_toolchain().key()}:{_threads()}:{_FORMAT}"
+
+
+def _valid_figures(entry: object) -> bool:
+    return (isinstance(entry, list) and len(entry) == 2
+            and all(type(v) in (int, float) and math.isfinite(v) and v > 0 for v in entry))
+
+
 @functools.cache
 def cpu_peak() -> Peak:
-    """The CPU's measured (or cached, or ``CORVID_PEAK``) roofline for the current thread count."""
+    """The CPU's measured (or cached, or ``CORVID_PEAK``) roofline for the current thread count.
+
+    Raises ValueError for a ``CORVID_PEAK`` that is not two numbers."""
     override = os.environ.get("CORVID_PEAK", "").strip()
     if override:
         try:
@@ -131,25 +171,18 @@ def cpu_peak() -> Peak:
             return Peak(g, b)
         except ValueError:
             raise ValueError(f"CORVID_PEAK must be 'GFLOPS,GBPS' (two numbers), got {override!r}") from None
-    from .compiler import cache_dir, find_toolchain
+    from .compiler import _write_private, cache_dir
 
     path = cache_dir() / "peak.json"
-    key = f"{find_toolchain().key()}:{_threads()}:{_FORMAT}"
-    try:
-        table = json.loads(path.read_text())
-        if not isinstance(table, dict):
-            table = {}
-    except (OSError, ValueError):
-        table = {}
+    key = _table_key()
+    table = _read_table(path)
     entry = table.get(key)
-    if isinstance(entry, list) and len(entry) == 2 and all(isinstance(v, (int, float)) and v > 0 for v in entry):
+    if _valid_figures(entry):
         return Peak(float(entry[0]), float(entry[1]))
     peak = _measure()
     table[key] = [peak.gflops, peak.gbps]
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(table))
-        os.replace(tmp, path)
-    except OSError:
+        _write_private(path, json.dumps(table).encode())
+    except OSError:  # (a full disk: measured again next time)
         pass
     return peak
