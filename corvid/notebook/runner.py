@@ -10,8 +10,9 @@ figures left open at the end of a cell (or passed to ``plt.show()``) are saved a
 A failing cell stops the run: the file gets the outputs up to and including that cell (with the
 traceback, trimmed to the cell's code and what it called), and the cells after it lose their
 old outputs, so the file only ever shows what one run produced. The file is replaced
-atomically (a temporary file, then ``os.replace``), and not at all if it changed while the
-cells ran (an editor saved it): the run reports that instead of overwriting the edit.
+atomically (:func:`corvid._files.write_atomic`: a temporary file, then ``os.replace``), and not
+at all if it changed while the cells ran (an editor saved it): the run reports that instead of
+overwriting the edit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import os
 import pathlib
 import re
 import sys
-import tempfile
 import time
 import tokenize
 import traceback
@@ -37,6 +37,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .. import _files as files
 from .document import Cell, Notebook, Output, parse
 
 __all__ = ["RunReport", "clean", "files_dir", "run", "write_atomic"]
@@ -74,19 +75,10 @@ def files_dir(path: pathlib.Path) -> pathlib.Path:
 
 
 def write_atomic(path: pathlib.Path, text: str) -> None:
-    """Replace ``path`` by ``text`` in one step: readers see the old file or the new one, never a
-    partial one (a crash leaves the old file and at worst a stray temporary file)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace ``path`` by ``text`` (UTF-8, its line ends unchanged) in one step: readers see the old
+    file or the new one, never a partial one. As :func:`corvid._files.write_atomic`: the permissions
+    ``open`` would give (an existing file keeps its mode) and symbolic links written through."""
+    files.write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _remove_images(folder: pathlib.Path) -> None:
