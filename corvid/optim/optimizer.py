@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -214,33 +214,58 @@ class Optimizer:
                                 for k, v in st.items()} for p, st in self.state.items() if id(p) in index}
         return {"state": dict(sorted(state.items())), "param_groups": groups}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore hyperparameters and per-parameter state from :meth:`state_dict`, or from its
-        flattened form (as ``cv.load`` returns it). The groups must have the same sizes (ValueError).
-        Values are converted to the types of the current ones (tensors to the parameter's dtype)."""
-        if any("." in k for k in state_dict):
+        flattened form (as ``cv.load`` returns it). Values are converted to the types of the current
+        ones (tensors to the parameter's dtype).
+
+        ValueError naming what is missing or different, with the optimizer left unchanged, when
+        the dict is not an optimizer's state dict (no ``param_groups``, a group without
+        ``params``), its groups differ in number or size from this optimizer's, or its ``state``
+        names a parameter its groups do not list."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict needs a dict, got {type(state_dict).__name__}")
+        if any(isinstance(k, str) and "." in k for k in state_dict):
             state_dict = unflatten_state_dict(state_dict)
+        if "param_groups" not in state_dict:
+            raise ValueError(f"load_state_dict: the state dict has no 'param_groups' (its keys: "
+                             f"{sorted(map(str, state_dict))[:8]}); expected what Optimizer.state_dict() returns, "
+                             "{'state': {...}, 'param_groups': [...]}, or its flattened form as cv.load returns it "
+                             "('param_groups.0.lr', ...)")
         groups = state_dict["param_groups"]
-        groups = [groups[k] for k in sorted(groups)] if isinstance(groups, dict) else list(groups)
+        if isinstance(groups, Mapping) and all(isinstance(k, int) for k in groups):
+            groups = [groups[k] for k in sorted(groups)]
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, Mapping) for g in groups):
+            raise ValueError(f"load_state_dict: 'param_groups' must be a list of dicts, got {groups!r:.100}")
         if len(groups) != len(self.param_groups):
             raise ValueError(f"the state dict has {len(groups)} parameter groups, the optimizer "
                              f"{len(self.param_groups)}")
         params: dict[int, Tensor] = {}
-        for mine, saved in zip(self.param_groups, groups):
+        hyperparameters = []
+        for number, (mine, saved) in enumerate(zip(self.param_groups, groups)):
+            if "params" not in saved:
+                raise ValueError(f"load_state_dict: parameter group {number} has no 'params' (its keys: "
+                                 f"{sorted(map(str, saved))}); each group lists its parameters' numbers, as "
+                                 "Optimizer.state_dict() writes them")
             ids = [int(i) for i in restore_like(saved["params"], [])]
             if len(ids) != len(mine["params"]):
                 raise ValueError(f"a saved parameter group has {len(ids)} parameters, this one {len(mine['params'])}")
             params.update(zip(ids, mine["params"]))
-            for k, v in saved.items():
-                if k != "params":
-                    mine[k] = restore_like(v, mine.get(k, self.defaults.get(k)))
+            hyperparameters.append({k: restore_like(v, mine.get(k, self.defaults.get(k)))
+                                    for k, v in saved.items() if k != "params"})
         saved_state = state_dict.get("state", {})
-        items = saved_state.items() if isinstance(saved_state, dict) else enumerate(saved_state)
-        self.state = {}
+        items = saved_state.items() if isinstance(saved_state, Mapping) else enumerate(saved_state)
+        state = {}
         for i, st in items:
-            p = params[int(i)]
-            self.state[p] = {k: int(restore_like(v, 0)) if k == "step" else
-                             Tensor(v, device=p.device).astype(p.dtype).realize() for k, v in st.items()}
+            p = params.get(int(i)) if isinstance(i, int) or str(i).isdigit() else None
+            if p is None or not isinstance(st, Mapping):
+                raise ValueError(f"load_state_dict: the state dict has state for parameter {i!r}, but its groups "
+                                 f"list the parameters {sorted(params)}")
+            state[p] = {k: int(restore_like(v, 0)) if k == "step" else
+                        Tensor(v, device=p.device).astype(p.dtype).realize() for k, v in st.items()}
+        for mine, values in zip(self.param_groups, hyperparameters):
+            mine.update(values)
+        self.state = state
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
