@@ -22,7 +22,7 @@ import zlib
 
 import numpy as np
 
-from ..io import CorruptFileError
+from ..io import CorruptFileError, _shape_problem
 
 __all__ = ["parse_idx", "read_idx"]
 
@@ -35,7 +35,8 @@ def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
     """The array stored in ``data`` (IDX bytes, gzipped or not), in native byte order.
 
     CorruptFileError (a ValueError) for a bad gzip stream, a bad magic number, an unknown type
-    code, or a data size that differs from what the dimensions announce."""
+    code, dimensions no array can have, or a data size that differs from what the dimensions
+    announce."""
     if data[:2] == _GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
@@ -51,6 +52,9 @@ def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
     if len(data) < header:
         raise CorruptFileError(f"{name}: truncated header ({len(data)} bytes, {ndim} dimensions need {header})")
     shape = tuple(int(d) for d in np.frombuffer(data, ">u4", ndim, 4))
+    problem = _shape_problem(shape, dtype.itemsize)  # a zero dimension lets any others pass the size check
+    if problem:
+        raise CorruptFileError(f"{name}: {problem}")
     expected = math.prod(shape) * dtype.itemsize
     if len(data) - header != expected:
         raise CorruptFileError(f"{name}: dimensions {shape} of {dtype.name} need {expected} bytes of data, the file "
