@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from itertools import count
-from typing import Callable
+from typing import Callable, Generator
 
 from ..dtype import bool_ as _BOOL
 from ..dtype import float64 as _F64
@@ -57,6 +57,10 @@ def runtime_const(n: Node) -> bool:
             and not (a == 0.0 and math.copysign(1.0, a) < 0))
 
 
+# what a node being lowered asks for: the value of (source, index, gate)
+Need = tuple[Node, tuple[Sym, ...], Sym]
+
+
 class LoweringTooLarge(RuntimeError):
     """A region whose fused kernel would have more values than the lowering's ``limit`` (a
     reduce re-evaluated inside another, level after level: a recurrence over a matmul)."""
@@ -77,15 +81,38 @@ class _Lowerer:
         return Var(f"{prefix}{next(self.names)}", 0, size - 1)
 
     def emit(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool = False) -> U:
+        """The value of element ``idx`` of ``n`` where ``gate`` holds (memoized per (node, index, gate)).
+
+        The walk keeps its own stack: each node being lowered is a generator (:meth:`_emit`) that
+        yields the ``(source, index, gate)`` it needs and is sent that value back, so a chain of
+        any depth lowers without Python recursion (a 400-op elementwise chain used to overflow)."""
         key = (id(n), idx, gate)
         found = self.memo.get(key)
-        if found is None:
-            if len(self.memo) >= self.limit:
-                raise LoweringTooLarge(f"more than {self.limit} distinct values")
-            found = self.memo[key] = self._emit(n, idx, gate, root)
-        return found
+        if found is not None:
+            return found
+        stack = [(key, self._start(n, idx, gate, root))]
+        value: U | None = None
+        while stack:
+            key, walk = stack[-1]
+            try:
+                s, s_idx, s_gate = walk.send(value)
+            except StopIteration as done:
+                stack.pop()
+                value = self.memo[key] = done.value
+                continue
+            key = (id(s), s_idx, s_gate)
+            value = self.memo.get(key)
+            if value is None:
+                stack.append((key, self._start(s, s_idx, s_gate, False)))
+        assert value is not None
+        return value
 
-    def _emit(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool) -> U:
+    def _start(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool) -> Generator[Need, U, U]:
+        if len(self.memo) >= self.limit:
+            raise LoweringTooLarge(f"more than {self.limit} distinct values")
+        return self._emit(n, idx, gate, root)
+
+    def _emit(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool) -> Generator[Need, U, U]:
         k, op = self.k, n.op
         param = None if root else self.param_of(n)
         if param is not None:
@@ -104,16 +131,18 @@ class _Lowerer:
         if op is Op.IOTA:
             return k.u("index", n.dtype, (), idx[0])
         if op in ELEMENTWISE:
-            src = tuple(self.emit(s, idx, gate) for s in n.src)
+            src = []
+            for s in n.src:
+                src.append((yield s, idx, gate))
             if op in (Op.CAST, Op.BITCAST):
-                return k.u(op.name.lower(), n.dtype, src, n.arg)
-            return k.u("alu", n.dtype, src, op)
+                return k.u(op.name.lower(), n.dtype, tuple(src), n.arg)
+            return k.u("alu", n.dtype, tuple(src), op)
         if op is Op.CONTIGUOUS or op in IDENTITY:
             if not n.src:
                 raise ValueError(f"{n}: a placeholder has no value to compute")
-            return self.emit(n.src[0], idx, gate)
+            return (yield n.src[0], idx, gate)
         if op is Op.GATHER:
-            return self._gather(n, idx, gate)
+            return (yield from self._gather(n, idx, gate))
         if op is Op.REDUCE:
             red_op, axes = n.arg
             src_shape = n.src[0].shape
@@ -121,13 +150,13 @@ class _Lowerer:
             inner = list(idx)
             for a, lp in zip(axes, loops):
                 inner[a] = lp.var
-            body = self.emit(n.src[0], tuple(inner), gate)
+            body = yield n.src[0], tuple(inner), gate
             u = k.u("reduce", n.dtype, (body,), (red_op, loops))
             self.reduce_origin[id(u)] = n
             return u
-        return self._movement(n, idx, gate)
+        return (yield from self._movement(n, idx, gate))
 
-    def _gather(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
+    def _gather(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> Generator[Need, U, U]:
         """An indirect load: the index value is computed here, the other coordinates address the
         stored operand: directly, or through the views (:func:`gather_address`) over it."""
         x, ix = n.src
@@ -146,14 +175,14 @@ class _Lowerer:
             for d, (i, st) in enumerate(zip(idx, strides)):
                 if d != axis and st and x.shape[d] != 1:
                     base = base + i * st
-        v = self.emit(ix, idx, gate)
+        v = yield ix, idx, gate
         return self.k.u("gather", n.dtype, (v,), (param, base, stride, x.shape[axis],
                                                   None if gate == Num(1) else gate))
 
-    def _movement(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> U:
+    def _movement(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> Generator[Need, U, U]:
         (src,), op, arg, shape = n.src, n.op, n.arg, n.src[0].shape
         if op in VIEWS:
-            return self.emit(src, view_index(n, idx), gate)
+            return (yield src, view_index(n, idx), gate)
         if op is Op.PAD:
             pads, value = arg
             new_idx, conds = [], []
@@ -174,7 +203,7 @@ class _Lowerer:
             valid = sym_and(*conds)
             if valid == Num(0):
                 return self.k.u("const", n.dtype, (), value)
-            inner = self.emit(src, tuple(new_idx), sym_and(gate, valid))
+            inner = yield src, tuple(new_idx), sym_and(gate, valid)
             if valid == Num(1):
                 return inner
             cond = self.k.u("index", _BOOL, (), valid)
