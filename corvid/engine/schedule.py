@@ -225,6 +225,7 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
             base = x if found is None else found[0]
             if base.buffer is None:
                 stored[id(base)] = base
+    _cut_deep(every, stored)
     while True:
         added = False
         seen_in: dict[int, int] = {}
@@ -242,6 +243,24 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
                 added = True
         if not added:
             return stored
+
+
+# A kernel's region is cut every MAX_DEPTH ops along its longest path: gcc's time grows faster
+# than the function's length (a 200k-op chain as one kernel took 120 s to compile, 20k ops 2.4 s),
+# and the cut pieces of a long chain have one structure, so they share one compiled kernel.
+MAX_DEPTH = 1000
+
+
+def _cut_deep(every: list[Node], stored: dict[int, Node]) -> None:
+    """Store each elementwise node that lies MAX_DEPTH ops above its kernel's inputs."""
+    depth: dict[int, int] = {}
+    for n in every:  # (sources first)
+        if n.buffer is not None:
+            continue
+        d = 1 + max((depth[id(s)] for s in n.src if id(s) in depth and id(s) not in stored), default=0)
+        if d >= MAX_DEPTH and n.op in ELEMENTWISE:
+            stored[id(n)] = n
+        depth[id(n)] = d
 
 
 # An elementwise value that a kernel's loops evaluate at least RECOMPUTE_RATIO times per element
