@@ -9,7 +9,7 @@ grouped by theme in mixins: :mod:`corvid.ops.movement`, :mod:`corvid.ops.element
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -532,10 +532,16 @@ def _to_numpy(data: Any, target: DType | None) -> np.ndarray:
     return np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d arrays 1-d
 
 
-def _flatten(x: Any):
-    if isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _flatten(y)
-    else:
-        yield x
+def _flatten(x: Any) -> Iterator[Any]:
+    """The leaves of nested lists and tuples, in order. An explicit stack of iterators, so that
+    nesting of any depth reaches numpy, which names its dimension limit (64)."""
+    stack = [iter((x,))]
+    while stack:
+        for y in stack[-1]:
+            if isinstance(y, (list, tuple)):
+                stack.append(iter(y))
+                break
+            yield y
+        else:
+            stack.pop()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 _registry: dict[type, tuple[Callable[[Any], tuple[Iterable[Any], Any]], Callable[[Any, list[Any]], Any]]] = {}
 
@@ -55,7 +55,10 @@ register_pytree_node(type(None), lambda _: ((), None), lambda _, ch: None)
 
 
 class TreeDef:
-    """The structure of a pytree with its leaves taken out."""
+    """The structure of a pytree with its leaves taken out.
+
+    Its walks (equality, hashing, printing, and flattening and rebuilding below) keep their own
+    stacks, so a structure of any depth works (a list nested 5000 deep used to overflow)."""
 
     __slots__ = ("kind", "aux", "children", "num_leaves")
 
@@ -64,7 +67,15 @@ class TreeDef:
         self.num_leaves = 1 if kind is None else sum(c.num_leaves for c in children)
 
     def _key(self) -> tuple:
-        return (self.kind, self.aux, tuple(c._key() for c in self.children))
+        """(kind, aux, number of children) of every node in pre-order: a flat tuple that
+        determines the structure, so comparing and hashing it does not recurse."""
+        out = []
+        stack = [self]
+        while stack:
+            td = stack.pop()
+            out.append((td.kind, td.aux, len(td.children)))
+            stack.extend(reversed(td.children))
+        return tuple(out)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TreeDef) and self._key() == other._key()
@@ -73,10 +84,22 @@ class TreeDef:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        if self.kind is None:
-            return "*"
-        inner = ", ".join(repr(c) for c in self.children)
-        return f"{self.kind.__name__}({inner})"
+        parts: list[str] = []
+        stack: list[TreeDef | str] = [self]
+        while stack:
+            td = stack.pop()
+            if isinstance(td, str):
+                parts.append(td)
+            elif td.kind is None:
+                parts.append("*")
+            else:
+                parts.append(f"{td.kind.__name__}(")
+                stack.append(")")
+                for i, c in enumerate(reversed(td.children)):
+                    stack.append(c)
+                    if i < len(td.children) - 1:
+                        stack.append(", ")
+        return "".join(parts)
 
 
 _LEAF = TreeDef(None, None, ())
@@ -91,22 +114,34 @@ def _node_type(x: Any) -> type | None:
     return None
 
 
-def _flatten_one(x: Any, is_leaf: Callable[[Any], bool] | None, out: list[Any]) -> TreeDef:
-    t = None if is_leaf is not None and is_leaf(x) else _node_type(x)
-    if t is None:
-        out.append(x)
-        return _LEAF
-    if t in _registry:
-        children, aux = _registry[t][0](x)
-    else:  # namedtuple
-        children, aux = tuple(x), None
-    return TreeDef(t, aux, tuple(_flatten_one(c, is_leaf, out) for c in children))
+_END = object()
 
 
 def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list[Any], TreeDef]:
     """``(leaves, treedef)``: the leaves in order and the structure around them."""
     leaves: list[Any] = []
-    return leaves, _flatten_one(tree, is_leaf, leaves)
+    stack: list[tuple[type, Any, Iterator[Any], list[TreeDef]]] = []  # (kind, aux, children left, their defs)
+    x = tree
+    while True:
+        t = None if is_leaf is not None and is_leaf(x) else _node_type(x)
+        done: TreeDef | None = None
+        if t is None:
+            leaves.append(x)
+            done = _LEAF
+        else:
+            children, aux = _registry[t][0](x) if t in _registry else (tuple(x), None)  # (a namedtuple)
+            stack.append((t, aux, iter(children), []))
+        while True:  # hand finished structures to their parents until a child is left to visit
+            if done is not None:
+                if not stack:
+                    return leaves, done
+                stack[-1][3].append(done)
+            t, aux, rest, defs = stack[-1]
+            x = next(rest, _END)
+            if x is not _END:
+                break
+            stack.pop()
+            done = TreeDef(t, aux, tuple(defs))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
@@ -114,17 +149,25 @@ def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
     items = list(leaves)
     if len(items) != treedef.num_leaves:
         raise ValueError(f"tree structure {treedef} has {treedef.num_leaves} leaves, got {len(items)}")
+    if treedef.kind is None:
+        return items[0]
     it = iter(items)
-    return _build(treedef, it)
-
-
-def _build(td: TreeDef, it) -> Any:
-    if td.kind is None:
-        return next(it)
-    children = [_build(c, it) for c in td.children]
-    if td.kind in _registry:
-        return _registry[td.kind][1](td.aux, children)
-    return td.kind(*children)  # namedtuple
+    stack: list[tuple[TreeDef, list[Any]]] = [(treedef, [])]  # (structure, its children built so far)
+    while True:
+        td, built = stack[-1]
+        if len(built) < len(td.children):
+            c = td.children[len(built)]
+            if c.kind is None:
+                built.append(next(it))
+            else:
+                stack.append((c, []))
+            continue
+        stack.pop()
+        # (a kind not in the registry is a namedtuple)
+        value = _registry[td.kind][1](td.aux, built) if td.kind in _registry else td.kind(*built)
+        if not stack:
+            return value
+        stack[-1][1].append(value)
 
 
 def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:

@@ -88,17 +88,21 @@ def _is_axis(x: Any) -> bool:
 
 def _prefix_leaves(prefix: Any, tree: Any, what: str, where: str) -> list[int | None]:
     """One axis per leaf of ``tree``, from ``prefix``: an int/None for a whole subtree, or a
-    container of the same kind as the subtree with one entry per child."""
-    if _is_axis(prefix):
-        return [prefix] * len(tree_flatten(tree)[0])
-    ptd = tree_structure(prefix, is_leaf=lambda x: x is not prefix)
-    children, td = tree_flatten(tree, is_leaf=lambda x: x is not tree)
-    if td.kind is None or td.kind is not ptd.kind or td.aux != ptd.aux or len(td.children) != len(ptd.children):
-        raise ValueError(f"vmap: {what} {prefix!r} does not match the structure of {where} ({_describe(tree)})")
-    pchildren = tree_flatten(prefix, is_leaf=lambda x: x is not prefix)[0]
+    container of the same kind as the subtree with one entry per child. (The pairs still to match
+    are a stack, not a recursion: a prefix as deep as the tree works at any depth.)"""
     out: list[int | None] = []
-    for p, c in zip(pchildren, children):
-        out += _prefix_leaves(p, c, what, where)
+    todo = [(prefix, tree)]
+    while todo:
+        prefix, tree = todo.pop()
+        if _is_axis(prefix):
+            out += [prefix] * len(tree_flatten(tree)[0])
+            continue
+        ptd = tree_structure(prefix, is_leaf=lambda x: x is not prefix)
+        children, td = tree_flatten(tree, is_leaf=lambda x: x is not tree)
+        if td.kind is None or td.kind is not ptd.kind or td.aux != ptd.aux or len(td.children) != len(ptd.children):
+            raise ValueError(f"vmap: {what} {prefix!r} does not match the structure of {where} ({_describe(tree)})")
+        pchildren = tree_flatten(prefix, is_leaf=lambda x: x is not prefix)[0]
+        todo.extend(reversed(list(zip(pchildren, children))))
     return out
 
 
