@@ -309,8 +309,9 @@ def load_safetensors(path: str | os.PathLike, names: list[str] | None = None,
 _NPY_MAGIC = b"\x93NUMPY"
 _NPY_MAX_HEADER = 10_000  # np.load's own default limit (max_header_size); an array's header is ~120 bytes
 _NPY_DESCR = re.compile(r"[<>|=]?[biufc]\d+")  # '<f4', '|b1', '>i8': the scalar kinds corvid holds
-# printable ASCII but the backslash: all an array's header needs, and no escapes (which make ast warn)
-_NPY_HEADER_TEXT = re.compile(r"[\x20-\x5b\x5d-\x7e\n]*")
+# printable ASCII and white space but the backslash: all an array's header needs, and no escapes
+# (which make ast warn)
+_NPY_HEADER_TEXT = re.compile(r"[\t\n\f\r\x20-\x5b\x5d-\x7e]*")
 # the most bytes one compressed byte can become (deflate: 1032); numpy writes no other method
 _ZIP_EXPANSION = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: 1032}
 
