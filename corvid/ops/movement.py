@@ -26,6 +26,22 @@ def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
         raise TypeError(f"shape entries must be integers, got {shape}") from None
 
 
+# the most bytes a tensor may take: what a signed 64-bit size counts (numpy's limit too, and the
+# kernels index with int64)
+MAX_BYTES = 2**63 - 1
+
+
+def check_size(shape: tuple[int, ...], itemsize: int, what: str | None = None) -> None:
+    """ValueError when ``shape`` holds more than :data:`MAX_BYTES` bytes of ``itemsize``-byte
+    elements: a tensor that big could be neither allocated nor indexed, so it is refused where its
+    shape is made (``zeros((2**63,))`` failed in the C compiler; numpy: "array is too big").
+    ``what`` (the operation) starts the message."""
+    n = math.prod(shape)
+    if n * itemsize > MAX_BYTES:
+        raise ValueError(f"{what + ': ' if what else ''}a tensor of shape {shape} ({n} elements of {itemsize} "
+                         "byte(s) each) is too big: at most 2**63 - 1 bytes can be addressed")
+
+
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
     """Map a possibly negative axis into ``range(ndim)``; IndexError naming the ndim if out of range."""
     if not isinstance(axis, int) or isinstance(axis, bool):
@@ -97,7 +113,10 @@ class MovementMixin:
             if o != n and o != 1:
                 raise ValueError(f"cannot broadcast shape {self.shape} to {new}")
         x = self if old == self.shape else self.reshape(old)
-        return x if new == old else x._move(Op.EXPAND, new, new)
+        if new == old:
+            return x
+        check_size(new, self.dtype.itemsize, "expand")
+        return x._move(Op.EXPAND, new, new)
 
     def broadcast_to(self: Tensor, shape: Sequence[int]) -> Tensor:
         return self.expand(tuple(shape))
@@ -123,6 +142,7 @@ class MovementMixin:
         if all(b == 0 and a == 0 for b, a in grow):
             return x
         shape = tuple(s + b + a for s, (b, a) in zip(x.shape, grow))
+        check_size(shape, self.dtype.itemsize, "pad")
         v = value if not isinstance(value, bool) and self.dtype.is_float else value
         v = float(v) if self.dtype.is_float else bool(v) if self.dtype.is_bool else int(v)
         return x._move(Op.PAD, (grow, v), shape)
@@ -137,10 +157,13 @@ class MovementMixin:
         return self._move(Op.SHRINK, b, tuple(hi - lo for lo, hi in b))
 
     def flip(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
-        """Reverse the order of elements along ``axis`` (all axes if None)."""
+        """Reverse the order of elements along ``axis`` (all axes if None). ValueError when an
+        axis is named twice (``(0, 0)``, ``(0, -2)`` of a matrix), as numpy and PyTorch."""
         axes = range(self.ndim) if axis is None else [axis] if isinstance(axis, int) else axis
-        norm = tuple(sorted({normalize_axis(a, self.ndim) for a in axes}))
-        norm = tuple(a for a in norm if self.shape[a] > 1)
+        named = [normalize_axis(a, self.ndim) for a in axes]
+        if len(set(named)) != len(named):
+            raise ValueError(f"flip: axis {tuple(axes)} names an axis more than once (tensor of shape {self.shape})")
+        norm = tuple(a for a in sorted(named) if self.shape[a] > 1)
         return self._move(Op.FLIP, norm, self.shape) if norm else self
 
     def squeeze(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
@@ -286,6 +309,10 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     from ..tensor import result_type
 
     first = ts[0]
+    for i, t in enumerate(ts):
+        if t.ndim == 0:
+            raise ValueError(f"cat: zero-dimensional tensors cannot be concatenated (the tensor at position {i} "
+                             "has shape ()); stack them, or reshape them to (1,) first")
     a = normalize_axis(axis, first.ndim)
     for t in ts[1:]:
         if t.ndim != first.ndim or any(s != f for i, (s, f) in enumerate(zip(t.shape, first.shape)) if i != a):
