@@ -7,11 +7,13 @@ kernel stores it. ``arange`` is an index computed inside the kernel that reads i
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 from . import dtype as dt
 from .dtype import DType, DTypeLike
 from .graph.node import Op, node
+from .ops.movement import check_size
 from . import random as _random
 from .random import manual_seed, randint
 from .runtime.device import canonical_device
@@ -21,7 +23,9 @@ __all__ = ["zeros", "ones", "full", "empty", "arange", "linspace", "eye", "zeros
            "empty_like", "rand", "randn", "randint", "manual_seed"]
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
+def _shape(shape: Any, itemsize: int = 1, what: str | None = None) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints: TypeError for anything else, ValueError for a negative
+    dimension or a tensor of more than 2**63 - 1 bytes (of ``itemsize``-byte elements)."""
     if isinstance(shape, int):
         shape = (shape,)
     try:
@@ -30,6 +34,7 @@ def _shape(shape: Any) -> tuple[int, ...]:
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in out):
         raise ValueError(f"negative dimensions are not allowed: {out}")
+    check_size(out, itemsize, what)
     return out
 
 
@@ -49,7 +54,8 @@ def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = N
     Every float creation function takes ``requires_grad=True`` to make a leaf for ``backward()``."""
     d = _dtype_for(fill_value, dtype)
     _check_int_fill(fill_value, d, dtype is not None, "full")
-    return _leaf(Tensor._from_node(_const_node(fill_value, d, _shape(shape)), canonical_device(device)), requires_grad)
+    out = _const_node(fill_value, d, _shape(shape, d.itemsize))
+    return _leaf(Tensor._from_node(out, canonical_device(device)), requires_grad)
 
 
 def zeros(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
@@ -102,7 +108,11 @@ def empty_like(x: Tensor, dtype: DTypeLike | None = None, requires_grad: bool = 
 
 def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTypeLike | None = None,
            device: str | None = None, requires_grad: bool = False) -> Tensor:
-    """``start, start+step, ...`` below ``stop`` (``arange(n)`` counts from 0). Ints give int64."""
+    """``start, start+step, ...`` below ``stop`` (``arange(n)`` counts from 0). Ints give int64.
+
+    OverflowError when an integer result has a value its dtype cannot hold (numpy gives float64
+    for ``arange(2**63 - 2, 2**63 + 2)``, rounding all four values to 2**63; a C cast would wrap
+    them); ValueError for a zero step or a tensor too big to address."""
     if stop is None:
         start, stop = 0, start
     if step == 0:
@@ -111,18 +121,35 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTyp
     d = dt.to_dtype(dtype) if dtype is not None else dt.result_type(start, stop, step)
     if d is dt.bool_:
         raise TypeError("arange does not produce bool tensors")
+    if d.is_int and n:
+        info = dt.iinfo(d)
+        last = start + (n - 1) * step
+        if not (info.min <= start <= info.max and info.min <= last <= info.max):
+            raise OverflowError(f"arange: the values run from {start} to {last}, beyond the range of {d.name} "
+                                f"[{info.min}, {info.max}]")
+    check_size((n,), d.itemsize, "arange")
     dev = canonical_device(device)
     idx = Tensor._from_node(node(Op.IOTA, (), None, dt.int64 if not d.is_float else d, (n,)), dev)
-    out = idx * step + start if (step != 1 or start != 0) else idx
+    out = idx * step + start if n and (step != 1 or start != 0) else idx
     return _leaf(out.astype(d), requires_grad)
 
 
 def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: DTypeLike | None = None,
              device: str | None = None, requires_grad: bool = False) -> Tensor:
-    """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``)."""
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``).
+
+    TypeError when ``num`` is not an integer (``2.0``, nan) or ``dtype`` is bool; ValueError when
+    ``num`` is negative or the tensor is too big to address."""
+    try:
+        num = operator.index(num)
+    except TypeError:
+        raise TypeError(f"linspace: num must be an integer, got {num!r}") from None
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
+    if d is dt.bool_:
+        raise TypeError("linspace does not produce bool tensors")
+    check_size((num,), d.itemsize, "linspace")
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
     idx = Tensor._from_node(node(Op.IOTA, (), None, dt.float64, (num,)), canonical_device(device))
@@ -136,9 +163,15 @@ def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: 
 
 def eye(n: int, m: int | None = None, k: int = 0, dtype: DTypeLike | None = None, device: str | None = None,
         requires_grad: bool = False) -> Tensor:
-    """``n x m`` matrix with ones on the ``k``-th diagonal."""
-    m = n if m is None else m
+    """``n x m`` matrix with ones on the ``k``-th diagonal. TypeError unless ``n``, ``m`` and ``k``
+    are integers; ValueError for a negative size (numpy: "negative dimensions are not allowed")."""
+    try:
+        n, m, k = operator.index(n), operator.index(n if m is None else m), operator.index(k)
+    except TypeError:
+        raise TypeError(f"eye: n, m and k must be integers, got {n!r}, {m!r}, {k!r}") from None
+    d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
+    _shape((n, m), d.itemsize, "eye")
     rows = arange(n, device=device).reshape(n, 1)
     cols = arange(m, device=device).reshape(1, m)
-    return _leaf((cols - rows).eq(k).astype(dtype or dt.default_float), requires_grad)
+    return _leaf((cols - rows).eq(k).astype(d), requires_grad)
 
