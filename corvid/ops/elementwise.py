@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .. import dtype as dt
 from ..graph.node import Op, node
 
@@ -132,12 +134,30 @@ class ElementwiseMixin:
         return _real_only("remainder", self._elementwise(Op.MOD, other, name="remainder"))
 
     def pow(self: Tensor, other: Any) -> Tensor:
-        """``self ** other``. Integer powers use exact integer math; a negative integer exponent gives 0
-        (except for bases 1 and -1), as truncated integer division would. bool operands give int8."""
-        from ..tensor import result_type
+        """``self ** other``. Integer powers use exact integer math. bool operands give int8.
 
-        if result_type(self, other).is_bool:
+        An integer power with a negative exponent known when the op is built (a Python or numpy
+        integer, or a list or array holding one) raises ValueError, as numpy and PyTorch do. In a
+        tensor exponent a negative value is only known when the kernel runs: it gives 0 (1 for
+        base 1, 1 or -1 by parity for base -1), what truncating ``1 / base**-e`` gives, as
+        PyTorch's integer pow does.
+
+        >>> (cv.Tensor([2, 1, -1]) ** cv.Tensor([-1, -1, -1])).tolist()
+        [0, 1, -1]
+        """
+        from ..tensor import _fits, result_type
+
+        common = result_type(self, other)
+        if common.is_bool:
             return self._elementwise(Op.POW, other, dtype=dt.int8)
+        if common.is_int:
+            if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+                negative = other < 0 and _fits(int(other), common)  # (else the operand's OverflowError)
+            else:
+                negative = isinstance(other, (list, tuple, np.ndarray)) and bool((np.asarray(other) < 0).any())
+            if negative:
+                raise ValueError(f"power: integers to negative integer powers are not allowed ({self.dtype.name} "
+                                 f"tensor ** {other!r}); use a float base (x.astype(float32) ** {other!r})")
         return self._elementwise(Op.POW, other, name="power")
 
     def rsub(self: Tensor, other: Any) -> Tensor:
