@@ -101,6 +101,78 @@ def test_eye(n, m, k):
     same(cv.eye(n, m, k, dtype=cv.bool), np.eye(n, m, k, dtype=bool), cd.bool_)
 
 
+def test_arange_values_beyond_the_dtype_raise():
+    # numpy gives float64 for the first (all four values round to 2**63), PyTorch raises; the
+    # int64 arithmetic wrapped them silently to negative numbers
+    with pytest.raises(OverflowError, match=r"9223372036854775806 to 9223372036854775809.*int64"):
+        cv.arange(2**63 - 2, 2**63 + 2)
+    with pytest.raises(OverflowError, match="int64"):
+        cv.arange(-2**63 - 2, -2**63 + 2)
+    with pytest.raises(OverflowError, match="uint8"):
+        cv.arange(250, 260, dtype=cv.uint8)
+    same(cv.arange(2**63 - 3, 2**63 - 1), np.arange(2**63 - 3, 2**63 - 1), cd.int64)  # up to the largest int64
+    assert cv.arange(2**63, 2**63).numpy().shape == (0,)  # no values, nothing beyond the range
+
+
+@pytest.mark.parametrize("num", [float("nan"), 2.0])
+def test_linspace_num_must_be_an_integer(num):
+    with pytest.raises(TypeError):  # numpy: 'float' object cannot be interpreted as an integer
+        np.linspace(0, 1, num)
+    with pytest.raises(TypeError, match="num must be an integer"):
+        cv.linspace(0, 1, num)
+
+
+def test_linspace_edges():
+    with pytest.raises(TypeError, match="bool"):  # the Array API: a floating-point dtype
+        cv.linspace(0, 1, 5, dtype=cv.bool)
+    with pytest.raises(ValueError, match="non-negative"):
+        cv.linspace(0, 1, -1)
+    same(cv.linspace(0, 1, np.int64(3)), np.linspace(0, 1, 3).astype(np.float32), cd.float32)
+
+
+@pytest.mark.parametrize("args", [(-1,), (2, -1), (-3, 2)], ids=str)
+def test_eye_of_a_negative_size(args):
+    with pytest.raises(ValueError, match="negative dimensions are not allowed"):
+        np.eye(*args)
+    with pytest.raises(ValueError, match="negative dimensions are not allowed"):
+        cv.eye(*args)
+
+
+def test_eye_needs_integers():
+    with pytest.raises(TypeError, match="integers"):
+        cv.eye(2.5)
+
+
+# shapes numpy refuses ("array is too big", "Maximum allowed dimension exceeded"): more than 2**63 - 1
+# bytes, or more elements than an int64 counts; a lazy constant of such a shape failed only in the C compiler
+TOO_BIG = [((2**63,), "float32"), ((2**40, 2**40), "float32"), ((2**32, 2**32), "int8"), ((2**61,), "float32")]
+
+
+@pytest.mark.parametrize("shape,d", TOO_BIG, ids=str)
+def test_a_tensor_too_big_to_address_is_refused_at_the_call(shape, d):
+    with pytest.raises(ValueError):
+        np.zeros(shape, d)
+    for make in (cv.zeros, cv.ones, cv.empty):
+        with pytest.raises(ValueError, match="too big"):
+            make(shape, dtype=d)
+    with pytest.raises(ValueError, match="too big"):
+        cv.full(shape, 7, dtype=d)
+
+
+def test_other_creations_too_big_to_address():
+    with pytest.raises(ValueError, match="too big"):
+        cv.rand(2**63)
+    with pytest.raises(ValueError, match="too big"):
+        cv.eye(2**40)
+    with pytest.raises(ValueError, match="too big"):
+        cv.arange(2**62)
+    with pytest.raises(ValueError, match="too big"):
+        cv.linspace(0, 1, 2**62)
+    with pytest.raises(ValueError, match="negative dimensions"):
+        cv.zeros((2, -1))
+    assert cv.zeros((2**60,)).shape == (2**60,)  # 4 EiB fits the limit: refused only if it is ever stored
+
+
 # --- random -------------------------------------------------------------------------------------------------
 def test_seed_determinism():
     cv.manual_seed(123)

@@ -161,6 +161,62 @@ def test_other_shape_errors(x):
         x + "a"
 
 
+@pytest.mark.parametrize("e", [-1, np.int64(-2), [1, -1, 2], np.array([-1])], ids=repr)
+def test_integers_to_a_known_negative_integer_power(e):
+    with pytest.raises(ValueError, match="negative integer powers"):
+        np.array([2, 1, -1]) ** e
+    with pytest.raises(ValueError, match="negative integer powers"):
+        cv.Tensor([2, 1, -1]) ** e
+
+
+def test_negative_powers_known_only_in_the_kernel():
+    with pytest.raises(OverflowError, match="uint8"):  # as numpy: -1 is no uint8 at all
+        cv.Tensor(np.array([2], np.uint8)) ** -1
+    assert (cv.Tensor([2.0]) ** -1).tolist() == [0.5]
+    # a tensor exponent's values are known when the kernel runs: what PyTorch's integer pow gives
+    base, e = cv.Tensor([2, 1, -1, -1, -1, 0]), cv.Tensor([-1, -1, -1, -2, -3, -1])
+    assert (base ** e).tolist() == [0, 1, -1, 1, -1, 0]
+
+
+def test_concatenating_zero_dimensional_tensors():
+    with pytest.raises(ValueError, match="zero-dimensional arrays cannot be concatenated"):
+        np.concatenate([np.array(1.0), np.array(2.0)])
+    with pytest.raises(ValueError, match="zero-dimensional tensors cannot be concatenated.*position 1"):
+        cv.cat([cv.Tensor([1.0]), cv.Tensor(2.0)])
+    with pytest.raises(ValueError, match="zero-dimensional"):
+        cv.concat([cv.Tensor(1.0), cv.Tensor(2.0)])
+    assert cv.stack([cv.Tensor(1.0), cv.Tensor(2.0)]).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("axes", [(0, 0), (0, -2), (1, 1, 0)], ids=str)
+def test_flip_with_an_axis_named_twice(x, axes):
+    with pytest.raises(ValueError, match="repeated axis"):
+        np.flip(np.zeros((2, 3)), axes)
+    with pytest.raises(ValueError, match="more than once"):
+        x.flip(axes)
+    with pytest.raises(ValueError, match="more than once"):
+        cv.flip(x, axis=axes)
+    assert x.flip((0, 1)).tolist() == [[5.0, 4.0, 3.0], [2.0, 1.0, 0.0]]
+
+
+def test_clip_without_bounds_is_the_identity(x):
+    # the Array API: with min and max both None the result equals x (numpy 2 agrees; PyTorch's clamp raises)
+    np.testing.assert_array_equal(np.clip(np.arange(3), None, None), np.arange(3))
+    assert cv.clip(x).tolist() == x.tolist() and cv.clip(x).dtype is x.dtype
+    assert x.clip(None, None).tolist() == x.tolist()
+
+
+def test_views_too_big_to_address(x):
+    with pytest.raises(ValueError, match="expand: .*too big"):
+        x.reshape(6, 1).expand(6, 2**62)
+    with pytest.raises(ValueError, match="too big"):
+        cv.ones((1, 2**31)).expand(2**62, 2**31)
+    with pytest.raises(ValueError, match="too big"):  # a broadcast is an expand
+        cv.ones((2**40, 1)) + cv.ones((1, 2**40))
+    with pytest.raises(ValueError, match="pad: .*too big"):
+        x.pad(((0, 0), (0, 2**62)))
+
+
 # --- nothing reachable crashes the interpreter ---------------------------------------------------------
 
 def test_integer_division_by_zero_does_not_crash():
