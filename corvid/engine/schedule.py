@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ from ..codegen.linearize import placement
 from ..codegen.lower import LoweringTooLarge, gather_address, lower_unmerged, merge_loops, runtime_const
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
+from ..runtime.compiler import max_loaded_kernels
 from ..runtime.device import Buffer, Program, get_device
 
 
@@ -71,7 +73,36 @@ class ScheduledKernel:
         return f"<kernel {self.name}: ({ins}) -> {self.output.dtype.name}{list(self.output.shape)}>"
 
 
-_cache: dict[tuple, _Compiled] = {}
+class _Recent(OrderedDict):
+    """A dict that keeps its ``limit()`` most recently used entries (``CORVID_MAX_LOADED_KERNELS``,
+    default 1024). Each entry of ``_cache`` and ``_plans`` holds compiled programs, and so keeps
+    their libraries loaded (``runtime/compiler.py`` unloads one only when nothing calls it): left
+    unbounded, every distinct shape kept its kernel loaded for the life of the process (about
+    30 MB per 1000 shapes). A dropped entry costs a re-lowering, and a disk-cache load (~0.3 ms),
+    when its graph comes back."""
+
+    def __init__(self, limit: Any):
+        super().__init__()
+        self._limit, self._lock = limit, threading.Lock()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = super().get(key, default)
+        if found is not default:
+            try:
+                self.move_to_end(key)
+            except KeyError:  # (dropped by another thread meanwhile)
+                pass
+        return found
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        with self._lock:
+            super().__setitem__(key, value)
+            limit = self._limit()
+            while len(self) > limit:
+                self.popitem(last=False)
+
+
+_cache: dict[tuple, _Compiled] = _Recent(max_loaded_kernels)
 _making: dict[tuple, threading.Lock] = {}  # _cache keys being made, each with the lock its maker holds
 
 
@@ -94,7 +125,7 @@ def _cached(key: tuple, make: Any) -> _Compiled:
 
 # structural key -> [(root position, input positions, compiled, constant positions, device)], or
 # _SHARDED for a graph with sharded values (partitioned per device by corvid/sharding.py)
-_plans: dict[tuple, Any] = {}
+_plans: dict[tuple, Any] = _Recent(max_loaded_kernels)
 _SHARDED = "sharded"
 
 
