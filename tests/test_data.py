@@ -272,8 +272,13 @@ def test_download_from_mirrors_with_checksum(tmp_path, http_mirror):
     name = "t10k-labels-idx1-ubyte.gz"
     good = md5(MNIST_DIR / name)
     dest = tmp_path / "cache" / name
-    got = download_file([http_mirror + "missing/" + name, http_mirror + name], dest, good)
+    old_umask = os.umask(0o022)
+    try:
+        got = download_file([http_mirror + "missing/" + name, http_mirror + name], dest, good)
+    finally:
+        os.umask(old_umask)
     assert got == dest and md5(dest) == good
+    assert dest.stat().st_mode & 0o777 == 0o644  # the umask's mode, as open() gives (it was 0600)
     dest.unlink()
     with pytest.raises(ChecksumError, match="expected 0123"):
         download_file([http_mirror + name, (MNIST_DIR / name).as_uri()], dest, "0123" + good[4:])

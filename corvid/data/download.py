@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from typing import Any, BinaryIO
+
+from .._files import write_atomic
 
 __all__ = ["ChecksumError", "data_dir", "download_file"]
 
@@ -58,22 +59,25 @@ def download_file(urls: Sequence[str], dest: str | os.PathLike, md5: str, progre
     failures: list[str] = []
     bad_checksum = False
     for url in urls:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                got = _fetch(url, out, dest.name, timeout, progress)
-            if got == md5:
-                os.replace(tmp, dest)
-                return dest
+        def write(out: BinaryIO, url: str = url) -> None:
+            got = _fetch(url, out, dest.name, timeout, progress)
+            if got != md5:
+                raise _WrongBytes(f"md5 {got}, expected {md5}")
+
+        try:  # (atomic: a file of the umask's mode appears only with the right bytes)
+            write_atomic(dest, write)
+            return dest
+        except _WrongBytes as e:
             bad_checksum = True
-            failures.append(f"{url}: md5 {got}, expected {md5}")
+            failures.append(f"{url}: {e}")
         except (urllib.error.URLError, OSError, ValueError) as e:
             failures.append(f"{url}: {e}")
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
     error = ChecksumError if bad_checksum else OSError
     raise error(f"could not download {dest.name}:\n  " + "\n  ".join(failures or ["no mirror given"]))
+
+
+class _WrongBytes(Exception):
+    """A mirror served bytes whose checksum is not the expected one."""
 
 
 def _fetch(url: str, out: BinaryIO, name: str, timeout: float, progress: bool) -> str:
