@@ -305,3 +305,27 @@ def test_mnist_download_into_the_cache(tmp_path, monkeypatch):
     assert len(ds) == 10000 and sorted(os.listdir(tmp_path / "mnist")) == sorted(n + ".gz" for n in local)
     monkeypatch.setattr(MNIST, "mirrors", ())  # now cached: no download needed
     assert len(MNIST(train=False, download=True)) == 10000
+
+
+def test_a_gzipped_idx_file_inflates_no_further_than_its_header_announces():
+    """A gzip bomb (10 announced bytes, 1 GiB of zeros after them: 1 MB on disk) is refused once
+    it passes the announced size, without holding the gigabyte; a truncated stream is refused."""
+    import gzip
+    import tracemalloc
+
+    from corvid.data.idx import parse_idx
+
+    header = bytes([0, 0, 0x08, 1]) + (10).to_bytes(4, "big")
+    good = gzip.compress(header + bytes(range(10)))
+    assert parse_idx(good).tolist() == list(range(10))
+    bomb = gzip.compress(header + bytes(10) + bytes(1 << 30))
+    tracemalloc.start()
+    try:
+        with pytest.raises(cv.CorruptFileError, match="more than the 18 bytes"):
+            parse_idx(bomb, "bomb.gz")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+    with pytest.raises(cv.CorruptFileError, match="truncated gzip"):
+        parse_idx(good[:-10], "cut.gz")

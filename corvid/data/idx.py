@@ -15,7 +15,6 @@ a truncated or malformed file raises :class:`corvid.CorruptFileError` naming the
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import zlib
@@ -39,7 +38,7 @@ def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
     announce."""
     if data[:2] == _GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
+            data = _gunzip(data, name)
         except (OSError, EOFError, zlib.error) as e:
             raise CorruptFileError(f"{name}: not a valid gzip stream ({e})") from e
     if len(data) < 4:
@@ -60,6 +59,31 @@ def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
         raise CorruptFileError(f"{name}: dimensions {shape} of {dtype.name} need {expected} bytes of data, the file "
                                f"has {len(data) - header}")
     return np.frombuffer(data, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _gunzip(data: bytes, name: str) -> bytes:
+    """``data`` decompressed (one gzip member), but never past what its IDX header announces: a
+    small file that inflates to gigabytes (a gzip bomb) is refused once it passes its header's
+    size, before it is held in memory. A stream that is not IDX inside is returned as far as its
+    first 4 bytes, for :func:`parse_idx` to name the problem."""
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = d.decompress(data, 4)
+    if len(out) < 4 or out[0] or out[1] or out[2] not in _TYPES:
+        return out
+    header = 4 + 4 * out[3]
+    out += d.decompress(d.unconsumed_tail, header - 4)
+    if len(out) < header:
+        return out
+    shape = tuple(int(x) for x in np.frombuffer(out, ">u4", out[3], 4))
+    if _shape_problem(shape, _TYPES[out[2]].itemsize):
+        return out
+    size = header + math.prod(shape) * _TYPES[out[2]].itemsize
+    out += d.decompress(d.unconsumed_tail, size - header + 1)
+    if len(out) > size:
+        raise CorruptFileError(f"{name}: the gzip stream holds more than the {size} bytes its IDX header announces")
+    if not d.eof and not d.unconsumed_tail and d.decompress(b"", 1) == b"":
+        raise CorruptFileError(f"{name}: truncated gzip stream")
+    return out
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
