@@ -311,3 +311,27 @@ if __name__ == "__main__":
     seconds = float(os.environ.get("CORVID_STRESS_SECONDS", DEFAULT_SECONDS))
     result = _scalars() if which == "scalars" else _mixed(seconds)
     print(json.dumps(result))
+
+
+def test_a_beam_block_is_per_thread():
+    """``with cv.beam(N)`` in one thread leaves the other threads on the heuristics."""
+    import threading
+
+    from corvid.codegen.search import beam, beam_width
+
+    inside, done = threading.Event(), threading.Event()
+    seen = []
+
+    def searcher():
+        with beam(3):
+            seen.append(beam_width())
+            inside.set()
+            done.wait(10)
+
+    t = threading.Thread(target=searcher)
+    t.start()
+    assert inside.wait(10)
+    seen.append(beam_width())
+    done.set()
+    t.join()
+    assert seen == [3, int(os.environ.get("CORVID_BEAM", "0") or 0)]

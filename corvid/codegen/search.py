@@ -66,26 +66,34 @@ GROUPS = (16, 256)
 REDUCE_UPCASTS = (2, 4, 8)  # accumulators side by side in one reduce loop (upcast_reduce)
 PADS = (8, 16)
 
-_override: list[int] = []
+class _Widths(threading.local):
+    """The widths of the ``beam()`` blocks a thread is in, innermost last (per thread, as
+    ``default_device`` blocks are: a block in one thread does not change another's kernels)."""
+
+    def __init__(self) -> None:
+        self.stack: list[int] = []
+
+
+_override = _Widths()
 
 
 @contextlib.contextmanager
 def beam(width: int) -> Iterator[None]:
-    """``with corvid.beam(4): ...``: kernels first built in the block are optimized by beam search
-    of that width (0: the heuristics), whatever ``CORVID_BEAM`` says."""
+    """``with corvid.beam(4): ...``: kernels first built in the block (by this thread) are
+    optimized by beam search of that width (0: the heuristics), whatever ``CORVID_BEAM`` says."""
     if not isinstance(width, int) or width < 0:
         raise ValueError(f"beam: width must be a non-negative int, got {width!r}")
-    _override.append(width)
+    _override.stack.append(width)
     try:
         yield
     finally:
-        _override.pop()
+        _override.stack.pop()
 
 
 def beam_width() -> int:
     """The beam width in force: the innermost ``beam()`` block, else ``CORVID_BEAM``, else 0."""
-    if _override:
-        return _override[-1]
+    if _override.stack:
+        return _override.stack[-1]
     raw = os.environ.get("CORVID_BEAM", "0").strip() or "0"
     try:
         return max(int(raw), 0)
