@@ -12,7 +12,7 @@
   rules written in Tensor ops (which call the other wrapped functions), so ``grad``, ``jvp``,
   higher orders, ``vmap`` and ``jit`` work with either backend.
 
-Backends (:func:`set_backend`, process-wide, the context manager :func:`use_backend`, or the
+Backends (:func:`set_backend`, process-wide, the context manager :func:`use_backend`, per thread, or the
 environment variable ``CORVID_LINALG`` read at import; the choice applies when a function is
 *called*, i.e. when its graph is built):
 
@@ -90,6 +90,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import threading
 import warnings
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
@@ -164,9 +165,21 @@ def _initial_backend() -> str:
 _backend = _initial_backend()
 
 
+class _Scoped(threading.local):
+    """The backends of the ``use_backend`` blocks a thread is in, innermost last (per thread: a
+    block in one thread does not change what another thread's calls use)."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+
+
+_scoped = _Scoped()
+
+
 def get_backend() -> str:
-    """The backend that linalg functions called now use: ``"lapack"`` or ``"kernels"``."""
-    return _backend
+    """The backend that linalg functions called now (in this thread) use: ``"lapack"`` or
+    ``"kernels"``."""
+    return _scoped.stack[-1] if _scoped.stack else _backend
 
 
 def set_backend(name: str) -> str:
@@ -181,12 +194,15 @@ def set_backend(name: str) -> str:
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[None]:
-    """``with cv.linalg.use_backend("kernels"): ...``: :func:`set_backend` for the block only."""
-    previous = set_backend(name)
+    """``with cv.linalg.use_backend("kernels"): ...``: :func:`set_backend` for the block only,
+    and for this thread only. ValueError for another name."""
+    if name not in BACKENDS:
+        raise ValueError(f"linalg.use_backend: backend must be one of {BACKENDS}, got {name!r}")
+    _scoped.stack.append(name)
     try:
         yield
     finally:
-        set_backend(previous)
+        _scoped.stack.pop()
 
 
 _K: Any = None
@@ -195,7 +211,7 @@ _K: Any = None
 def _kernels() -> Any:
     """The :mod:`corvid.linalg_kernels` module when the kernels backend is active, else None."""
     global _K
-    if _backend != "kernels":
+    if get_backend() != "kernels":
         return None
     if _K is None:
         from . import linalg_kernels as _K

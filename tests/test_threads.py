@@ -335,3 +335,27 @@ def test_a_beam_block_is_per_thread():
     done.set()
     t.join()
     assert seen == [3, int(os.environ.get("CORVID_BEAM", "0") or 0)]
+
+
+def test_a_linalg_backend_block_is_per_thread():
+    """``with cv.linalg.use_backend(...)`` in one thread leaves the other threads' backend."""
+    import corvid as cv
+
+    inside, done = threading.Event(), threading.Event()
+    seen = []
+    other = "kernels" if cv.linalg.get_backend() == "lapack" else "lapack"
+
+    def worker():
+        with cv.linalg.use_backend(other):
+            seen.append(cv.linalg.get_backend())
+            inside.set()
+            done.wait(10)
+
+    t = threading.Thread(target=worker)
+    before = cv.linalg.get_backend()
+    t.start()
+    assert inside.wait(10)
+    seen.append(cv.linalg.get_backend())
+    done.set()
+    t.join()
+    assert seen == [other, before] and cv.linalg.get_backend() == before

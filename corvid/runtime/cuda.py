@@ -268,8 +268,10 @@ class CUDAAllocator(Allocator):
             self._release([handle])
 
     def clear_pool(self) -> None:
-        self._release([h for blocks in self._pool.values() for h in blocks])
-        super().clear_pool()
+        with self.lock:  # (the list and the clearing at once: another thread must not take a block being freed)
+            handles = [h for blocks in self._pool.values() for h in blocks]
+            super().clear_pool()
+        self._release(handles)
 
     def _release(self, handles: list[int]) -> None:
         if handles:
