@@ -40,7 +40,7 @@ import math
 
 from ..graph.node import Op
 from ..graph.symbolic import Sym, Var
-from .ir import Kernel, Loop, U, substitute_arg
+from .ir import Kernel, Loop, U, post_order, substitute_arg
 
 BLOCK = 1024  # elements added by the innermost reduce (per vector lane: 64 with 16 lanes, 128 with 8)
 FAN = 16  # block sums added by each level above it
@@ -140,7 +140,7 @@ def _subst(out: Kernel, body: U, var: Var, expr: Sym, relabel) -> U:
     """``body`` (a value of ``out``) with ``var`` replaced by ``expr`` in every index it reads.
     A reduce under ``body`` that reads ``var`` is rebuilt over new loops, ``relabel(loop)``: one
     loop variable is never shared by reduces placed in different loop nests."""
-    order = _post_order(body)
+    order = post_order((body,))
     mapping: dict[Var, Sym] = {var: expr}
     for u in order:
         if u.op == "reduce" and _reads(u, order, {var}):
@@ -161,23 +161,7 @@ def _subst(out: Kernel, body: U, var: Var, expr: Sym, relabel) -> U:
     return new[id(body)]
 
 
-def _post_order(root: U) -> list[U]:
-    """The values under ``root``, sources first (iterative: bodies can be deep)."""
-    order: list[U] = []
-    seen: set[int] = set()
-    stack: list[tuple[U, bool]] = [(root, False)]
-    while stack:
-        u, done = stack.pop()
-        if done:
-            order.append(u)
-        elif id(u) not in seen:
-            seen.add(id(u))
-            stack.append((u, True))
-            stack.extend((s, False) for s in u.src if id(s) not in seen)
-    return order
-
-
 def _reads(root: U, order: list[U], vs: set[Var]) -> bool:
     """Whether a value under ``root`` (``order`` holds them, sources first) reads one of ``vs``."""
-    under = {id(u) for u in _post_order(root)}
+    under = {id(u) for u in post_order((root,))}
     return any(id(u) in under and any(s.vars() & vs for s in u.syms()) for u in order)

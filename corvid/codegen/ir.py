@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from ..dtype import DType
@@ -131,23 +132,7 @@ class Kernel:
 
     def values(self) -> list[U]:
         """Every value the stores need, sources before users."""
-        order: list[U] = []
-        seen: set[int] = set()
-
-        def visit(u: U) -> None:
-            stack = [(u, False)]
-            while stack:
-                x, done = stack.pop()
-                if done:
-                    order.append(x)
-                elif id(x) not in seen:
-                    seen.add(id(x))
-                    stack.append((x, True))
-                    stack.extend((s, False) for s in reversed(x.src) if id(s) not in seen)
-
-        for st in self.stores:
-            visit(st.value)
-        return order
+        return post_order(st.value for st in self.stores)
 
     def reduce_loops(self) -> list[Loop]:
         return [lp for u in self.values() if u.op == "reduce" for lp in u.arg[1]]
@@ -190,6 +175,23 @@ class Kernel:
                 flops += n * (lanes if id(u) in vec else 1) * (2 if u.op == "mulacc" else 1)
         nbytes = sum(p.size * p.dtype.itemsize for p in self.params)
         return flops, nbytes
+
+
+def post_order(roots: Iterable[U]) -> list[U]:
+    """The values under ``roots``, sources before users, each once (iterative: any depth)."""
+    order: list[U] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            x, done = stack.pop()
+            if done:
+                order.append(x)
+            elif id(x) not in seen:
+                seen.add(id(x))
+                stack.append((x, True))
+                stack.extend((s, False) for s in reversed(x.src) if id(s) not in seen)
+    return order
 
 
 def _trip_counts(k: Kernel) -> dict[int, int]:
