@@ -4,7 +4,8 @@ The two stress checks run in a child process (``python tests/test_threads.py sca
 a crash (a segmentation fault, a corrupted heap) fails the test instead of killing pytest; the
 child prints one JSON line of counts, and switches threads every microsecond
 (``sys.setswitchinterval``) so that races are likely. The mixed stress runs for
-``CORVID_STRESS_SECONDS`` (default 12); set it to 60 or more to hunt for rarer races. The other
+``CORVID_STRESS_SECONDS`` (default 60, a minute, as issue 23 asks; less for a quick local run,
+more to hunt for rarer races). The other
 tests pause one thread inside a block to show what is per thread.
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 
 THREADS = 8
 REPEATS = 5  # runs of the reported loop (4 threads x 200 operations)
-DEFAULT_SECONDS = 12.0
+DEFAULT_SECONDS = 60  # the issue's minute: one xdist worker spends it here while the other runs the rest
 
 
 def _run_child(check: str, timeout: float) -> dict:
