@@ -329,3 +329,49 @@ def test_split_axis_seen_from_the_other_side():
     assert count_divmod(flat // 12) == 1 and count_divmod(flat % 12) == 1
     check_sound(flat // 12, lambda env: (env[i] * 6 + env[j]) // 12, vs=(i, j))
     check_sound(flat % 12, lambda env: (env[i] * 6 + env[j]) % 12, vs=(i, j))
+
+
+def _permuting_rounds(n: int) -> Sym:
+    """``n`` rounds of a flip-and-transpose of a 4x3 grid: each reads the last index twice, so the
+    expression shares nodes (about 10 per round) while written out it doubles per round."""
+    x: Sym = Var("i", 0, 11)
+    for _ in range(n):
+        y = 11 - x
+        x = y // 3 + (y % 3) * 4
+    return x
+
+
+def test_walks_visit_shared_nodes_once():
+    x, i = _permuting_rounds(60), Var("i", 0, 11)
+    assert x.tree_size > 2 ** 60  # (walked as a tree, nothing below would finish)
+    assert count_divmod(x) > 2 ** 60
+    assert x.vars() == {i}
+    for k in range(12):
+        want = k
+        for _ in range(60):
+            want = (11 - want) // 3 + ((11 - want) % 3) * 4
+        assert x.substitute({i: Num(k)}) == Num(want)
+
+
+def test_deep_expressions_need_no_recursion():
+    def deep() -> Sym:
+        x: Sym = Var("i", 0, 6)
+        for _ in range(5000):
+            x = (x % 7) * 2 + 1
+        return x
+
+    a, b = deep(), deep()
+    assert a is not b and a == b and hash(a) == hash(b)
+    assert a != deep() + 1
+    j = Var("j", 0, 6)
+    moved = a.substitute({Var("i", 0, 6): j})
+    # (the first i % 7 is i: i is already in [0, 6])
+    assert moved.vars() == {j} and count_divmod(moved) == 4999
+    assert moved.render().count("%7") == 4999
+
+
+def test_tree_size_counts_the_written_out_expression():
+    i, j = Var("i", 0, 3), Var("j", 0, 5)
+    assert i.tree_size == 1 and Num(3).tree_size == 1
+    assert (i * 6 + j).tree_size == 3  # Lin over i and j
+    assert FloorDiv(i * 6 + j, 5).tree_size == 4 and sym_and(i.lt(2), j.ge(1)).tree_size == 5

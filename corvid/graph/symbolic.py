@@ -6,8 +6,15 @@ generated. This module keeps those expressions small. Every expression knows its
 operand is provably in range disappears, ``d*(x//d) + x%d`` folds back to ``x``, and sums are kept
 in a canonical linear form ``c0 + sum(ci * atom_i)``.
 
-Expressions are immutable and hash-consed by value, so they can be dict keys and compared with
-``==``. Division and modulo follow Python's floor semantics; renderers translate them.
+Expressions are immutable and keyed by value, so they can be dict keys and compared with ``==``.
+Division and modulo follow Python's floor semantics; renderers translate them.
+
+An expression is a DAG: a chain of views reuses its consumer's index several times (a reshape
+flattens and splits it again), so a tree written out from 40 nodes can have 10^5 of them. Every walk
+here (substitution, variables, rendering, counting) visits each shared node once and keeps its own
+stack, and ``tree_size`` (the written-out size, kept like the bounds) lets the lowering refuse an
+index that grows past a limit (``codegen/lower.py``). A key holds its children, not their keys, so
+hashing a node costs its own fields only (nested keys made each hash a walk of the whole tree).
 
 >>> i, j = Var("i", 0, 3), Var("j", 0, 5)
 >>> flat = i * 6 + j
@@ -28,13 +35,17 @@ IntLike = Union["Sym", int]
 class Sym:
     """Base of all symbolic integer expressions. Use the operators, not the subclasses."""
 
-    __slots__ = ("vmin", "vmax", "_key", "_hash")
+    __slots__ = ("vmin", "vmax", "tree_size", "_key", "_hash")
 
     def _init(self, key: tuple, vmin: int, vmax: int) -> None:
         self._key, self._hash, self.vmin, self.vmax = key, hash(key), vmin, vmax
+        # nodes of the expression written out as a tree (what rendering it costs)
+        self.tree_size = 1 + sum(c.tree_size for c in self._children())
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sym) and self._key == other._key
+        if self is other:
+            return True
+        return isinstance(other, Sym) and self._hash == other._hash and _same(self, other)
 
     def __hash__(self) -> int:
         return self._hash
@@ -91,17 +102,35 @@ class Sym:
 
     def vars(self) -> frozenset[Var]:
         """All variables this expression depends on."""
-        return frozenset().union(*(a.vars() for a in self._children()))
+        return frozenset(x for x in _post_order(self) if isinstance(x, Var))
 
     def _children(self) -> tuple[Sym, ...]:
         return ()
 
     def substitute(self, mapping: dict[Var, Sym]) -> Sym:
         """Replace variables by expressions, simplifying the result."""
+        done: dict[int, Sym] = {}
+        for x in _post_order(self):
+            if isinstance(x, Var):
+                done[id(x)] = mapping.get(x, x)
+            elif isinstance(x, Num):
+                done[id(x)] = x
+            else:
+                done[id(x)] = x._rebuild(tuple(done[id(c)] for c in x._children()))
+        return done[id(self)]
+
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
+        """This expression's operation applied to ``children`` (in the order of ``_children``)."""
         raise NotImplementedError
 
     def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
         """Render as C-like source with floor division helpers only where operands can be negative."""
+        done: dict[int, str] = {}
+        for x in _post_order(self):
+            done[id(x)] = x._render(tuple(done[id(c)] for c in x._children()), var_name)
+        return done[id(self)]
+
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -117,13 +146,7 @@ class Num(Sym):
         self.value = int(value)
         self._init(("num", self.value), self.value, self.value)
 
-    def vars(self) -> frozenset[Var]:
-        return frozenset()
-
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
-        return self
-
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         return str(self.value)
 
 
@@ -138,13 +161,7 @@ class Var(Sym):
         self.name = name
         self._init(("var", name, lo, hi), lo, hi)
 
-    def vars(self) -> frozenset[Var]:
-        return frozenset((self,))
-
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
-        return mapping.get(self, self)
-
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         return var_name(self)
 
 
@@ -163,16 +180,16 @@ class Lin(Sym):
     def _children(self) -> tuple[Sym, ...]:
         return tuple(self.terms)
 
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
         out: Sym = Num(self.const)
-        for a, c in self.terms.items():
-            out = out + a.substitute(mapping) * c
+        for a, c in zip(children, self.terms.values()):
+            out = out + a * c
         return out
 
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         parts = []
-        for a, c in sorted(self.terms.items(), key=lambda t: -t[0].vmax * abs(t[1])):
-            r = a.render(var_name)
+        order = sorted(zip(self.terms.items(), children), key=lambda t: -t[0][0].vmax * abs(t[0][1]))
+        for (_, c), r in order:
             parts.append(r if c == 1 else f"-{r}" if c == -1 else f"{r}*{c}")
         if self.const:
             parts.append(str(self.const))
@@ -184,16 +201,16 @@ class FloorDiv(Sym):
 
     def __init__(self, x: Sym, d: int):
         self.x, self.d = x, d
-        self._init(("div", x._key, d), x.vmin // d, x.vmax // d)
+        self._init(("div", x, d), x.vmin // d, x.vmax // d)
 
     def _children(self) -> tuple[Sym, ...]:
         return (self.x,)
 
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
-        return self.x.substitute(mapping) // self.d
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
+        return children[0] // self.d
 
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
-        x = self.x.render(var_name)
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
+        (x,) = children
         return f"({x}/{self.d})" if self.x.vmin >= 0 else f"cv_floordiv({x},{self.d})"
 
 
@@ -202,16 +219,16 @@ class Mod(Sym):
 
     def __init__(self, x: Sym, d: int):
         self.x, self.d = x, d
-        self._init(("mod", x._key, d), 0, d - 1)
+        self._init(("mod", x, d), 0, d - 1)
 
     def _children(self) -> tuple[Sym, ...]:
         return (self.x,)
 
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
-        return self.x.substitute(mapping) % self.d
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
+        return children[0] % self.d
 
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
-        x = self.x.render(var_name)
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
+        (x,) = children
         return f"({x}%{self.d})" if self.x.vmin >= 0 else f"cv_floormod({x},{self.d})"
 
 
@@ -222,17 +239,17 @@ class Cmp(Sym):
 
     def __init__(self, x: Sym, op: str, c: int):
         self.x, self.op, self.c = x, op, c
-        self._init(("cmp", x._key, op, c), 0, 1)
+        self._init(("cmp", x, op, c), 0, 1)
 
     def _children(self) -> tuple[Sym, ...]:
         return (self.x,)
 
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
-        x = self.x.substitute(mapping)
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
+        (x,) = children
         return x.lt(self.c) if self.op == "<" else x.ge(self.c)
 
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
-        return f"({self.x.render(var_name)}{self.op}{self.c})"
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
+        return f"({children[0]}{self.op}{self.c})"
 
 
 class And(Sym):
@@ -242,17 +259,17 @@ class And(Sym):
 
     def __init__(self, items: tuple[Sym, ...]):
         self.items = items
-        self._init(("and", frozenset(i._key for i in items)), 0, 1)
+        self._init(("and", frozenset(items)), 0, 1)
 
     def _children(self) -> tuple[Sym, ...]:
         return self.items
 
-    def substitute(self, mapping: dict[Var, Sym]) -> Sym:
-        return sym_and(*(i.substitute(mapping) for i in self.items))
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
+        return sym_and(*children)
 
-    def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         # '&' on 0/1 comparisons, not '&&': no branch, so loops need no if-conversion to vectorize
-        return "(" + "&".join(i.render(var_name) for i in self.items) + ")"
+        return "(" + "&".join(children) + ")"
 
 
 def sym(x: IntLike) -> Sym:
@@ -266,24 +283,80 @@ def sym(x: IntLike) -> Sym:
 
 def sym_and(*items: Sym) -> Sym:
     """Conjunction of conditions; constant-folds and flattens."""
-    flat: list[Sym] = []
+    flat: dict[Sym, None] = {}  # (a dict: ordered, and a repeat found in O(1), not by a scan)
     for it in items:
         if isinstance(it, Num):
             if it.value == 0:
                 return Num(0)
             continue
         for sub in it.items if isinstance(it, And) else (it,):
-            if sub not in flat:
-                flat.append(sub)
+            flat[sub] = None
     if not flat:
         return Num(1)
-    return flat[0] if len(flat) == 1 else And(tuple(flat))
+    return next(iter(flat)) if len(flat) == 1 else And(tuple(flat))
 
 
 def count_divmod(x: Sym) -> int:
-    """How many floor divisions and modulos an expression contains (a cost measure)."""
-    own = 1 if isinstance(x, (FloorDiv, Mod)) else 0
-    return own + sum(count_divmod(c) for c in x._children())
+    """How many floor divisions and modulos an expression contains written out as a tree (a cost
+    measure: what the rendered source computes)."""
+    count: dict[int, int] = {}
+    for e in _post_order(x):
+        own = 1 if isinstance(e, (FloorDiv, Mod)) else 0
+        count[id(e)] = own + sum(count[id(c)] for c in e._children())
+    return count[id(x)]
+
+
+def _same(a: Sym, b: Sym) -> bool:
+    """Structural equality of two expressions, pair by pair with its own stack (comparing keys
+    directly recursed once per level: two equal 1000-deep expressions overflowed the stack)."""
+    stack, seen = [(a, b)], set()
+    while stack:
+        x, y = stack.pop()
+        if x is y or (id(x), id(y)) in seen:
+            continue
+        seen.add((id(x), id(y)))
+        if type(x) is not type(y) or x._hash != y._hash:
+            return False
+        if isinstance(x, (Lin, And)):  # unordered children: pair them by hash
+            xs = x.terms if isinstance(x, Lin) else dict.fromkeys(x.items)
+            ys = y.terms if isinstance(y, Lin) else dict.fromkeys(y.items)
+            by_hash = {t._hash: (t, c) for t, c in ys.items()}
+            if len(xs) != len(ys) or getattr(x, "const", 0) != getattr(y, "const", 0):
+                return False
+            if len(by_hash) != len(ys):  # two children with one hash: too rare to do better
+                if x._key != y._key:
+                    return False
+                continue
+            for t, c in xs.items():
+                found = by_hash.get(t._hash)
+                if found is None or found[1] != c:
+                    return False
+                stack.append((t, found[0]))
+            continue
+        if len(x._key) != len(y._key):
+            return False
+        for u, v in zip(x._key, y._key):
+            if isinstance(u, Sym) and isinstance(v, Sym):
+                stack.append((u, v))
+            elif isinstance(u, Sym) or isinstance(v, Sym) or u != v:
+                return False
+    return True
+
+
+def _post_order(root: Sym) -> list[Sym]:
+    """The distinct nodes under ``root`` (by identity), each after its children; no recursion."""
+    seen: set[int] = set()
+    out: list[Sym] = []
+    stack: list[tuple[Sym, bool]] = [(root, False)]
+    while stack:
+        x, expanded = stack.pop()
+        if expanded:
+            out.append(x)
+        elif id(x) not in seen:
+            seen.add(id(x))
+            stack.append((x, True))
+            stack.extend((c, False) for c in reversed(x._children()))
+    return out
 
 
 # --- canonical linear form ----------------------------------------------------------------------
