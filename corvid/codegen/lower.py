@@ -12,6 +12,13 @@ for every node it visits, the symbolic index of each of that node's dimensions p
 
 Afterwards adjacent loops are merged wherever that does not add divisions or modulos to any
 index, so a contiguous elementwise kernel of any rank becomes one flat loop.
+
+Some chains of views have no short index: ``x.flip(0).reshape(4, 3).reshape(3, 4)`` repeated
+reuses each index several times, and the simplifier cannot fold it, so the index written out grows
+fivefold per round (8 rounds: a C source of 10^6 terms, which never finished rendering). Given
+``max_index``, the lowering refuses a view whose index and gate would be larger than that
+(:class:`LoweringTooLarge` naming the view's source in ``cut``); the scheduler then stores that
+source, and the next kernel starts again from a plain buffer index.
 """
 
 from __future__ import annotations
@@ -63,12 +70,19 @@ Need = tuple[Node, tuple[Sym, ...], Sym]
 
 class LoweringTooLarge(RuntimeError):
     """A region whose fused kernel would have more values than the lowering's ``limit`` (a
-    reduce re-evaluated inside another, level after level: a recurrence over a matmul)."""
+    reduce re-evaluated inside another, level after level: a recurrence over a matmul), or an
+    index larger than its ``max_index``. ``cut`` is then the node to store so that the region
+    splits where its index grew too large (None for too many values)."""
+
+    def __init__(self, message: str, cut: Node | None = None):
+        super().__init__(message)
+        self.cut = cut
 
 
 class _Lowerer:
-    def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None], limit: float = math.inf):
-        self.k, self.param_of, self.limit = kernel, param_of, limit
+    def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None], limit: float = math.inf,
+                 max_index: float = math.inf):
+        self.k, self.param_of, self.limit, self.max_index = kernel, param_of, limit, max_index
         self.consts: list[Node] = []  # runtime constants, in the order of their slots
         self.const_slot: dict[int, int] = {}
         self.const_param: int | None = None
@@ -182,7 +196,9 @@ class _Lowerer:
     def _movement(self, n: Node, idx: tuple[Sym, ...], gate: Sym) -> Generator[Need, U, U]:
         (src,), op, arg, shape = n.src, n.op, n.arg, n.src[0].shape
         if op in VIEWS:
-            return (yield src, view_index(n, idx), gate)
+            new_idx = view_index(n, idx)
+            self._check_size(src, new_idx, gate)
+            return (yield src, new_idx, gate)
         if op is Op.PAD:
             pads, value = arg
             new_idx, conds = [], []
@@ -203,12 +219,21 @@ class _Lowerer:
             valid = sym_and(*conds)
             if valid == Num(0):
                 return self.k.u("const", n.dtype, (), value)
-            inner = yield src, tuple(new_idx), sym_and(gate, valid)
+            inner_gate = sym_and(gate, valid)
+            self._check_size(src, new_idx, inner_gate)
+            inner = yield src, tuple(new_idx), inner_gate
             if valid == Num(1):
                 return inner
             cond = self.k.u("index", _BOOL, (), valid)
             return self.k.u("alu", n.dtype, (cond, inner, self.k.u("const", n.dtype, (), value)), Op.WHERE)
         raise NotImplementedError(f"cannot lower {op}")
+
+    def _check_size(self, src: Node, idx: tuple[Sym, ...] | list[Sym], gate: Sym) -> None:
+        """Refuse to read ``src`` at an index (with its gate) larger than ``max_index`` written out,
+        unless ``src`` is loaded from a buffer anyway."""
+        size = gate.tree_size + sum(i.tree_size for i in idx)
+        if size > self.max_index and self.param_of(src) is None:
+            raise LoweringTooLarge(f"an index of {size} terms reading {src}", cut=src)
 
 
 VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SHRINK, Op.FLIP})  # movement ops without a gate
@@ -261,14 +286,16 @@ def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]]
     return n, base, stride.value, cs
 
 
-def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = math.inf) -> tuple[Kernel, _Lowerer]:
+def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = math.inf,
+                   max_index: float = math.inf) -> tuple[Kernel, _Lowerer]:
     """Lower the graph under ``root`` into a kernel storing ``root`` into param 0, one loop per
     output dimension. ``inputs`` are the nodes read from buffers (params 1..n).
-    :class:`LoweringTooLarge` when it would emit more than ``limit`` values."""
+    :class:`LoweringTooLarge` when it would emit more than ``limit`` values, or read a computed
+    node at an index (and gate) of more than ``max_index`` terms (see :attr:`Sym.tree_size`)."""
     params = [Param(root.dtype, root.numel, True)] + [Param(n.dtype, n.numel, False) for n in inputs]
     index_of = {id(n): i + 1 for i, n in enumerate(inputs)}
     kernel = Kernel(name, params, [])
-    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit)
+    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit, max_index)
     loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
     value = lw.emit(root, idx, Num(1), root=True)

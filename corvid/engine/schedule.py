@@ -6,7 +6,9 @@ Kernel boundaries are the nodes whose value must be stored:
 * a reduce whose value more than one kernel needs (store once, load twice);
 * a reduce that its consumer would otherwise recompute: the consumer's loops are placed and, if
   the reduce would run more often than it has output elements (it is broadcast along an outer
-  loop), it gets its own kernel.
+  loop), it gets its own kernel;
+* the source of a view whose index (with its gate) would pass MAX_INDEX_SIZE terms: a long chain
+  of views that the simplifier cannot fold (``_view_cuts``).
 
 Everything else fuses: elementwise and movement ops into their consumer, and a reduce with the
 elementwise work before it (in its loop body) and after it (on its accumulator), so
@@ -305,6 +307,10 @@ RECOMPUTE_MIN_EXTRA = 1 << 15  # ... and the extra evaluations outweigh a kernel
 # a probe that would lower more values than this gives up: the region nests reduces level after
 # level (a recurrence through a matmul: 4^t values at step t), and its nested reduces are stored
 PROBE_LIMIT = 10_000
+# A region with VIEW_PROBE_DEPTH movement ops along one path is probed too, and split (its view's
+# source stored) where an index and its gate would pass MAX_INDEX_SIZE terms written out: 8 rounds
+# of x.flip(0).reshape(4, 3).reshape(3, 4) made an index of 470k terms, whose rendering never ended.
+VIEW_PROBE_DEPTH, MAX_INDEX_SIZE = 8, 2000
 _EXPENSIVE = frozenset({Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS, Op.TAN,
                         Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
                         Op.ERF, Op.POW, Op.ATAN2, Op.DIV, Op.IDIV, Op.MOD, Op.SQRT})
@@ -315,12 +321,17 @@ def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
     reduce evaluated more often than it has elements, and the outermost costly elementwise value
     evaluated RECOMPUTE_RATIO times as often."""
     nodes, inputs = _region(root, stored)
-    if not any(n.op is Op.REDUCE for n in nodes):
+    has_reduce = any(n.op is Op.REDUCE for n in nodes)
+    if not has_reduce and _view_depth(nodes) < VIEW_PROBE_DEPTH:
         return []
     try:
-        k, lw = lower_unmerged("probe", root, inputs, limit=PROBE_LIMIT)
-    except LoweringTooLarge:  # the fused kernel would blow up: store the reduces nested in others
-        return _nested_reduces(root, nodes, inputs)
+        k, lw = lower_unmerged("probe", root, inputs, limit=PROBE_LIMIT, max_index=MAX_INDEX_SIZE)
+    except LoweringTooLarge as e:
+        if e.cut is not None:  # an index too large to render: split the chain of views
+            return _view_cuts(e.cut, stored)
+        return _nested_reduces(root, nodes, inputs)  # the fused kernel would blow up
+    if not has_reduce:
+        return []
     values, place = placement(k)
     size = {lp.var: lp.size for lp in k.loops}
     size.update({lp.var: lp.size for u in values if u.op == "reduce" for lp in u.arg[1]})
@@ -335,6 +346,33 @@ def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
     if out:
         return out
     return _recomputed_elementwise(root, nodes, inputs, lw, place, size)
+
+
+def _view_depth(nodes: list[Node]) -> int:
+    """The most movement ops along one path of a region (``nodes`` in dependency order)."""
+    depth: dict[int, int] = {}
+    for n in nodes:
+        depth[id(n)] = (n.op in MOVEMENT) + max((depth.get(id(s), 0) for s in n.src), default=0)
+    return max(depth.values(), default=0)
+
+
+def _view_cuts(cut: Node, stored: dict[int, Node]) -> list[Node]:
+    """``cut``, and the nodes below it whose indices would grow too large in turn, found in one
+    pass down the chain (one cut per round of ``_stored`` re-probed every region above it)."""
+    cuts, more = [cut], dict(stored)
+    while True:
+        more[id(cut)] = cut
+        nodes, inputs = _region(cut, more)
+        if _view_depth(nodes) < VIEW_PROBE_DEPTH:
+            return cuts
+        try:
+            lower_unmerged("probe", cut, inputs, limit=PROBE_LIMIT, max_index=MAX_INDEX_SIZE)
+            return cuts
+        except LoweringTooLarge as e:
+            if e.cut is None:
+                return cuts
+            cut = e.cut
+            cuts.append(cut)
 
 
 def _nested_reduces(root: Node, nodes: list[Node], inputs: list[Node]) -> list[Node]:
