@@ -356,18 +356,16 @@ def _merge_pair(a: Loop, b: Loop, fresh: Var) -> tuple[Loop, dict[Var, Sym]]:
 def _divisors(k: Kernel, v: Var) -> list[int]:
     """The ``d`` of every ``v // d`` and ``v % d`` in the kernel's indices, in order of appearance."""
     found: list[int] = []
-
-    def visit(x: Sym) -> None:
+    roots = [x for u in k.values() for x in u.syms()] + [st.index for st in k.stores]
+    stack, seen = roots[::-1], set()
+    while stack:  # in pre-order, with its own stack, each shared node once (an index is a DAG)
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
         if isinstance(x, (FloorDiv, Mod)) and x.x == v and x.d not in found:
             found.append(x.d)
-        for c in x._children():
-            visit(c)
-
-    for u in k.values():
-        for x in u.syms():
-            visit(x)
-    for st in k.stores:
-        visit(st.index)
+        stack.extend(reversed(x._children()))
     return found
 
 
