@@ -34,7 +34,7 @@ from corvid.render.cuda import BLOCK_THREADS, CUDALaunch, CUDARenderer, cuda_lau
 from corvid.render.gpu import Launch
 from corvid.runtime import device as registry
 from corvid.runtime.cpu import CPUDevice
-from corvid.runtime.cuda import kernel_params
+from corvid.runtime.cuda import CUDADevice, kernel_params
 from tests.test_fp8 import workload as fp8_workload
 from tests.test_opt import _base, _kernels, _real
 
@@ -111,7 +111,8 @@ def suite_kernels():
         registry._devices.pop(CAPTURE, None)
         for spelling in [s for s, c in registry._canonical.items() if c == CAPTURE]:
             registry._canonical.pop(spelling)
-    out = [(k.name, finalize(gpu_heuristics(k, MAX_THREADS))) for k in _CAPTURED]
+    # (cascaded sums with the CUDA device's own runs: codegen/cascade.py)
+    out = [(k.name, finalize(gpu_heuristics(k, MAX_THREADS), block=CUDADevice.sum_block)) for k in _CAPTURED]
     for name, t in _kernels().items():
         k0 = _base(t)
         for axis, lp in enumerate(reduce_loops(k0)):
@@ -120,7 +121,7 @@ def suite_kernels():
                     continue
                 extra = [Opt("local", len(k0.loops) - 1, 2)] if k0.loops and k0.loops[-1].size % 2 == 0 else []
                 for opts in ([Opt("group_local", axis, width)], [Opt("group_local", axis, width)] + extra):
-                    out.append((f"{name} {[str(o) for o in opts]}", finalize(apply_opts(k0, opts))))
+                    out.append((f"{name} {[str(o) for o in opts]}", finalize(apply_opts(k0, opts), block=CUDADevice.sum_block)))
     return out
 
 
