@@ -30,6 +30,9 @@ from math import gcd
 from typing import Callable, Union
 
 IntLike = Union["Sym", int]
+# an expression of at most this many nodes written out is walked by plain recursion (its depth is
+# bounded by its size); larger ones by the shared-node walks below
+_SMALL = 64
 
 
 class Sym:
@@ -102,6 +105,10 @@ class Sym:
 
     def vars(self) -> frozenset[Var]:
         """All variables this expression depends on."""
+        if isinstance(self, Var):
+            return frozenset((self,))
+        if self.tree_size <= _SMALL:  # (recursion of bounded depth: faster for the usual index)
+            return frozenset().union(*(c.vars() for c in self._children()))
         return frozenset(x for x in _post_order(self) if isinstance(x, Var))
 
     def _children(self) -> tuple[Sym, ...]:
@@ -109,6 +116,14 @@ class Sym:
 
     def substitute(self, mapping: dict[Var, Sym]) -> Sym:
         """Replace variables by expressions, simplifying the result."""
+        if isinstance(self, Var):
+            return mapping.get(self, self)
+        if isinstance(self, Num):
+            return self
+        if self.tree_size <= _SMALL:  # (recursion of bounded depth: faster for the usual index)
+            old = self._children()
+            new = tuple(c.substitute(mapping) for c in old)
+            return self if all(a is b for a, b in zip(new, old)) else self._rebuild(new)
         done: dict[int, Sym] = {}
         for x in _post_order(self):
             if isinstance(x, Var):
@@ -116,7 +131,10 @@ class Sym:
             elif isinstance(x, Num):
                 done[id(x)] = x
             else:
-                done[id(x)] = x._rebuild(tuple(done[id(c)] for c in x._children()))
+                old = x._children()
+                new = tuple(done[id(c)] for c in old)
+                # (unchanged children: the same expression, without simplifying it again)
+                done[id(x)] = x if all(a is b for a, b in zip(new, old)) else x._rebuild(new)
         return done[id(self)]
 
     def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
@@ -125,6 +143,8 @@ class Sym:
 
     def render(self, var_name: Callable[[Var], str] = lambda v: v.name) -> str:
         """Render as C-like source with floor division helpers only where operands can be negative."""
+        if self.tree_size <= _SMALL:  # (recursion of bounded depth: faster for the usual index)
+            return self._render(tuple(c.render(var_name) for c in self._children()), var_name)
         done: dict[int, str] = {}
         for x in _post_order(self):
             done[id(x)] = x._render(tuple(done[id(c)] for c in x._children()), var_name)
