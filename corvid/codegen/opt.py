@@ -81,13 +81,28 @@ class OptError(ValueError):
 
 
 @functools.cache
-def vector_bytes() -> int:
-    """Native SIMD width of this CPU in bytes (64 with AVX-512, else 32)."""
+def _has_avx512() -> bool:
     try:
         with open("/proc/cpuinfo") as f:
-            return 64 if " avx512f" in f.read() else 32
+            return " avx512f" in f.read()
     except OSError:
-        return 32
+        return False
+
+
+@functools.cache
+def vector_bytes() -> int:
+    """The SIMD width, in bytes, of the vectors kernels are written with: the CPU's (64 with
+    AVX-512, else 32), or less where the compiler's tuning prefers narrower vectors (gcc's
+    ``-mprefer-vector-width``: 256 bits for Intel's AVX-512 cores), since gcc splits wider
+    vector types into slow code there (a 1024^2 matmul: 15 GFLOP/s instead of 435)."""
+    from ..runtime.compiler import CompilerNotFoundError, find_toolchain
+
+    width = 64 if _has_avx512() else 32
+    try:
+        preferred = find_toolchain().preferred_vector_bits
+    except CompilerNotFoundError:
+        preferred = None
+    return min(width, preferred // 8) if preferred and preferred >= 128 else width
 
 
 @functools.cache
@@ -117,8 +132,9 @@ def cache_bytes(level: int) -> int:
 
 @functools.cache
 def vector_registers() -> int:
-    """Vector registers of this CPU (32 with AVX-512, else 16)."""
-    return 32 if vector_bytes() == 64 else 16
+    """Vector registers of this CPU (32 with AVX-512, at any vector width: AVX-512VL gives 256-bit
+    vectors the same 32; else 16)."""
+    return 32 if _has_avx512() else 16
 
 
 def _copy_into(dst: Kernel, src: Kernel, mapping: dict[Var, Sym], memo_out: dict[int, U]) -> None:
