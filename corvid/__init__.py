@@ -40,9 +40,14 @@ from .runtime.device import default_device, get_default_device, set_default_devi
 
 def __getattr__(name: str):
     """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.distributed``, ``cv.plot`` and ``cv.notebook`` are
-    imported on first use (they cost import time that array code does not need; plot needs matplotlib)."""
+    imported on first use (they cost import time that array code does not need; plot needs matplotlib),
+    and so is ``cv.show_config`` (``corvid.info``, which ``python -m corvid.info`` runs as a script)."""
     if name in ("nn", "optim", "data", "distributed", "plot", "notebook"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    if name == "show_config":
+        from .info import show_config
+
+        return show_config
     raise AttributeError(f"module 'corvid' has no attribute {name!r}")
