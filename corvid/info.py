@@ -3,7 +3,7 @@
 
 It lists the versions (corvid, Python, numpy, ml_dtypes), the C compiler with its version and the
 flags corvid builds kernels with, the vector width kernels are written with and where it comes
-from (the CPU's widest, narrowed to what the compiler's tuning prefers), the cache sizes and
+from (the compiler's target's widest, narrowed to what its tuning prefers), the cache sizes and
 thread count the heuristics use, the measured roofline, the cache directory, and every device:
 whether it starts here and, if not, why and what to install.
 
@@ -29,7 +29,7 @@ def environment(peak: bool = True) -> dict[str, Any]:
     import numpy as np
 
     from . import __version__
-    from .codegen.opt import _has_avx512, cache_bytes, vector_bytes, vector_registers
+    from .codegen.opt import cache_bytes, vector_bytes, vector_registers
     from .runtime.compiler import CompilerNotFoundError, cache_dir, find_toolchain
     from .runtime.device import _BACKENDS, get_device
 
@@ -43,11 +43,11 @@ def environment(peak: bool = True) -> dict[str, Any]:
         tc = find_toolchain()
         info["compiler"] = {"path": tc.cc, "version": tc.version, "flags": " ".join(tc.flags),
                             "openmp": tc.openmp, "libmvec": tc.libmvec,
+                            "target_vector_bits": tc.target_vector_bits,
                             "preferred_vector_bits": tc.preferred_vector_bits}
     except CompilerNotFoundError as e:
         info["compiler"] = {"error": str(e)}
-    info["vector"] = {"bytes": vector_bytes(), "cpu_bytes": 64 if _has_avx512() else 32,
-                      "registers": vector_registers()}
+    info["vector"] = {"bytes": vector_bytes(), "registers": vector_registers()}
     info["caches"] = {f"L{n}": cache_bytes(n) for n in (1, 2, 3)}
     info["cache_dir"] = str(cache_dir())
     if peak:
@@ -94,10 +94,11 @@ def show_config(file: TextIO | None = None, peak: bool = True) -> None:
     else:
         w(f"C compiler: {cc['path']} ({cc['version']}); OpenMP {'yes' if cc['openmp'] else 'no'}, "
           f"libmvec {'yes' if cc['libmvec'] else 'no'}\n  flags: {cc['flags']}\n")
-        pref = cc["preferred_vector_bits"]
-        w(f"  tuning prefers vectors of: {f'{pref} bits' if pref else 'any width (not limited)'}\n")
+        pref, target = cc["preferred_vector_bits"], cc["target_vector_bits"]
+        w(f"  target's widest vectors: {f'{target} bits' if target else 'unknown'}; "
+          f"tuning prefers vectors of: {f'{pref} bits' if pref else 'any width (not limited)'}\n")
     v = info["vector"]
-    w(f"vectors: {v['bytes'] * 8} bits (the CPU has {v['cpu_bytes'] * 8}), {v['registers']} registers\n")
+    w(f"vectors kernels use: {v['bytes'] * 8} bits, {v['registers']} registers\n")
     w("caches: " + ", ".join(f"{k} {b >> 10} KiB" for k, b in info["caches"].items()) + "\n")
     if "peak" in info:
         w(f"roofline: {info['peak']['gflops']:.1f} GFLOP/s float32, {info['peak']['gbps']:.1f} GB/s read\n")

@@ -289,3 +289,21 @@ def test_kernels_take_the_vector_width_the_compilers_tuning_prefers():
     assert done.returncode == 0, done.stderr
     width, wide, narrow = done.stdout.split()
     assert (width, wide, narrow) == ("32", "False", "True")
+
+
+def test_the_vector_width_follows_the_compilers_target_not_the_cpu():
+    """``-march=x86-64-v3`` builds AVX2 code even on an AVX-512 CPU: 32-byte vectors and 16 vector
+    registers, read from the compiler's predefined macros, not from /proc/cpuinfo."""
+    import platform
+    import subprocess
+    import sys
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"an x86-64 target ({platform.machine()})")
+    code = ("from corvid.codegen.opt import vector_bytes, vector_registers\n"
+            "from corvid.runtime.compiler import find_toolchain\n"
+            "print(find_toolchain().target_vector_bits, vector_bytes(), vector_registers())\n")
+    env = dict(os.environ, CORVID_CC_FLAGS="-march=x86-64-v3")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["256", "32", "16"]

@@ -22,7 +22,7 @@ def test_the_command_prints_versions_compiler_vectors_roofline_and_devices():
     out = done.stdout
     assert f"corvid {cv.__version__}" in out and "numpy" in out
     assert "C compiler: " in out and "-march=native" in out
-    assert "vectors: " in out and "roofline: 123.5 GFLOP/s float32, 45.2 GB/s read" in out
+    assert "vectors kernels use: " in out and "roofline: 123.5 GFLOP/s float32, 45.2 GB/s read" in out
     assert "cache directory: " in out and "  CPU: starts" in out
 
 
@@ -32,7 +32,7 @@ def test_the_vector_width_shown_is_the_one_kernels_use():
     if "tuning prefers vectors of: 128 bits" not in done.stdout:  # (a compiler that does not say: clang)
         assert "any width" in done.stdout
         return
-    assert "vectors: 128 bits" in done.stdout
+    assert "vectors kernels use: 128 bits" in done.stdout
 
 
 def test_a_device_that_does_not_start_says_why(monkeypatch):

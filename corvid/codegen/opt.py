@@ -82,6 +82,11 @@ class OptError(ValueError):
 
 @functools.cache
 def _has_avx512() -> bool:
+    """Whether kernels are compiled for AVX-512 (the compiler's target; /proc/cpuinfo when no
+    compiler says)."""
+    target = _toolchain_bits()[0]
+    if target is not None:
+        return target >= 512
     try:
         with open("/proc/cpuinfo") as f:
             return " avx512f" in f.read()
@@ -89,19 +94,29 @@ def _has_avx512() -> bool:
         return False
 
 
-@functools.cache
-def vector_bytes() -> int:
-    """The SIMD width, in bytes, of the vectors kernels are written with: the CPU's (64 with
-    AVX-512, else 32), or less where the compiler's tuning prefers narrower vectors (gcc's
-    ``-mprefer-vector-width``: 256 bits for Intel's AVX-512 cores), since gcc splits wider
-    vector types into slow code there (a 1024^2 matmul: 15 GFLOP/s instead of 435)."""
+def _toolchain_bits() -> tuple[int | None, int | None]:
+    """(the target's widest vectors, the tuning's preferred width) in bits, as the compiler says."""
     from ..runtime.compiler import CompilerNotFoundError, find_toolchain
 
-    width = 64 if _has_avx512() else 32
     try:
-        preferred = find_toolchain().preferred_vector_bits
+        tc = find_toolchain()
     except CompilerNotFoundError:
-        preferred = None
+        return None, None
+    return tc.target_vector_bits, tc.preferred_vector_bits
+
+
+@functools.cache
+def vector_bytes() -> int:
+    """The SIMD width, in bytes, of the vectors kernels are written with: the widest the
+    compiler's target has (64 with AVX-512, 32 with AVX; from its predefined macros, so
+    ``-march=x86-64-v3`` on an AVX-512 CPU gives 32), or less where its tuning prefers narrower
+    vectors (gcc's ``-mprefer-vector-width``: 256 bits for Intel's AVX-512 cores), since gcc
+    splits wider vector types into slow code there (a 1024^2 matmul: 15 GFLOP/s instead of 435).
+    At least 32: narrower targets still get 32-byte GNU vectors, split by the compiler."""
+    target, preferred = _toolchain_bits()
+    width = 64 if _has_avx512() else 32
+    if target is not None and target >= 256:
+        width = min(width, target // 8)
     return min(width, preferred // 8) if preferred and preferred >= 128 else width
 
 

@@ -108,6 +108,9 @@ class Toolchain:
     # the widest vector (bits) the compiler's tuning for these flags prefers (gcc's
     # -mprefer-vector-width: 256 for -march=rocketlake and skylake-avx512); None when it does not say
     preferred_vector_bits: int | None = None
+    # the widest vectors the target the flags select has (bits: 512 with AVX-512F, 256 with AVX,
+    # 128 with SSE2 or NEON), read from the compiler's predefined macros; None when unknown
+    target_vector_bits: int | None = None
 
     @property
     def libs(self) -> tuple[str, ...]:
@@ -227,7 +230,24 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
         libmvec = _probe(cc, flags, ["-lmvec", "-lm"], _PROBE_MVEC, folder, "mvec")
     openmp = omp_flags == ("-fopenmp",)
     return Toolchain(cc=cc, version=version, openmp=openmp, libmvec=libmvec,
-                     flags=flags + extra, preferred_vector_bits=_preferred_vector_bits(cc, flags + extra))
+                     flags=flags + extra, preferred_vector_bits=_preferred_vector_bits(cc, flags + extra),
+                     target_vector_bits=_target_vector_bits(cc, flags + extra))
+
+
+def _target_vector_bits(cc: str, flags: tuple[str, ...]) -> int | None:
+    """The widest vector registers of the target ``flags`` select, from the macros the compiler
+    predefines (``-dM -E``): what the kernels are compiled for, which is not always the CPU's
+    (``CORVID_CC_FLAGS="-march=x86-64-v3"`` on an AVX-512 CPU builds AVX2 code). gcc and clang."""
+    try:
+        proc = subprocess.run([cc, *[f for f in flags if f != "-shared"], "-dM", "-E", "-x", "c", "-"],
+                              input="", capture_output=True, text=True, timeout=_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    macros = {line.split()[1] for line in proc.stdout.splitlines() if line.startswith("#define ")}
+    for macro, bits in (("__AVX512F__", 512), ("__AVX__", 256), ("__SSE2__", 128), ("__ARM_NEON", 128)):
+        if macro in macros:
+            return bits
+    return None
 
 
 def _preferred_vector_bits(cc: str, flags: tuple[str, ...]) -> int | None:
