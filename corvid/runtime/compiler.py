@@ -234,16 +234,22 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
                      target_vector_bits=_target_vector_bits(cc, flags + extra))
 
 
+def _ask(cc: str, flags: tuple[str, ...], *query: str) -> list[str]:
+    """The lines the compiler prints for ``query`` with the kernels' ``flags`` (no input); [] if it
+    cannot answer."""
+    try:
+        proc = subprocess.run([cc, *[f for f in flags if f != "-shared"], *query], input="",
+                              capture_output=True, text=True, timeout=_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return proc.stdout.splitlines()
+
+
 def _target_vector_bits(cc: str, flags: tuple[str, ...]) -> int | None:
     """The widest vector registers of the target ``flags`` select, from the macros the compiler
     predefines (``-dM -E``): what the kernels are compiled for, which is not always the CPU's
     (``CORVID_CC_FLAGS="-march=x86-64-v3"`` on an AVX-512 CPU builds AVX2 code). gcc and clang."""
-    try:
-        proc = subprocess.run([cc, *[f for f in flags if f != "-shared"], "-dM", "-E", "-x", "c", "-"],
-                              input="", capture_output=True, text=True, timeout=_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    macros = {line.split()[1] for line in proc.stdout.splitlines() if line.startswith("#define ")}
+    macros = {line.split()[1] for line in _ask(cc, flags, "-dM", "-E", "-x", "c", "-") if line.startswith("#define ")}
     for macro, bits in (("__AVX512F__", 512), ("__AVX__", 256), ("__SSE2__", 128), ("__ARM_NEON", 128)):
         if macro in macros:
             return bits
@@ -258,12 +264,7 @@ def _preferred_vector_bits(cc: str, flags: tuple[str, ...]) -> int | None:
     vectors: gcc then splits every 64-byte vector operation the renderer writes, and a 1024^2
     matmul ran at 15 GFLOP/s (reproduced on a Zen 4 with ``-mprefer-vector-width=256``: 435 ->
     15.4 GFLOP/s). The renderer's vectors follow this width instead (:func:`corvid.codegen.opt.vector_bytes`)."""
-    try:
-        proc = subprocess.run([cc, *[f for f in flags if f != "-shared"], "-Q", "--help=target"],
-                              capture_output=True, text=True, timeout=_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in proc.stdout.splitlines():
+    for line in _ask(cc, flags, "-Q", "--help=target"):
         parts = line.split()
         if len(parts) == 2 and parts[0] == "-mprefer-vector-width=":
             return int(parts[1]) if parts[1].isdigit() else None
