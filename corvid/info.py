@@ -54,7 +54,7 @@ def environment(peak: bool = True) -> dict[str, Any]:
         from .runtime.peak import cpu_peak
 
         p = cpu_peak()
-        info["peak"] = {"gflops": p.gflops, "gbps": p.gbps}
+        info["peak"] = {"gflops": p.gflops, "gbps": p.gbps, "widths": dict(p.widths)}
     devices: dict[str, str] = {}
     for name in _BACKENDS:
         if name == "NULL":
@@ -80,6 +80,11 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# the chosen vector width's measured rate below this share of the fastest width's is a mismatch
+# (a wrong width measured 17x slower; noise on a busy machine stays within 1.5x)
+WIDTH_MARGIN = 0.6
+
+
 def show_config(file: TextIO | None = None, peak: bool = True) -> None:
     """Print :func:`environment` as text (to ``file``, standard output by default)."""
     out = file or sys.stdout
@@ -102,6 +107,16 @@ def show_config(file: TextIO | None = None, peak: bool = True) -> None:
     w("caches: " + ", ".join(f"{k} {b >> 10} KiB" for k, b in info["caches"].items()) + "\n")
     if "peak" in info:
         w(f"roofline: {info['peak']['gflops']:.1f} GFLOP/s float32, {info['peak']['gbps']:.1f} GB/s read\n")
+        widths = info["peak"]["widths"]
+        if widths:
+            w("  one core's multiply-adds by vector width: " + ", ".join(
+                f"{b * 8} bits {g:.1f} GFLOP/s" for b, g in sorted(widths.items())) + "\n")
+            best = max(widths, key=widths.get)
+            chosen = widths.get(v["bytes"])
+            if chosen is not None and chosen < WIDTH_MARGIN * widths[best]:
+                w(f"  WARNING: kernels use {v['bytes'] * 8}-bit vectors, which run at {chosen / widths[best]:.0%} of "
+                  f"{best * 8}-bit ones here: the compiler's flags and this CPU disagree; please report this "
+                  "output (CORVID_CC_FLAGS adds flags)\n")
     w(f"cache directory: {info['cache_dir']}\n")
     w("devices:\n")
     for name, state in info["devices"].items():

@@ -48,6 +48,7 @@ divide, lanes that would not be contiguous). ``apply_heuristics`` picks actions 
 from __future__ import annotations
 
 import functools
+import os
 import math
 from collections.abc import Callable
 
@@ -120,10 +121,28 @@ def vector_bytes() -> int:
     return min(width, preferred // 8) if preferred and preferred >= 128 else width
 
 
+# No x86-64 CPU gives a core more than 12 MiB of last-level cache (AMD's stacked-cache parts: 96 MiB
+# for 8 cores; most have 1.5-4 MiB), so a larger share per core is not this process's to use
+MAX_LLC_PER_CORE = 16 << 20
+
+
 @functools.cache
 def cache_bytes(level: int) -> int:
     """This CPU's data (or unified) cache size at ``level`` (1, 2, 3), from sysfs; typical sizes
-    (32 KiB, 1 MiB, 32 MiB) where the system does not say."""
+    (32 KiB, 1 MiB, 32 MiB) where the system does not say.
+
+    The last level is bounded by MAX_LLC_PER_CORE times the cores this process may run on: in a VM sysfs
+    reports the host's whole cache (a 2-vCPU Intel VM said 480 MiB), which the host's other cores
+    share, and decisions sized by it (when to pack a matmul operand: ``corvid/ops/reduce.py``)
+    then picked the layouts of a 480 MiB cache (1024^2..4096^2 matmuls at 39-64 GFLOP/s)."""
+    size = _sysfs_cache_bytes(level)
+    if level >= 3:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        size = min(size, MAX_LLC_PER_CORE * cores)
+    return size
+
+
+def _sysfs_cache_bytes(level: int) -> int:
     import glob
 
     for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):

@@ -195,6 +195,9 @@ def _probe(cc: str, flags: Sequence[str], libs: Sequence[str], source: str,
     return True
 
 
+_GCC_ONLY = frozenset({"-fvect-cost-model=dynamic", "-fno-tree-loop-if-convert"})
+
+
 def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
     """Probe one compiler; None if it cannot build a trivial shared library."""
     try:
@@ -216,6 +219,8 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
     # (codegen/passes.py, and sums of products in the C renderer).
     head = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-tree-loop-if-convert", "-ffp-contract=off",
             "-march=native", "-fPIC", "-shared")
+    if "clang" in version.lower():  # (clang rejects gcc's vectorizer options; it has neither problem)
+        head = tuple(f for f in head if f not in _GCC_ONLY)
     tail = ("-fno-math-errno",)
     with tempfile.TemporaryDirectory(prefix="corvid-probe-") as tmp:
         folder = pathlib.Path(tmp)

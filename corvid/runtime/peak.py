@@ -3,7 +3,13 @@ compared with (``DEBUG=2`` and the benchmarks print the fraction of it a kernel 
 
 * compute: float32 FLOP/s of a C loop of independent vector multiply-adds (fused where the CPU
   has FMA) on every core (or one core's figure times the cores, if higher: on a busy machine
-  that is the steadier measurement), the best a kernel could do; float64 counts half.
+  that is the steadier measurement), the best a kernel could do; float64 counts half. The loop
+  is built with every vector width (16, 32 and 64 bytes) and the fastest counts, so the peak does
+  not depend on the width kernels are written with (:func:`corvid.codegen.opt.vector_bytes`):
+  where that width is the wrong one (64-byte GNU vectors under gcc's 256-bit tuning for Intel's
+  AVX-512 cores ran 17x slower), kernels show as far below the peak instead of the peak falling
+  with them. ``Peak.widths`` keeps one core's figure per width, which ``tests/test_tunings.py``
+  and ``python -m corvid.info`` compare with the chosen width.
 * memory: bytes/s of a parallel read (a sum) of a buffer much larger than the caches.
 
 :func:`cpu_peak` measures on first use (about a second) and stores the figures in the cache
@@ -31,7 +37,8 @@ import numpy as np
 _CHAINS = 12  # independent accumulators per thread: enough to cover FMA latency x throughput
 _ITERS = 1 << 22
 _READ_BYTES = 256 << 20
-_FORMAT = 2  # bumped when the measuring code changes: older cached figures are measured again
+_WIDTHS = (16, 32, 64)  # vector bytes the compute loop is measured with
+_FORMAT = 3  # bumped when the measuring code changes: older cached figures are measured again
 _MAX_TABLE_BYTES = 1 << 20  # a peak.json larger than this is not corvid's (an entry is ~100 bytes)
 
 
@@ -39,6 +46,8 @@ _MAX_TABLE_BYTES = 1 << 20  # a peak.json larger than this is not corvid's (an e
 class Peak:
     gflops: float  # float32 GFLOP/s, all cores
     gbps: float    # memory read GB/s, all cores
+    # (vector bytes, one core's float32 GFLOP/s with vectors of that width), where measured
+    widths: tuple[tuple[int, float], ...] = ()
 
     def bound_seconds(self, flops: float, nbytes: float, float64: bool = False) -> float:
         """The roofline: the least time ``flops`` and ``nbytes`` can take on this machine."""
@@ -50,17 +59,19 @@ class Peak:
 
 
 def _source(vector_bytes: int, fma: bool) -> str:
+    from ..render.c import vector_fma_helper
+
     lanes = vector_bytes // 4
     chains = "\n".join(f"    v a{i} = init + {i};" for i in range(_CHAINS))
     # (kernels are built with -ffp-contract=off: a fused multiply-add is written as one, as the
     # C renderer writes them)
     steps = " ".join(f"a{i} = madd(a{i}, m, c);" for i in range(_CHAINS))
     total = " + ".join(f"a{i}" for i in range(_CHAINS))
-    body = f"for (int l = 0; l < {lanes}; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);" if fma else "r = a * b + c;"
+    # the multiply-add as the C renderer writes it (one rounding where the CPU has FMA)
+    madd = vector_fma_helper("madd", "v", lanes, True) if fma else "static inline v madd(v a, v b, v c) { return a * b + c; }\n"
     return f"""#include <stdint.h>
 typedef float v __attribute__((vector_size({vector_bytes})));
-static inline v madd(v a, v b, v c) {{ v r; {body} return r; }}
-void corvid_peak_flops(long long iters, int threads, float* out) {{
+{madd}void corvid_peak_flops(long long iters, int threads, float* out) {{
   double total = 0;
   #pragma omp parallel num_threads(threads) reduction(+:total)
   {{
@@ -83,30 +94,37 @@ void corvid_peak_read(const float* restrict x, long long n, float* out) {{
 
 
 def _measure() -> Peak:
-    from ..codegen.opt import vector_bytes
+    from ..codegen.passes import has_fma
     from .compiler import compile_kernel
 
-    from ..codegen.passes import has_fma
-
-    lib = compile_kernel(_source(vector_bytes(), has_fma()), "corvid_peak")
-    flops_fn = lib.function("corvid_peak_flops", [ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p])
-    read_fn = lib.function("corvid_peak_read", [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p])
     out = np.zeros(1, np.float32)
     threads = _threads()
-    per_call = _ITERS * _CHAINS * (vector_bytes() // 4) * 2
 
-    def rate(n: int) -> float:  # GFLOP/s of n threads, best of 3
-        flops_fn(1 << 12, n, out.ctypes.data)  # warm up the thread pool
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            flops_fn(_ITERS, n, out.ctypes.data)
-            best = min(best, time.perf_counter() - t0)
-        return n * per_call / best / 1e9
+    def rater(vector_bytes: int):
+        lib = compile_kernel(_source(vector_bytes, has_fma()), f"corvid_peak{vector_bytes}")
+        flops_fn = lib.function("corvid_peak_flops", [ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p])
+        per_call = _ITERS * _CHAINS * (vector_bytes // 4) * 2
 
+        def rate(n: int, iters: int = _ITERS) -> float:  # GFLOP/s of n threads, best of 3
+            flops_fn(1 << 12, n, out.ctypes.data)  # warm up the thread pool
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                flops_fn(iters, n, out.ctypes.data)
+                best = min(best, time.perf_counter() - t0)
+            return n * per_call * iters / _ITERS / best / 1e9
+        return rate
+
+    # each width on one core, a quarter of the loop (the widths differ by 2x or more when one is
+    # wrong; ~0.1 s each), then the fastest on every core
+    raters = {w: rater(w) for w in _WIDTHS}
+    widths = tuple((w, round(r(1, _ITERS // 4), 1)) for w, r in raters.items())
+    rate = raters[max(widths, key=lambda wr: wr[1])[0]]
     # all cores at once, or one core times the core count, whichever is higher: on a busy machine
     # the threads wait for each other, and a one-thread figure is the steadier one
     gflops = max(rate(threads), rate(1) * threads if threads > 1 else 0.0)
+    lib = compile_kernel(_source(_WIDTHS[-1], has_fma()), f"corvid_peak{_WIDTHS[-1]}")
+    read_fn = lib.function("corvid_peak_read", [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p])
     x = np.ones(_READ_BYTES // 4, np.float32)
     read_fn(x.ctypes.data, x.size, out.ctypes.data)
     best = float("inf")
@@ -114,7 +132,7 @@ def _measure() -> Peak:
         t0 = time.perf_counter()
         read_fn(x.ctypes.data, x.size, out.ctypes.data)
         best = min(best, time.perf_counter() - t0)
-    return Peak(round(gflops, 1), round(_READ_BYTES / best / 1e9, 1))
+    return Peak(round(gflops, 1), round(_READ_BYTES / best / 1e9, 1), widths)
 
 
 def _threads() -> int:
@@ -154,9 +172,16 @@ def _table_key() -> str:
     return f"{find_toolchain().key()}:{_threads()}:{_FORMAT}"
 
 
+def _positive(v: object) -> bool:
+    return type(v) in (int, float) and math.isfinite(v) and v > 0
+
+
 def _valid_figures(entry: object) -> bool:
-    return (isinstance(entry, list) and len(entry) == 2
-            and all(type(v) in (int, float) and math.isfinite(v) and v > 0 for v in entry))
+    """``[GFLOPS, GBPS]``, or ``[GFLOPS, GBPS, {vector bytes: one core's GFLOPS}]``."""
+    if not isinstance(entry, list) or len(entry) not in (2, 3) or not all(_positive(v) for v in entry[:2]):
+        return False
+    return len(entry) == 2 or (isinstance(entry[2], dict) and len(entry[2]) <= len(_WIDTHS) and all(
+        k.isdigit() and int(k) in _WIDTHS and _positive(v) for k, v in entry[2].items()))
 
 
 @functools.cache
@@ -178,9 +203,10 @@ def cpu_peak() -> Peak:
     table = _read_table(path)
     entry = table.get(key)
     if _valid_figures(entry):
-        return Peak(float(entry[0]), float(entry[1]))
+        widths = tuple(sorted((int(k), float(v)) for k, v in entry[2].items())) if len(entry) == 3 else ()
+        return Peak(float(entry[0]), float(entry[1]), widths)
     peak = _measure()
-    table[key] = [peak.gflops, peak.gbps]
+    table[key] = [peak.gflops, peak.gbps] + ([{str(w): g for w, g in peak.widths}] if peak.widths else [])
     try:
         _write_private(path, json.dumps(table).encode())
     except OSError:  # (a full disk: measured again next time)
