@@ -36,7 +36,7 @@ from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var
 _STORAGE = {"bool": "uint8_t",  # (not _Bool: gcc has no vector type for _Bool loads)
              "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
             "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-            "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+            "float16": "cv_f16", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
             "float8_e4m3fn": "uint8_t", "float8_e5m2": "uint8_t",
             "complex64": "float _Complex", "complex128": "double _Complex"}
 # dtypes stored narrower than float and computed in float
@@ -89,6 +89,11 @@ _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.
           Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
 
 _PRELUDE = """#include <stdint.h>
+#ifdef __FLT16_MAX__
+typedef _Float16 cv_f16;
+#else
+typedef __fp16 cv_f16; /* clang before 15 on x86: half as a storage type, converted as _Float16 is */
+#endif
 #include <string.h>
 static inline long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 static inline long long cv_clampi(long long i, long long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
@@ -869,7 +874,7 @@ class CRenderer:
         if dt.name == "bfloat16":
             return f"cv_f32_bf16({expr})"
         if dt.name == "float16":
-            return f"(_Float16)({expr})"
+            return f"(cv_f16)({expr})"
         if dt.name in FLOAT8:
             return f"cv_f32_{self._float8(dt)}({expr})"
         return expr
