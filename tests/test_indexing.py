@@ -747,3 +747,20 @@ def test_embedding_lookup_and_column_gather_read_the_table_in_place():
     doubled = (table * 2)[idx]  # a computed source: stored once (that kernel), then read in place
     assert len(doubled.schedule()) == 2
     np.testing.assert_array_equal(doubled.numpy(), (t * 2)[i])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32"])
+@pytest.mark.parametrize("reduce", ["sum", "amax"])
+def test_scatter_reduce_of_each_dtype_matches_numpy(dtype, reduce):
+    # (float16 scatter kernels are standalone C sources: they need the float16 type's definition too)
+    import ml_dtypes
+
+    npdt = {"bfloat16": ml_dtypes.bfloat16}.get(dtype, dtype)
+    idx = np.array([1, 1, 3, 0, 3])
+    src = np.array([1.5, 2.5, -3.0, 0.25, 4.0]).astype(npdt)
+    x = np.ones(5).astype(npdt)
+    want = x.astype(np.float64)
+    (np.add if reduce == "sum" else np.maximum).at(want, idx, src.astype(np.float64))
+    got = cv.Tensor(x).scatter_reduce(0, cv.Tensor(idx), cv.Tensor(src), reduce)
+    assert got.dtype.name == dtype
+    np.testing.assert_array_equal(got.numpy().astype(np.float64), want.astype(npdt).astype(np.float64))

@@ -88,12 +88,15 @@ typedef double cv_ntf64 __attribute__((vector_size(CV_NT_BYTES)));
 _INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.CMPLT: "<", Op.CMPEQ: "==", Op.CMPNE: "!=",
           Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
 
-_PRELUDE = """#include <stdint.h>
-#ifdef __FLT16_MAX__
+# float16 elements in C: _Float16 where the compiler has it (gcc 12, clang 15), else clang's
+# storage-only __fp16 (clang 14 has no _Float16 on x86); kernels compute narrow floats in float
+_F16_TYPEDEF = """#ifdef __FLT16_MAX__
 typedef _Float16 cv_f16;
 #else
 typedef __fp16 cv_f16; /* clang before 15 on x86: half as a storage type, converted as _Float16 is */
 #endif
+"""
+_PRELUDE = _F16_TYPEDEF + """#include <stdint.h>
 #include <string.h>
 static inline long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 static inline long long cv_clampi(long long i, long long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
@@ -1186,7 +1189,7 @@ def render_scatter(name: str, reduce: str, dtype: DType, O: int, n: int, m: int,
 {body}
       }}
   }}"""
-    return f"""#include <stdint.h>
+    return _F16_TYPEDEF + f"""#include <stdint.h>
 typedef struct {{ uint64_t lo, hi; }} cv_bits128;
 void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
   const long long O = {O}, n = {n}, m = {m}, I = {inner};
