@@ -1,9 +1,13 @@
 """corvid's benchmark suite: ``python -m benchmarks``.
 
-Runs a fixed set of workloads (a fused elementwise chain, a full sum, a row softmax, two matrix
-products) and the transform/overhead workloads of :mod:`benchmarks.transforms` (graph-building cost
-per op, a jitted call, a jitted MLP training step) on corvid and on every peer framework that is importable (numpy always; torch and jax
-when installed), in one process, and prints one table of medians, throughputs and ratios.
+Runs a fixed set of workloads (a fused elementwise chain, a full sum, a row softmax, three matrix
+products, a convolution, linalg, indexing, fft) and the transform/overhead workloads of
+:mod:`benchmarks.transforms` (graph-building cost per op, a jitted call, a jitted MLP training
+step), :mod:`benchmarks.training` (the MNIST CNN step), :mod:`benchmarks.models` (a GPT forward)
+and :mod:`benchmarks.blocks` (one transformer block's forward) on corvid and on every peer
+framework that is importable (numpy always; torch and jax when installed), in one process, and
+prints tables of medians, throughputs, ratios and targets; then :mod:`benchmarks.kernels`' check
+warns about each compute-bound corvid kernel under half of the measured peak.
 See ``python -m benchmarks --help`` and :mod:`benchmarks.harness`.
 """
 

@@ -10,6 +10,16 @@ against numpy's; a mismatch prints a FAIL line and makes the exit status 1.
 
 By default corvid compiles into a fresh, temporary kernel cache, so "first" really includes the
 C compiler; ``--warm-cache`` uses the normal on-disk cache instead.
+
+Targets are either ratios (an array workload's ``target``: numpy's time / corvid's;
+``peer_target``: a named peer's time / corvid's, on any workload) or absolute (an overhead
+workload's ``target``, in its unit); a ratio always compares figures measured in the same run. An
+overhead workload with a ``peer_target`` takes its steady-state samples in turns with its peers,
+as the array workloads do.
+
+After the tables, the kernel check (:mod:`benchmarks.kernels`) prints a warning for each
+compute-bound corvid kernel that runs under half of the measured peak and matters to its
+workload (``--no-kernel-check`` skips it; ``--kernels`` lists every kernel that matters).
 """
 
 from __future__ import annotations
@@ -28,10 +38,12 @@ from typing import Any, Callable, Iterator, TextIO
 
 import numpy as np
 
+from . import kernels as kernel_check
+from .blocks import BLOCKS
 from .frameworks import Framework, available_frameworks, device_frameworks
 from .models import MODELS
 from .training import CNN_TRAIN
-from .transforms import OVERHEADS, Overhead
+from .transforms import OVERHEADS, Overhead, Prepared
 from .workloads import WORKLOADS, Workload
 
 
@@ -52,6 +64,7 @@ class Row:
     timings: dict[str, Timing] = field(default_factory=dict)
     work: tuple[float, str] = (0.0, "")
     failures: list[str] = field(default_factory=list)
+    kernels: kernel_check.KernelProfile | None = None  # corvid's kernels, timed one by one
 
 
 def time_calls(call: Callable[[], Any], repeat: int, budget_s: float) -> Timing:
@@ -167,8 +180,19 @@ def _bound_call(fw: Framework, fn: Callable, arg_sets: list[list], outs: dict[st
     return call
 
 
+def _profile(name: str, call: Callable[[], Any], timing: Timing, quick: bool, log: TextIO
+             ) -> kernel_check.KernelProfile | None:
+    """corvid's kernels of one workload, each timed on its own (:mod:`benchmarks.kernels`):
+    one call on quick sizes or when a call is slower than the budget, else three."""
+    try:
+        return kernel_check.profile_kernels(call, 1 if quick or timing.only_first else 3)
+    except Exception as e:  # the check is a report: a failure to run it must not hide the timings
+        print(f"  {name:<18} corvid  WARNING kernel check unavailable: {type(e).__name__}: {e}", file=log)
+        return None
+
+
 def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
-                 log: TextIO) -> Row:
+                 log: TextIO, profile: bool = False) -> Row:
     row = Row(wl)
     inputs = wl.make_inputs(np.random.default_rng(0), quick)
     row.work = wl.rate(inputs)
@@ -202,6 +226,8 @@ def run_workload(wl: Workload, frameworks: list[Framework], repeat: int, budget_
         note = " (one call only: slower than --budget)" if t.only_first else ""
         print(f"  {wl.name:<18} {fw.name:<7} first {t.first_s * 1e3:10.2f} ms   median {t.median_s * 1e3:10.2f} ms"
               f"  ({len(t.runs_s)} runs){note}", file=log, flush=True)
+    if profile and "corvid" in row.timings:
+        row.kernels = _profile(wl.name, calls["corvid"], row.timings["corvid"], quick, log)
     outs.clear()
     calls.clear()
     for name, got in results.items():
@@ -218,6 +244,7 @@ class OverheadRow:
     timings: dict[str, Timing] = field(default_factory=dict)  # per call of the runner's ``call``
     units: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    kernels: kernel_check.KernelProfile | None = None  # corvid's kernels, timed one by one
 
     def best(self, name: str) -> float:
         """The minimum time per unit, in the workload's unit."""
@@ -227,46 +254,91 @@ class OverheadRow:
         return self.timings[name].median_s / self.units[name] * self.workload.scale
 
     def met(self) -> bool | None:
-        return None if "corvid" not in self.timings else self.best("corvid") <= self.workload.target
+        """The absolute target: None without one, or without corvid's figure."""
+        if "corvid" not in self.timings or self.workload.target is None:
+            return None
+        return self.best("corvid") <= self.workload.target
+
+    def peer_ratio(self) -> float | None:
+        """The peer of ``peer_target``'s time / corvid's (per-unit minima, as the table shows
+        them); None without a peer target or without both figures."""
+        pt = self.workload.peer_target
+        if pt is None or pt[0] not in self.timings or "corvid" not in self.timings:
+            return None
+        return self.best(pt[0]) / self.best("corvid")
+
+    def peer_met(self) -> bool | None:
+        ratio = self.peer_ratio()
+        return None if ratio is None else ratio >= self.workload.peer_target[1]
 
 
 def run_overhead(wl: Overhead, frameworks: list[Framework], repeat: int, budget_s: float, quick: bool,
-                 log: TextIO) -> OverheadRow:
-    """Time one transform/overhead workload on every framework that has a runner for it."""
+                 log: TextIO, profile: bool = False) -> OverheadRow:
+    """Time one transform/overhead workload on every framework that has a runner for it: one
+    framework after the other, or, for a workload with a ``peer_target``, all prepared first and
+    their steady-state samples taken in turns (:func:`time_interleaved`: the ratio the target
+    judges compares calls made under the same machine conditions)."""
     row = OverheadRow(wl)
-    for fw in frameworks:
-        if fw.name not in wl.runners:
-            continue
+    chosen = [fw.name for fw in frameworks if fw.name in wl.runners]
+
+    def failed(name: str, e: Exception) -> None:  # report and go on: one broken peer must not hide the others
+        print(f"  {wl.name:<18} {name:<7} ERROR {type(e).__name__}: {e}", file=log)
+        if name == "corvid":
+            row.failures.append(f"raised {type(e).__name__}: {e}")
+
+    interleave = wl.peer_target is not None
+    preps: dict[str, Prepared] = {}
+    timings: dict[str, Timing] = {}
+    if interleave:
+        for name in chosen:
+            try:
+                preps[name] = wl.runners[name](quick)
+            except Exception as e:
+                failed(name, e)
+        timings = time_interleaved({n: p.call for n, p in preps.items()}, repeat, budget_s, failed)
+    for name in chosen:
         try:
-            prep = wl.runners[fw.name](quick)
-            row.timings[fw.name] = t = time_calls(prep.call, repeat, budget_s)
-            row.units[fw.name] = prep.units
+            if not interleave:
+                preps = {name: wl.runners[name](quick)}  # (the previous framework's runner goes)
+                timings[name] = time_calls(preps[name].call, repeat, budget_s)
+            elif name not in timings:
+                continue
+            prep, t = preps[name], timings[name]
+            row.timings[name] = t
+            row.units[name] = prep.units
             problem = prep.check()
-        except Exception as e:  # report and go on: one broken peer must not hide the others
-            print(f"  {wl.name:<18} {fw.name:<7} ERROR {type(e).__name__}: {e}", file=log)
-            if fw.name == "corvid":
-                row.failures.append(f"raised {type(e).__name__}: {e}")
+        except Exception as e:
+            failed(name, e)
             continue
         if problem is not None:
-            print(f"  {wl.name:<18} {fw.name:<7} CHECK FAILED: {problem}", file=log)
-            if fw.name == "corvid":
+            print(f"  {wl.name:<18} {name:<7} CHECK FAILED: {problem}", file=log)
+            if name == "corvid":
                 row.failures.append(problem)
-        line = (f"  {wl.name:<18} {fw.name:<7} min {row.best(fw.name):10.2f} {wl.unit:<8} "
-                f"median {row.median(fw.name):10.2f} {wl.unit}  ({len(t.runs_s)} runs x {prep.units})")
-        if fw.name == "corvid":
+        line = (f"  {wl.name:<18} {name:<7} min {row.best(name):10.2f} {wl.unit:<8} "
+                f"median {row.median(name):10.2f} {wl.unit}  ({len(t.runs_s)} runs x {prep.units})")
+        if name == "corvid" and wl.target is not None:
             line += (f"   target <= {wl.target:g} {wl.unit} ({wl.reference}): "
                      f"{'met' if row.met() else 'MISSED'}")
         print(line, file=log, flush=True)
+        if profile and name == "corvid":
+            row.kernels = _profile(wl.name, prep.call, t, quick, log)
+    preps.clear()
+    ratio = row.peer_ratio()
+    if ratio is not None:
+        peer, want = wl.peer_target
+        print(f"  {wl.name:<18} corvid  target >= {want:g}x {peer} (same run): {peer} {row.best(peer):.2f} / "
+              f"corvid {row.best('corvid'):.2f} {wl.unit} = {ratio:.2f}x: {'met' if row.peer_met() else 'MISSED'}",
+              file=log, flush=True)
     for f in row.failures:
         print(f"FAIL {wl.name}: corvid {f}", file=log, flush=True)
     return row
 
 
 def format_overhead_table(rows: list[OverheadRow], names: list[str]) -> str:
-    """Per-unit minimum times, ratios (peer / corvid) and the absolute targets."""
+    """Per-unit minimum times, ratios (peer / corvid), the absolute targets and those against a peer."""
     peers = [n for n in names if n != "corvid"]
     header = (["workload", "unit"] + names + [f"vs {p}" for p in peers if p != "numpy"]
-              + ["target (corvid)", "check"])
+              + ["target (corvid)", "target vs peer", "check"])
     lines = []
     for r in rows:
         has = lambda n: n in r.timings  # noqa: E731
@@ -274,13 +346,27 @@ def format_overhead_table(rows: list[OverheadRow], names: list[str]) -> str:
         cells += [f"{r.best(p) / r.best('corvid'):.2f}x" if has(p) and has("corvid") else "-"
                   for p in peers if p != "numpy"]
         met = r.met()
-        cells += [f"<= {r.workload.target:g}: {'-' if met is None else 'met' if met else 'MISSED'}",
-                  "FAIL" if r.failures else "ok"]
+        target = "-" if r.workload.target is None else \
+            f"<= {r.workload.target:g}: {'-' if met is None else 'met' if met else 'MISSED'}"
+        peer_goal = "-"
+        if r.workload.peer_target is not None and r.peer_ratio() is not None:
+            peer, want = r.workload.peer_target
+            peer_goal = f">= {want:g}x {peer}: {'met' if r.peer_met() else 'MISSED'}"
+        cells += [target, peer_goal, "FAIL" if r.failures else "ok"]
         lines.append(cells)
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(line) for line in lines]
     return "\n".join(out)
+
+
+def _targets(w: Overhead) -> str:
+    """An overhead workload's targets, for the table's footnote."""
+    parts = [] if w.target is None else [f"<= {w.target:g} {w.unit} ({w.reference})"]
+    if w.peer_target is not None:
+        parts.append(f">= {w.peer_target[1]:g}x {w.peer_target[0]} in the same run ({w.reference})"
+                     if w.target is None else f">= {w.peer_target[1]:g}x {w.peer_target[0]} in the same run")
+    return f"{w.name} " + ", ".join(parts)
 
 
 def _fmt_ms(t: Timing | None) -> str:
@@ -355,7 +441,7 @@ def _kernel_cache(cold: bool) -> Iterator[str]:
                 os.environ["CORVID_CACHE_DIR"] = old
 
 
-ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN, *MODELS]
+ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN, *MODELS, *BLOCKS]
 
 
 LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new processes
@@ -379,10 +465,13 @@ def select(only: list[str] | None) -> list[Workload | Overhead]:
 
 
 def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: float = 10.0, quick: bool = False,
-                   cold_cache: bool = True, out: TextIO = sys.stdout, devices: str = "all") -> list[Row | OverheadRow]:
+                   cold_cache: bool = True, out: TextIO = sys.stdout, devices: str = "all",
+                   kernel_check_on: bool = True, list_kernels: bool = False) -> list[Row | OverheadRow]:
     """Run the selected workloads on every available framework and print the tables to ``out``;
     the array workloads also on each corvid device that ``devices`` names (see
-    :func:`benchmarks.frameworks.device_frameworks`), as ``corvid@DEVICE`` columns."""
+    :func:`benchmarks.frameworks.device_frameworks`), as ``corvid@DEVICE`` columns. Then (unless
+    ``kernel_check_on`` is false) the kernel check of :mod:`benchmarks.kernels`: a warning per
+    slow compute-bound corvid kernel (``list_kernels``: also every kernel that matters)."""
     chosen = select(only)
     latency_too = not only or any(LATENCY.startswith(t) for t in _tokens(only))
     workloads = [w for w in chosen if isinstance(w, Workload)]
@@ -398,8 +487,8 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
             print("skipped: " + ", ".join(skipped), file=out)
         print(f"kernel cache: {cache_note}; {'quick (tiny) sizes' if quick else 'full sizes'}, "
               f"repeat {repeat}, budget {budget_s:g} s per measurement", file=out, flush=True)
-        rows = [run_workload(wl, frameworks, repeat, budget_s, quick, out) for wl in workloads]
-        orows = [run_overhead(wl, frameworks, repeat, budget_s, quick, out) for wl in overheads]
+        rows = [run_workload(wl, frameworks, repeat, budget_s, quick, out, kernel_check_on) for wl in workloads]
+        orows = [run_overhead(wl, frameworks, repeat, budget_s, quick, out, kernel_check_on) for wl in overheads]
     if rows:
         print(file=out)
         print(format_table(rows, names), file=out)
@@ -413,8 +502,8 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
         print(file=out)
         print(format_overhead_table(orows, names), file=out)
         print("transform/overhead workloads: minimum time per unit over the steady-state runs (a run does many "
-              "units). vs X: X's time / corvid's time. torch runs eagerly (no jit); targets: "
-              + "; ".join(f"{w.name} {w.reference}" for w in overheads) + ".", file=out)
+              "units). vs X: X's time / corvid's time (a target vs a peer is judged on it). torch runs eagerly "
+              "(no jit); targets: " + "; ".join(_targets(w) for w in overheads) + ".", file=out)
     if latency_too:
         from . import latency
 
@@ -423,6 +512,9 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
             latency.report(latency.measure(quick), out)
         except RuntimeError as e:
             print(f"FAIL {LATENCY}: {e}", file=out)
+    if kernel_check_on and (rows or orows):
+        profiles = {r.workload.name: r.kernels for r in [*rows, *orows] if r.kernels is not None}
+        kernel_check.report(profiles, _peak(), out, every=list_kernels, quick=quick)
     return [*rows, *orows]
 
 
@@ -439,6 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--devices", default="all", metavar="LIST",
                    help="corvid devices besides the CPU to run the array workloads on, comma separated (default "
                         "'all': every one that starts here, e.g. CL on PoCL; 'CPU': none)")
+    p.add_argument("--no-kernel-check", action="store_true",
+                   help="skip the kernel check (a warning per compute-bound corvid kernel under 50%% of the peak)")
+    p.add_argument("--kernels", action="store_true",
+                   help="the kernel check also lists every corvid kernel that matters to each workload")
     p.add_argument("--heuristics", action="store_true",
                    help="instead: time every kernel the default heuristics change against its unoptimized form")
     args = p.parse_args(argv)
@@ -453,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r.ok for r in results) else 1
     try:
         rows = run_benchmarks(args.only, args.repeat, args.budget, args.quick, cold_cache=not args.warm_cache,
-                              devices=args.devices)
+                              devices=args.devices, kernel_check_on=not args.no_kernel_check,
+                              list_kernels=args.kernels)
     except ValueError as e:
         p.error(str(e))
     return 1 if any(r.failures for r in rows) else 0

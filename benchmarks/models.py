@@ -60,38 +60,49 @@ def _tokens(s: _Sizes) -> np.ndarray:
     return np.random.default_rng(1).integers(0, s.vocab, (s.batch, s.ctx))
 
 
-def numpy_forward(w: dict[str, np.ndarray], heads: int, idx: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
-    """The GPT-2 forward in numpy, computed in ``dtype``: token ids ``(B, T)`` and weights as
-    :func:`_weights` names them -> logits ``(B, T, vocab)``. Projections are 2-d products (BLAS),
-    attention goes through ``einsum`` (numpy's batched ``@`` calls BLAS once per head and batch
-    row, which cost up to 0.5 s a layer on a busy machine)."""
-    w = {k: v.astype(dtype) for k, v in w.items()}
-    b, t = idx.shape
-    d = w["wte.weight"].shape[1]
+def numpy_block(w: dict[str, np.ndarray], prefix: str, heads: int, x: np.ndarray,
+                dtype: Any = np.float64) -> np.ndarray:
+    """One pre-norm GPT-2 block in numpy, computed in ``dtype`` (``w`` already in it): ``x + attn(ln_1(x))``,
+    then ``+ mlp(ln_2(...))``, with the block's weights under ``prefix`` (``"h.0."``, or ``""``).
+    Projections are 2-d products (BLAS), attention goes through ``einsum`` (numpy's batched ``@``
+    calls BLAS once per head and batch row, which cost up to 0.5 s a layer on a busy machine)."""
+    b, t, d = x.shape
     hd = d // heads
 
     def norm(x: np.ndarray, name: str) -> np.ndarray:
         mu = x.mean(-1, keepdims=True)
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + dtype(1e-5)) * w[name + ".weight"] + w[name + ".bias"]
+        return (x - mu) / np.sqrt(var + dtype(1e-5)) * w[prefix + name + ".weight"] + w[prefix + name + ".bias"]
 
     def dense(x: np.ndarray, name: str) -> np.ndarray:  # as 2-d products: numpy sends those to BLAS
-        return (x.reshape(-1, x.shape[-1]) @ w[name + ".weight"].T).reshape(x.shape[:-1] + (-1,)) + w[name + ".bias"]
+        return ((x.reshape(-1, x.shape[-1]) @ w[prefix + name + ".weight"].T).reshape(x.shape[:-1] + (-1,))
+                + w[prefix + name + ".bias"])
 
-    x = w["wte.weight"][idx] + w["wpe.weight"][:t]
     future = ~np.tril(np.ones((t, t), bool))
+    q, k, v = np.split(dense(norm(x, "ln_1"), "attn.c_attn"), 3, axis=-1)
+    q, k, v = (a.reshape(b, t, heads, hd) for a in (q, k, v))
+    scores = np.where(future, -np.inf, np.einsum("bqhd,bkhd->bhqk", q, k) / dtype(math.sqrt(hd)))
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    y = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), v)
+    x = x + dense(y.reshape(b, t, d), "attn.c_proj")
+    h = dense(norm(x, "ln_2"), "mlp.c_fc")
+    h = dtype(0.5) * h * (1 + np.tanh(dtype(math.sqrt(2 / math.pi)) * (h + dtype(0.044715) * h ** 3)))
+    return x + dense(h, "mlp.c_proj")
+
+
+def numpy_forward(w: dict[str, np.ndarray], heads: int, idx: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+    """The GPT-2 forward in numpy, computed in ``dtype``: token ids ``(B, T)`` and weights as
+    :func:`_weights` names them -> logits ``(B, T, vocab)``; each layer is :func:`numpy_block`."""
+    w = {k: v.astype(dtype) for k, v in w.items()}
+    b, t = idx.shape
+    d = w["wte.weight"].shape[1]
+    x = w["wte.weight"][idx] + w["wpe.weight"][:t]
     layers = 1 + max(int(k.split(".")[1]) for k in w if k.startswith("h."))
     for i in range(layers):
-        q, k, v = np.split(dense(norm(x, f"h.{i}.ln_1"), f"h.{i}.attn.c_attn"), 3, axis=-1)
-        q, k, v = (a.reshape(b, t, heads, hd) for a in (q, k, v))
-        scores = np.where(future, -np.inf, np.einsum("bqhd,bkhd->bhqk", q, k) / dtype(math.sqrt(hd)))
-        p = np.exp(scores - scores.max(-1, keepdims=True))
-        y = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), v)
-        x = x + dense(y.reshape(b, t, d), f"h.{i}.attn.c_proj")
-        h = dense(norm(x, f"h.{i}.ln_2"), f"h.{i}.mlp.c_fc")
-        h = dtype(0.5) * h * (1 + np.tanh(dtype(math.sqrt(2 / math.pi)) * (h + dtype(0.044715) * h ** 3)))
-        x = x + dense(h, f"h.{i}.mlp.c_proj")
-    return (norm(x, "ln_f").reshape(b * t, d) @ w["wte.weight"].T).reshape(b, t, -1)
+        x = numpy_block(w, f"h.{i}.", heads, x, dtype)
+    mu = x.mean(-1, keepdims=True)
+    x = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + dtype(1e-5)) * w["ln_f.weight"] + w["ln_f.bias"]
+    return (x.reshape(b * t, d) @ w["wte.weight"].T).reshape(b, t, -1)
 
 
 def _check_logits(got: np.ndarray, w: dict[str, np.ndarray], s: _Sizes, idx: np.ndarray) -> str | None:

@@ -2,7 +2,8 @@
 
 Unlike the array workloads (one computation, timed per call, compared with numpy by ratio), these
 measure a *unit cost* and compare it with an absolute target (the issue's figures for PyTorch eager
-and JAX on the reference machine):
+and JAX on the reference machine) and, where ``peer_target`` names one, with a peer measured in the
+same run (its time / corvid's at least the given ratio):
 
 * ``graph_build``: building, not running, a long chain of small elementwise ops (µs per op);
 * ``jit_call``: calling ``cv.jit(lambda x: x + 1)`` on a small tensor (µs per call, the result
@@ -38,9 +39,12 @@ class Overhead:
     description: str
     unit: str  # "us/op", "us/call", "ms/step"
     scale: float  # seconds per unit -> the unit (1e6 for µs, 1e3 for ms)
-    target: float  # corvid's goal, in ``unit``
+    target: float | None  # corvid's goal, in ``unit`` (None: none absolute, see peer_target)
     reference: str  # where the target comes from
     runners: dict[str, Callable[[bool], Prepared]]  # framework name -> (quick) -> Prepared
+    # (peer, its time / corvid's time at least): a goal against a peer measured in the same run,
+    # judged on the figures the table shows (the minimum per unit), only where that peer ran
+    peer_target: tuple[str, float] | None = None
 
 
 # --- graph building ---------------------------------------------------------------------------------
