@@ -182,10 +182,13 @@ def _bound_call(fw: Framework, fn: Callable, arg_sets: list[list], outs: dict[st
 
 def _profile(name: str, call: Callable[[], Any], timing: Timing, quick: bool, log: TextIO
              ) -> kernel_check.KernelProfile | None:
-    """corvid's kernels of one workload, each timed on its own (:mod:`benchmarks.kernels`):
-    one call on quick sizes or when a call is slower than the budget, else three."""
+    """corvid's kernels of one workload, each timed on its own (:mod:`benchmarks.kernels`; each
+    kernel's least time counts): one call on quick sizes or when a call is slower than the
+    budget, three when a call takes over half a second, else five (a busy machine slows a
+    kernel now and then: more calls, a steadier least time)."""
+    runs = 1 if quick or timing.only_first else 3 if timing.median_s > 0.5 else 5
     try:
-        return kernel_check.profile_kernels(call, 1 if quick or timing.only_first else 3)
+        return kernel_check.profile_kernels(call, runs)
     except Exception as e:  # the check is a report: a failure to run it must not hide the timings
         print(f"  {name:<18} corvid  WARNING kernel check unavailable: {type(e).__name__}: {e}", file=log)
         return None
