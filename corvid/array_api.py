@@ -546,10 +546,11 @@ class _Info:
         return canonical_device(None)
 
     def devices(self) -> list[str]:
-        """The default device and the CPU. Devices start on first use, so this lists no others
-        (``CPU:1``, ``CL`` … work when named; see ``docs/devices.md``)."""
-        default = canonical_device(None)
-        return [default] if default == "CPU" else [default, "CPU"]
+        """The devices that start here, fastest first (:func:`corvid.devices`); ``CPU:1`` and the
+        other logical devices work when named too (see ``docs/devices.md``)."""
+        from .runtime.device import devices
+
+        return devices()
 
     def default_dtypes(self, *, device: str | None = None) -> dict[str, DType]:
         canonical_device(device)

@@ -2,8 +2,11 @@
 background thread while the model computes.
 
 Batches are built as numpy arrays in the background thread (array-backed datasets are sliced,
-others collated sample by sample) and become tensors on the consumer's thread, without a copy
-(:func:`corvid.dlpack.from_numpy`). A dataset may compute its samples with corvid: corvid is safe
+others collated sample by sample). On a CPU device they become tensors on the consumer's thread,
+without a copy (:func:`corvid.dlpack.from_numpy`). For another device (``device=``, or the
+default device when the iteration starts) the background thread also copies each batch there
+(CUDA copies go through pinned staging buffers and return once staged), so the copy of the next
+batch overlaps the step that runs on the current one and the device does not wait for its input. A dataset may compute its samples with corvid: corvid is safe
 to use from several threads, so the background thread computes them while the model runs (grad
 mode and the default device there are that thread's own: see ``docs/architecture.md``, Threads).
 
@@ -17,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import atexit
 import math
 import queue
 import threading
@@ -25,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dlpack import from_numpy
+from ..dlpack import from_numpy, is_cpu
+from ..runtime.device import canonical_device
 from ..tensor import Tensor
 from .dataset import Dataset, array_backed
 
@@ -61,23 +66,43 @@ def default_collate(samples: list[Any]) -> Any:
     raise TypeError(f"default_collate: cannot batch samples of type {type(first).__name__}; pass collate_fn=")
 
 
-def _to_tensors(batch: Any) -> Any:
-    """numpy arrays in a collated batch become tensors (sharing their memory); the rest is kept."""
+def _to_tensors(batch: Any, device: str = "CPU") -> Any:
+    """numpy arrays in a collated batch become tensors on ``device`` (sharing their memory on a
+    CPU device; copied, and the copy issued, on another); tensors move there; the rest is kept."""
     if isinstance(batch, np.ndarray):
-        return from_numpy(batch)
+        return from_numpy(batch, device=device) if is_cpu(device) else Tensor(batch, device=device).realize()
+    if isinstance(batch, Tensor):
+        return batch if batch.device == device else batch.to(device).realize()
     if isinstance(batch, dict):
-        return {k: _to_tensors(v) for k, v in batch.items()}
+        return {k: _to_tensors(v, device) for k, v in batch.items()}
     if isinstance(batch, (tuple, list)) and not (batch and isinstance(batch[0], str)):
-        items = [_to_tensors(v) for v in batch]
+        items = [_to_tensors(v, device) for v in batch]
         return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
     return batch
+
+
+# the background threads of iterations not yet finished, each with its stop event: at exit they are
+# stopped and joined before the interpreter tears down, since one left copying a batch to a device
+# while the device's runtime unloads aborted the process (PoCL: "terminate called")
+_workers: dict[threading.Thread, threading.Event] = {}
+_workers_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    with _workers_lock:
+        live = list(_workers.items())
+    for _, stop in live:
+        stop.set()
+    for worker, _ in live:
+        worker.join(timeout=10)
 
 
 class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size`` samples.
 
     ``DataLoader(dataset, batch_size=1, shuffle=False, seed=None, drop_last=False, collate_fn=None,
-    prefetch=2, sampler=None)``. Each pass (each ``iter``) visits every sample once: in order, or
+    prefetch=2, sampler=None, device=None)``. Each pass (each ``iter``) visits every sample once: in order, or
     with ``shuffle`` in a new permutation per epoch drawn from ``(seed, epoch)`` (so the same seed
     gives the same epochs; ``seed=None`` picks a random one). The last batch is smaller unless
     ``drop_last``. ``set_epoch(n)`` sets the epoch the next pass uses (to resume).
@@ -92,11 +117,16 @@ class DataLoader:
     and stacked by ``collate_fn`` (default :func:`default_collate`), which may return numpy
     arrays (made tensors here) or anything else. ``prefetch`` batches are prepared ahead in one
     background thread (0: none, everything on the caller's thread); an exception there is raised
-    by the iteration, and the thread stops when the iteration ends or is abandoned."""
+    by the iteration, and the thread stops when the iteration ends or is abandoned.
+
+    ``device``: where the batches' tensors live (``'CUDA'``, ``'CL'``, ``'CPU'``, ...); None: the
+    default device at the start of each pass (:func:`corvid.default_device`), so batches follow a
+    model trained under ``cv.set_default_device("CUDA")``. Off the CPU the background thread
+    copies each batch to the device ahead of its use. ValueError for an unknown device."""
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, seed: int | None = None,
                  drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None, prefetch: int = 2,
-                 sampler: Any = None):
+                 sampler: Any = None, device: str | None = None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if prefetch < 0:
@@ -104,6 +134,9 @@ class DataLoader:
         if shuffle and sampler is not None:
             raise ValueError("DataLoader: shuffle=True and a sampler exclude each other (the sampler sets the order)")
         self.sampler = sampler
+        self.device = None if device is None else canonical_device(device)
+        if isinstance(self.device, tuple):
+            raise ValueError(f"DataLoader: device is one device, not the set {list(self.device)}")
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
         self.collate_fn, self.prefetch = collate_fn, prefetch
         self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
@@ -139,13 +172,14 @@ class DataLoader:
         return collate([self.dataset[int(i)] for i in indices])
 
     def __iter__(self) -> Iterator[Any]:
+        device = canonical_device(self.device)  # (the default device is this thread's: read it here)
         batches = self._index_batches()
         self.epoch += 1
         if self.prefetch == 0:
-            return (_to_tensors(self._make(b)) for b in batches)
-        return self._prefetched(batches)
+            return (_to_tensors(self._make(b), device) for b in batches)
+        return self._prefetched(batches, device)
 
-    def _prefetched(self, batches: list[np.ndarray]) -> Iterator[Any]:
+    def _prefetched(self, batches: list[np.ndarray], device: str) -> Iterator[Any]:
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
 
@@ -161,7 +195,10 @@ class DataLoader:
         def work() -> None:
             try:
                 for b in batches:
-                    if not put(("batch", self._make(b))):
+                    batch = self._make(b)
+                    if not is_cpu(device):  # (the copy to the device, issued ahead of the batch's step)
+                        batch = _to_tensors(batch, device)
+                    if not put(("batch", batch)):
                         return
             except BaseException as e:  # handed to the consumer, which raises it
                 put(("error", e))
@@ -169,6 +206,8 @@ class DataLoader:
             put(("done", None))
 
         worker = threading.Thread(target=work, name="corvid-DataLoader", daemon=True)
+        with _workers_lock:
+            _workers[worker] = stop
         worker.start()
         try:
             while True:
@@ -177,7 +216,9 @@ class DataLoader:
                     return
                 if kind == "error":
                     raise payload
-                yield _to_tensors(payload)
+                yield _to_tensors(payload, device)
         finally:
             stop.set()
             worker.join()
+            with _workers_lock:
+                _workers.pop(worker, None)

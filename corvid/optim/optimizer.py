@@ -336,8 +336,11 @@ class Functional:
         leaves, treedef = tree_flatten(params)
         per_leaf = [self.rule._slots(_as_tensor(p), self.hyperparameters) for p in leaves]
         names = list(per_leaf[0]) if per_leaf else []
-        state: dict[str, Any] = {"step": Tensor(np.int32(0)),
-                                 "lr": Tensor(np.float64(self.hyperparameters["lr"]))}
+        # (the step count and learning rate live with the parameters: a model on the GPU gets
+        # its whole state there, wherever the default device points)
+        device = _as_tensor(leaves[0]).device if leaves else None
+        state: dict[str, Any] = {"step": Tensor(np.int32(0), device=device),
+                                 "lr": Tensor(np.float64(self.hyperparameters["lr"]), device=device)}
         for name in names:
             state[name] = tree_unflatten(treedef, [slots[name] for slots in per_leaf])
         return state
@@ -350,16 +353,17 @@ class Functional:
         names = [k for k in state if k not in ("step", "lr")]
         slot_leaves = {name: tree_flatten(state[name])[0] for name in names}
         count = state["step"] + 1
-        scalars: dict[DType, dict[str, Scalar]] = {}
+        scalars: dict[tuple[DType, str], dict[str, Scalar]] = {}
         new_params, new_slots = [], {name: [] for name in names}
         for i, (p, g) in enumerate(zip(leaves, grad_leaves)):
             p, g = _as_tensor(p), _as_tensor(g)
-            if p.dtype not in scalars:
-                hp = {**self.hyperparameters, "lr": state["lr"].astype(p.dtype)}
-                values = self.rule._scalars(count.astype(p.dtype), hp)
-                scalars[p.dtype] = {k: v.astype(p.dtype) if isinstance(v, Tensor) else v for k, v in values.items()}
+            if (p.dtype, p.device) not in scalars:  # (a learning rate set from the CPU moves to the parameters)
+                hp = {**self.hyperparameters, "lr": state["lr"].to(p.device).astype(p.dtype)}
+                values = self.rule._scalars(count.to(p.device).astype(p.dtype), hp)
+                scalars[p.dtype, p.device] = {k: v.astype(p.dtype) if isinstance(v, Tensor) else v
+                                              for k, v in values.items()}
             new_p, slots = self.rule._update(p, g.astype(p.dtype), {n: slot_leaves[n][i] for n in names},
-                                             self.hyperparameters, scalars[p.dtype])
+                                             self.hyperparameters, scalars[p.dtype, p.device])
             new_params.append(new_p)
             for name in names:
                 new_slots[name].append(slots[name])

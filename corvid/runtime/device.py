@@ -137,6 +137,20 @@ class Device:
         """This device's roofline (:class:`corvid.runtime.peak.Peak`), or None when unknown."""
         return None
 
+    @property
+    def kind(self) -> str:
+        """``'gpu'`` where kernels run on a graphics processor, ``'cpu'`` where they run on this
+        machine's CPU: the CPU devices, and OpenCL or WebGPU on a CPU driver (PoCL, lavapipe)."""
+        if self.family == "CUDA":
+            return "gpu"
+        cpu_like = getattr(self, "cpu_like", None)  # (CL: the OpenCL device's type)
+        if cpu_like is not None:
+            return "cpu" if cpu_like else "gpu"
+        adapter = getattr(self, "adapter", None)  # (WEBGPU: the adapter wgpu picked)
+        if adapter is not None:
+            return "cpu" if str(adapter.info.get("adapter_type", "")).lower() == "cpu" else "gpu"
+        return "cpu"
+
 
 class Buffer:
     """``size`` elements of ``dtype`` on ``device``. Memory is taken lazily and pooled on free."""
@@ -260,6 +274,28 @@ def available_devices() -> str:
     """The device names corvid knows, for error messages (``CPU:N`` stands for any N)."""
     names = sorted(_BACKENDS)
     return ", ".join(f"{n}, {n}:N" if n in _LOGICAL else n for n in names)
+
+
+def devices() -> list[str]:
+    """The devices that start on this machine, fastest first: GPUs (CUDA, then OpenCL and WebGPU
+    on a graphics processor), the CPU, then OpenCL and WebGPU on CPU drivers (PoCL, lavapipe),
+    which run the same cores as the CPU device with less of their speed. Each is started to find
+    out (once per process: a driver's start can take a second). ``devices()[0]`` is the device
+    the examples train on by default; ``CPU:1`` and the other logical devices are not listed.
+
+    >>> import corvid as cv
+    >>> "CPU" in cv.devices()
+    True
+    """
+    found: list[tuple[int, str]] = []
+    for order, name in enumerate(n for n in _BACKENDS if n != "NULL"):
+        try:
+            dev = get_device(name)
+        except (ImportError, RuntimeError, OSError):  # (each names what is missing)
+            continue
+        rank = 0 if dev.kind == "gpu" else 1 if name == "CPU" else 2
+        found.append((rank * 100 + order, name))
+    return [name for _, name in sorted(found)]
 
 
 def get_device(name: str) -> Device:

@@ -1,0 +1,95 @@
+"""Data follows the model (issue 25): DataLoader batches on the device asked for (or the default
+device), prefetched and copied there by the background thread; devices listed by what starts here.
+
+Every test runs on each executing device (the ``device`` fixture: CPU, CL on PoCL, WEBGPU on
+lavapipe, CUDA; one that does not start here is skipped with the reason)."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import corvid as cv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def dataset() -> cv.data.TensorDataset:
+    return cv.data.TensorDataset(np.arange(20.0, dtype=np.float32).reshape(10, 2), np.arange(10) % 3)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_batches_arrive_on_the_device_asked_for(device, prefetch):
+    loader = cv.data.DataLoader(dataset(), batch_size=4, shuffle=True, seed=3, prefetch=prefetch, device=device)
+    on_cpu = cv.data.DataLoader(dataset(), batch_size=4, shuffle=True, seed=3, prefetch=prefetch, device="CPU")
+    got, want = list(loader), list(on_cpu)
+    assert [len(x) for x, _ in got] == [4, 4, 2]
+    for (x, y), (xc, yc) in zip(got, want):
+        assert x.device == y.device == device
+        np.testing.assert_array_equal(x.numpy(), xc.numpy())
+        np.testing.assert_array_equal(y.numpy(), yc.numpy())
+    assert not [t for t in threading.enumerate() if t.name == "corvid-DataLoader"]
+
+
+def test_batches_follow_the_default_device_of_the_pass(device):
+    loader = cv.data.DataLoader(dataset(), batch_size=5)
+    with cv.default_device(device):
+        batches = iter(loader)  # (the device is read when the pass starts, in this thread)
+    assert [x.device for x, _ in batches] == [device, device]
+    assert {x.device for x, _ in loader} == {"CPU"}  # (outside the block: the CPU again)
+
+
+def test_a_step_on_the_device_consumes_the_batches(device):
+    """Model, optimizer state and batches on one device: a jitted SGD step runs there."""
+    cv.manual_seed(0)
+    with cv.default_device(device):
+        model = cv.nn.Linear(2, 3)
+    assert {p.device for p in model.parameters()} == {device}
+    tx = cv.optim.SGD.functional(lr=0.1)
+    state = tx.init(model)
+
+    @cv.jit
+    def step(m, s, x, y):
+        loss, g = cv.value_and_grad(lambda m: cv.nn.functional.cross_entropy(m(x), y))(m)
+        m, s = tx.update(g, s, m)
+        return m, s, loss
+
+    losses = []
+    for _ in range(3):
+        for x, y in cv.data.DataLoader(dataset(), batch_size=10, device=device):
+            model, state, loss = step(model, state, x / 20, y)
+            losses.append(loss.item())
+    assert loss.device == device and losses[-1] < losses[0]
+
+
+def test_a_device_name_that_is_not_one_is_refused_at_the_call():
+    with pytest.raises(ValueError, match="unknown device"):
+        cv.data.DataLoader(dataset(), device="TPU")
+
+
+def test_an_abandoned_pass_copying_to_a_device_ends_cleanly_at_exit():
+    """A pass left unfinished when the program ends: its thread is stopped before the device's
+    runtime unloads (a copy under way then aborted the process on PoCL)."""
+    code = ("import numpy as np, corvid as cv\n"
+            "dev = cv.devices()[-1]\n"
+            "ds = cv.data.TensorDataset(np.zeros((64, 1000), np.float32))\n"
+            "it = iter(cv.data.DataLoader(ds, batch_size=1, device=dev, prefetch=4))\n"
+            "next(it)\nprint('done', dev)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "done" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "terminate" not in done.stderr
+
+
+def test_devices_lists_what_starts_here_fastest_first():
+    found = cv.devices()
+    assert "CPU" in found and "NULL" not in found
+    assert len(set(found)) == len(found)
+    for name in found:
+        cv.zeros(2, device=name).realize()  # (each one starts)
+    gpu = [n for n in found if cv.runtime.device.get_device(n).kind == "gpu"]
+    assert found[:len(gpu)] == gpu  # (GPUs before the CPU, and the CPU before CPU-emulated devices)
+    assert found[len(gpu)] == "CPU"
+    assert cv.__array_namespace_info__().devices() == found
