@@ -93,3 +93,18 @@ def test_devices_lists_what_starts_here_fastest_first():
     assert found[:len(gpu)] == gpu  # (GPUs before the CPU, and the CPU before CPU-emulated devices)
     assert found[len(gpu)] == "CPU"
     assert cv.__array_namespace_info__().devices() == found
+
+
+def test_creation_inside_a_jitted_function_follows_its_arguments(device):
+    """``cv.arange`` in a model's forward, jitted and called outside any default_device block:
+    the constants are made on the arguments' device (GPT's position ids)."""
+
+    @cv.jit
+    def f(x):
+        return x + cv.arange(x.shape[-1]).astype(x.dtype) + cv.ones(x.shape[-1])
+
+    x = cv.Tensor(np.zeros((2, 3), np.float32), device=device)
+    y = f(x)
+    assert y.device == device
+    np.testing.assert_array_equal(y.numpy(), [[1, 2, 3], [1, 2, 3]])
+    np.testing.assert_array_equal(f(cv.Tensor(np.ones((2, 3), np.float32))).numpy(), [[2, 3, 4], [2, 3, 4]])

@@ -50,6 +50,7 @@ import functools
 import threading
 import time
 import weakref
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -58,7 +59,7 @@ import numpy as np
 from ..engine.capture import Recorder as _Recorder, recording as _recording
 from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
-from ..runtime.device import Buffer, canonical_device, get_device
+from ..runtime.device import Buffer, canonical_device, default_device, get_device
 from ..tree import tree_flatten, tree_unflatten
 
 
@@ -475,8 +476,13 @@ class Jitted:
         req = _Requests()
         _tracing.requests.append(req)
         rnd._interceptors.append(_rng_interceptor(rec))
+        # creation inside the function (``cv.arange(t)`` in a model's forward) follows the
+        # arguments: traced under their device when they all share one (part of the signature),
+        # so a step jitted for a GPU model makes its constants there wherever it is called from
+        on = {x.device for x in leaves if isinstance(x, Tensor)}
+        scope = default_device(next(iter(on))) if len(on) == 1 and type(next(iter(on))) is str else nullcontext()
         try:
-            with _recording(rec):
+            with _recording(rec), scope:
                 out = self.fun(*args, **kwargs)
                 news = [(t, attr, t.node if attr == "node" else (t.grad.node if t.grad is not None else None))
                         for t, attr, _ in rec.mutated.values()]
