@@ -8,6 +8,12 @@ every step replays the same compiled kernels.
 
     python examples/mnist.py                                # full MNIST (downloaded once, verified)
     python examples/mnist.py --data ../shared/data/mnist    # offline: a folder holding the files
+    python examples/mnist.py --device CUDA                  # on the GPU (pip install "corvid[cuda]")
+
+``--device`` picks where the model, its optimizer state and the batches live (default:
+``$CORVID_DEVICE``, else the fastest device that starts here, ``cv.devices()[0]``: a GPU when
+there is one); the run prints which one it uses. The DataLoader copies each batch to the device
+in its background thread while the previous step runs.
 
 A folder that holds only the test split (``t10k-*``) is used the way the offline checks use it:
 train on its first 9,000 images, evaluate on the last 1,000. The trained weights are saved as
@@ -83,11 +89,20 @@ def make_step(tx: Any) -> Any:
     return step
 
 
+def pick_device(name: str | None) -> str:
+    """``name``, else ``$CORVID_DEVICE``, else the fastest device that starts here."""
+    if name:
+        return cv.runtime.device.canonical_device(name)
+    return cv.get_default_device() if os.environ.get("CORVID_DEVICE") else cv.devices()[0]
+
+
 def evaluate(model: CNN, dataset: Any, batch_size: int = 500) -> float:
+    """The accuracy of ``model`` on ``dataset``, its batches sent to the model's device."""
     model.eval()
     correct = 0
+    device = next(iter(model.parameters())).device
     with cv.no_grad():
-        for x, y in cv.data.DataLoader(dataset, batch_size=batch_size):
+        for x, y in cv.data.DataLoader(dataset, batch_size=batch_size, device=device):
             correct += int((model((x - MEAN) / STD).argmax(-1) == y).sum().item())
     model.train()
     return correct / len(dataset)
@@ -102,16 +117,22 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", default="mnist_cnn.safetensors", help="where to save the trained weights")
+    p.add_argument("--device", default=None,
+                   help="CPU, CUDA, CL, WEBGPU (default: $CORVID_DEVICE, else the fastest that starts here)")
     args = p.parse_args(argv)
 
+    device = pick_device(args.device)
     train, test, what = load_data(args.data)
     print(f"data: {what}", flush=True)
+    print(f"device: {device}", flush=True)
     cv.manual_seed(args.seed)
-    model = CNN()
+    with cv.default_device(device):
+        model = CNN()
     tx = cv.optim.Adam.functional(lr=args.lr)
     state = tx.init(model)
     step = make_step(tx)
-    loader = cv.data.DataLoader(train, batch_size=args.batch_size, shuffle=True, seed=args.seed, drop_last=True)
+    loader = cv.data.DataLoader(train, batch_size=args.batch_size, shuffle=True, seed=args.seed, drop_last=True,
+                                device=device)
     for epoch in range(1, args.epochs + 1):
         t0, losses = time.perf_counter(), []
         for x, y in progress(loader, len(loader), f"epoch {epoch}/{args.epochs}"):

@@ -108,3 +108,16 @@ def test_creation_inside_a_jitted_function_follows_its_arguments(device):
     assert y.device == device
     np.testing.assert_array_equal(y.numpy(), [[1, 2, 3], [1, 2, 3]])
     np.testing.assert_array_equal(f(cv.Tensor(np.ones((2, 3), np.float32))).numpy(), [[2, 3, 4], [2, 3, 4]])
+
+
+def test_the_gpu_page_runs_as_written(tmp_path):
+    """docs/gpu.md's python blocks, in order, in one namespace (on the fastest device here)."""
+    import re
+
+    text = open(os.path.join(ROOT, "docs", "gpu.md")).read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 3
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/gpu.md", "exec"), namespace)
+    assert namespace["loss"].device == namespace["device"]
