@@ -197,11 +197,17 @@ def _randint_global(low: int, high: int | None = None, size: Any = (), dtype: DT
     return ((wide % (high - low)).astype(dt.int64) + low).astype(d)
 
 
+_KEYS = object()  # (_key_bits: draw on the key's device: split and fold_in make keys)
+
+
 # --- explicit keys (JAX style): key, split, fold_in, uniform, normal, truncated_normal, randint,
 # bernoulli, categorical, permutation --------------------------------------------------------------------
 # A key is a uint32 tensor of shape (2,) (a batch of keys: (..., 2)). Every function below is a
 # pure function of its key, computed by the same Threefry kernels as the global generator, so the
 # same key gives the same numbers on every device, in any kernel split, under jit and vmap.
+# Samples are created where every creation function creates: on ``device=``, else the default device
+# (a key made outside a ``with cv.default_device("CUDA"):`` block draws on CUDA inside it); the
+# key is only their seed. Keys from split and fold_in stay on their key's device.
 
 
 def key(seed: int, device: str | None = None) -> Tensor:
@@ -225,10 +231,15 @@ def _check_key(k: Any, name: str) -> Tensor:
     return k
 
 
-def _key_bits(k: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
-    """Two uint32 words per element of ``shape``: Threefry of the counters 0..n-1 under ``k``."""
+def _key_bits(k: Tensor, shape: tuple[int, ...], device: Any = _KEYS) -> tuple[Tensor, Tensor]:
+    """Two uint32 words per element of ``shape``: Threefry of the counters 0..n-1 under ``k``,
+    computed on ``device`` (None: the default device, as every creation function; the key's own
+    for new keys). The key, 8 bytes, is copied there when it lives elsewhere."""
+    dev = k.device if device is _KEYS or type(k.device) is tuple else canonical_device(device)
+    if dev != k.device:
+        k = k.to(dev)
     n = math.prod(shape)
-    ctr = Tensor._from_node(node(Op.IOTA, (), None, dt.uint64, (n,)), k.device)
+    ctr = Tensor._from_node(node(Op.IOTA, (), None, dt.uint64, (n,)), dev)
     lo, hi = (ctr & 0xFFFFFFFF).astype(dt.uint32), (ctr >> 32).astype(dt.uint32)
     b0, b1 = threefry2x32((k[0], k[1]), lo, hi)
     return b0.reshape(shape), b1.reshape(shape)
@@ -267,24 +278,25 @@ def _float_dtype(dtype: DTypeLike | None, name: str) -> dt.DType:
 
 
 def uniform(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, minval: float = 0.0,
-            maxval: float = 1.0) -> Tensor:
+            maxval: float = 1.0, device: str | None = None) -> Tensor:
     """Uniform samples in ``[minval, maxval)``."""
     k, d = _check_key(k, "uniform"), _float_dtype(dtype, "uniform")
-    b0, _ = _key_bits(k, _shape_arg(shape))
+    b0, _ = _key_bits(k, _shape_arg(shape), device)
     u = _uniform(b0, _wide(b0))
     return (u * (maxval - minval) + minval).astype(d)
 
 
-def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None) -> Tensor:
+def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
     """Standard normal samples (Box-Muller on the key's two words per element)."""
     k, d = _check_key(k, "normal"), _float_dtype(dtype, "normal")
-    b0, b1 = _key_bits(k, _shape_arg(shape))
+    b0, b1 = _key_bits(k, _shape_arg(shape), device)
     w = _wide(b0)
     u1, u2 = 1.0 - _uniform(b0, w), _uniform(b1, w)
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).astype(d)
 
 
-def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dtype: DTypeLike | None = None) -> Tensor:
+def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dtype: DTypeLike | None = None,
+                     device: str | None = None) -> Tensor:
     """Standard normal samples conditioned on ``lower <= x <= upper`` (inverse-CDF method)."""
     from .ops.special import erfinv
 
@@ -292,29 +304,31 @@ def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dty
     if not lower < upper:
         raise ValueError(f"truncated_normal: lower ({lower}) must be below upper ({upper})")
     a, b = math.erf(lower / math.sqrt(2)), math.erf(upper / math.sqrt(2))
-    b0, _ = _key_bits(k, _shape_arg(shape))
+    b0, _ = _key_bits(k, _shape_arg(shape), device)
     u = _uniform(b0, _wide(b0)) * (b - a) + a  # uniform in [erf(lower/√2), erf(upper/√2))
     x = erfinv(u) * math.sqrt(2)
     return x.clip(lower, upper).astype(d)
 
 
-def randint_key(k: Tensor, shape: Any, minval: int, maxval: int, dtype: DTypeLike | None = None) -> Tensor:
+def randint_key(k: Tensor, shape: Any, minval: int, maxval: int, dtype: DTypeLike | None = None,
+                device: str | None = None) -> Tensor:
     """Integers uniform in ``[minval, maxval)`` (``cv.random.randint`` with a key)."""
     k = _check_key(k, "randint")
     if maxval <= minval:
         raise ValueError(f"randint: maxval ({maxval}) must be greater than minval ({minval})")
     d = dt.to_dtype(dtype or dt.default_int)
-    b0, b1 = _key_bits(k, _shape_arg(shape))
+    b0, b1 = _key_bits(k, _shape_arg(shape), device)
     wide = b0.astype(dt.uint64) | (b1.astype(dt.uint64) << 32)
     return ((wide % (maxval - minval)).astype(dt.int64) + minval).astype(d)
 
 
-def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None) -> Tensor:
-    """Booleans that are True with probability ``p`` (a float or a tensor broadcast to ``shape``)."""
+def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None, device: str | None = None) -> Tensor:
+    """Booleans that are True with probability ``p`` (a float or a tensor broadcast to ``shape``;
+    a tensor ``p`` decides the device)."""
     k = _check_key(k, "bernoulli")
-    pt = p if isinstance(p, Tensor) else Tensor(float(p), device=k.device)
+    pt = p if isinstance(p, Tensor) else Tensor(float(p), device=device)
     shp = pt.shape if shape is None else _shape_arg(shape)
-    b0, _ = _key_bits(k, shp)
+    b0, _ = _key_bits(k, shp, pt.device)
     w = _wide(b0)
     return _uniform(b0, w) < pt.astype(w)
 
@@ -329,18 +343,19 @@ def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) ->
     batch = logits.shape[:ax] + logits.shape[ax + 1:]
     out_shape = batch if shape is None else _shape_arg(shape)
     n = logits.shape[ax]
-    b0, _ = _key_bits(k, out_shape + (n,))
+    b0, _ = _key_bits(k, out_shape + (n,), logits.device)  # (on the logits' device)
     w = _wide(b0)
     moved = moveaxis(logits.astype(w), ax, -1)
     g = -(-(1.0 - _uniform(b0, w)).log()).log()  # Gumbel noise (u in (0, 1])
     return (moved + g).argmax(axis=-1)
 
 
-def permutation(k: Tensor, x: Any) -> Tensor:
-    """A random permutation of ``arange(x)`` (an int) or of ``x``'s first axis (a tensor)."""
+def permutation(k: Tensor, x: Any, device: str | None = None) -> Tensor:
+    """A random permutation of ``arange(x)`` (an int; on ``device``) or of ``x``'s first axis (a
+    tensor; on its device)."""
     k = _check_key(k, "permutation")
     n = x if isinstance(x, int) else x.shape[0]
-    b0, b1 = _key_bits(k, (n,))
+    b0, b1 = _key_bits(k, (n,), device if isinstance(x, int) else x.device)
     order = (b0.astype(dt.uint64) << 32 | b1.astype(dt.uint64)).argsort(stable=True)
     if isinstance(x, int):
         return order

@@ -121,3 +121,21 @@ def test_the_gpu_page_runs_as_written(tmp_path):
     for block in blocks:
         exec(compile(block, "docs/gpu.md", "exec"), namespace)
     assert namespace["loss"].device == namespace["device"]
+
+
+def test_random_samplers_draw_on_the_default_device(device):
+    """A key made outside a default_device block draws there inside it (the same numbers as on the
+    CPU); split keys stay on their key's device; device= names one."""
+    k = cv.random.key(7)
+    want = cv.random.normal(k, (5,)).numpy()
+    with cv.default_device(device):
+        samples = {"normal": cv.random.normal(k, (5,)), "uniform": cv.random.uniform(k, (5,)),
+                   "randint": cv.random.randint(k, (5,), 0, 9), "bernoulli": cv.random.bernoulli(k, 0.5, (5,)),
+                   "permutation": cv.random.permutation(k, 5), "rand": cv.rand(5), "randn": cv.randn(5)}
+        split = cv.random.split(k)
+    assert {name: t.device for name, t in samples.items()} == {name: device for name in samples}
+    np.testing.assert_allclose(samples["normal"].numpy(), want, rtol=1e-6, atol=1e-7)
+    assert split.device == "CPU"
+    assert cv.random.normal(k, (2,), device=device).device == device
+    logits = cv.zeros((3, 4), device=device)
+    assert cv.random.categorical(k, logits).device == device  # (where the logits are)
