@@ -162,6 +162,110 @@ def test_indexing_and_gather(device):
     close(x[cv.Tensor(np.array([4, -6, 1]), device=device)], a[[4, -6, 1]])
 
 
+# --- indirect writes (SCATTER): every mode and dtype, bitwise the CPU's --------------------------------
+SCATTER_DTYPES = ("float32", "float64", "float16", "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+                  "int64", "uint64", "complex64", "complex128")
+
+
+def _scatter_operands(name: str, reduce: str, rng, shape=(2, 6, 3), m: int = 9):
+    """x, src of dtype ``name`` (random normals, nans among them for max/min; small integers)."""
+    o, n, r = shape
+    npdt = np.dtype(name)
+    if npdt.kind in "fc":
+        x, src = rng.standard_normal((o, n, r)), rng.standard_normal((o, m, r))
+        if npdt.kind == "c":
+            x, src = x + 1j * rng.standard_normal(x.shape), src - 1j * rng.standard_normal(src.shape)
+        if reduce in ("amax", "amin"):
+            x.flat[::7], src.flat[::5] = np.nan, np.nan  # (nan wins, its bits copied)
+            src.flat[1::11] = -0.0
+    else:
+        x, src = rng.integers(-3, 4, (o, n, r)), rng.integers(-3, 4, (o, m, r))
+        if reduce in ("sum", "prod") and npdt.itemsize <= 2:  # products that wrap
+            x, src = x * 37, src * 53
+    return x.astype(npdt), src.astype(npdt)
+
+
+@pytest.mark.parametrize("reduce", ["set", "sum", "prod", "amax", "amin"])
+def test_scatter_every_mode_and_dtype_matches_the_cpu_bitwise(device, reduce):
+    from corvid.ops.indexing import scatter_prim  # (the primitive: out-of-range indices are dropped)
+
+    rng = np.random.default_rng(5)
+    for name in SCATTER_DTYPES:
+        if np.dtype(name).kind == "c" and reduce in ("amax", "amin"):
+            continue  # (no order: TypeError on every device, tests/test_indexing.py)
+        x, src = _scatter_operands(name, reduce, rng)
+        for idx in (rng.integers(-2, 8, (2, 9, 3)), rng.integers(-1, 7, (2, 9))):  # per element, per row
+            args = [cv.Tensor(x, device=device), cv.Tensor(idx, device=device), cv.Tensor(src, device=device)]
+            got = scatter_prim(*args[:1], 1, *args[1:], reduce)
+            if lacks(device, name) and reduce != "set":
+                with pytest.raises(TypeError, match=f"{device} has no {name}"):
+                    got.numpy()
+                continue
+            want = scatter_prim(cv.Tensor(x), 1, cv.Tensor(idx), cv.Tensor(src), reduce).numpy()
+            got_np = got.numpy()
+            assert got_np.dtype == want.dtype and got_np.shape == want.shape
+            assert got_np.tobytes() == want.tobytes(), (name, reduce, got_np, want)
+    if reduce == "sum":  # and numpy's: duplicates accumulate, in index order
+        a, i, v = rand(5, 4), np.array([3, 0, 3, 3, 4, 0]), rand(6, 4)
+        want = a.copy()
+        np.add.at(want, i, v)
+        got = cv.scatter_reduce(cv.Tensor(a, device=device), 0, cv.Tensor(np.repeat(i[:, None], 4, 1), device=device),
+                                cv.Tensor(v, device=device), "sum")
+        close(got, want)
+
+
+def test_setitem_and_accumulate(device):
+    a = rand(7, 3)
+    x = cv.Tensor(a, device=device)
+    i = np.array([5, -1, 2, 5, 0])
+    v = rand(5, 3)
+    x[cv.Tensor(i, device=device)] = cv.Tensor(v, device=device)  # duplicates: the last write wins
+    want = a.copy()
+    for k, row in zip(i, v):
+        want[k] = row
+    assert x.device == device and any(k.name.startswith("scatter_set") for k in x.schedule())
+    np.testing.assert_array_equal(x.numpy(), want)
+    x[cv.Tensor(np.array([1, 1]), device=device), 2] = 9.0
+    want[1, 2] = 9.0
+    np.testing.assert_array_equal(x.numpy(), want)
+    # index_put(accumulate=True): a sum scatter; ints wrap like numpy
+    b = np.array([120, -7, 3], np.int8)
+    got = cv.scatter_reduce(cv.Tensor(b, device=device), 0, cv.Tensor(np.array([0, 0, 2, 0]), device=device),
+                            cv.Tensor(np.array([5, 9, -4, 100], np.int8), device=device), "sum")
+    want_b = b.copy()
+    np.add.at(want_b, [0, 0, 2, 0], np.array([5, 9, -4, 100], np.int8))
+    np.testing.assert_array_equal(got.numpy(), want_b)
+    put = cv.put_along_axis(cv.Tensor(a, device=device), cv.Tensor(np.array([[2], [0], [1]] * 2 + [[2]]), device=device),
+                            -1.0, axis=1)
+    want_p = a.copy()
+    np.put_along_axis(want_p, np.array([[2], [0], [1]] * 2 + [[2]]), -1.0, axis=1)
+    np.testing.assert_array_equal(put.numpy(), want_p)
+
+
+def test_embedding_gradient_and_a_training_step(device):
+    w, g = rand(10, 4), rand(2, 3, 4)
+    ids = np.array([[1, 3, 1], [9, 0, 1]])
+    tid = cv.Tensor(ids, device=device)
+
+    def loss(wt):
+        return (cv.nn.functional.embedding(tid, wt) * cv.Tensor(g, device=device)).sum()
+
+    got = cv.grad(loss)(cv.Tensor(w, device=device))
+    want = np.zeros_like(w)
+    np.add.at(want, ids.reshape(-1), g.reshape(-1, 4))  # the gradient of a lookup: a scatter-add
+    assert any(k.name.startswith("scatter_sum") for k in got.schedule())
+    close(got, want)
+    cv.random.manual_seed(0)
+    emb = cv.nn.Embedding(10, 4, device=device)
+    opt = cv.optim.SGD(emb.parameters(), lr=0.5)
+    before = emb.weight.numpy().copy()
+    out = emb(tid)
+    (out * cv.Tensor(g, device=device)).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(emb.weight.numpy(), before - 0.5 * want, rtol=1e-6, atol=1e-6)
+    assert emb.weight.device == device
+
+
 # --- random numbers and transforms ---------------------------------------------------------------------
 def test_random_keys_give_the_same_numbers_on_every_device(device):
     cv.random.manual_seed(3)

@@ -564,8 +564,12 @@ def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
     def make() -> _Compiled:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
         kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
-        openmp = getattr(get_device(device).renderer, "openmp", False)
-        source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner, openmp)
+        renderer = get_device(device).renderer
+        if hasattr(renderer, "render_scatter"):  # a GPU device's own template (one work item per column)
+            source = renderer.render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner)
+        else:
+            source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner,
+                                    getattr(renderer, "openmp", False))
         return _Compiled(kernel, source)  # type: ignore[arg-type]
 
     compiled = _cached(key, make)

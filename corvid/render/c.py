@@ -1152,6 +1152,8 @@ def _scatter_combine(reduce: str, dtype: DType, t: str) -> str:
     if reduce in ("max", "min"):  # nan in either operand wins, as numpy's maximum/minimum
         keep = ">=" if reduce == "max" else "<="
         return f"d[0] = (d[0] != d[0] || d[0] {keep} v) ? d[0] : v;"
+    if dtype.is_bool:  # or / and: a sum of trues is true, and its byte stays 1
+        return f"d[0] = d[0] {'|' if reduce == 'sum' else '&'} v;"
     op = "+" if reduce == "sum" else "*"
     if dtype.is_int and dtype.name != "bool":  # unsigned arithmetic: wraps like numpy, no undefined behaviour
         return f"d[0] = ({t})((uint64_t)d[0] {op} (uint64_t)v);"

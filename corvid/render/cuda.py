@@ -71,6 +71,8 @@ static inline __device__ uint16_t cv_f32_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+struct cv_complex64 { float x, y; };  // complex values: (real, imaginary), as numpy stores them
+struct __align__(16) cv_complex128 { double x, y; };
 static inline __device__ uint64_t cv_f2u64(double x) {  // as x86 converts (numpy): wraps below 0
   return x < 9223372036854775808.0 ? (uint64_t)(long long)x : ((uint64_t)(long long)(x - 9223372036854775808.0)) ^ 0x8000000000000000ULL;
 }
@@ -124,6 +126,16 @@ class CUDALaunch:
         return cls(geometry, blocks, threads, points)
 
 
+def scatter_launch(items: int) -> CUDALaunch:
+    """The launch of a SCATTER kernel of ``items`` work items (one per output column): blocks of
+    :data:`BLOCK_THREADS` threads, the last block's spare threads returning at once."""
+    threads = max(min(BLOCK_THREADS, items), 1)
+    blocks = -(-items // threads)
+    if blocks > MAX_BLOCKS:
+        raise NotImplementedError(f"CUDA renderer: {blocks} blocks (at most {MAX_BLOCKS})")
+    return CUDALaunch(Launch((), ()), blocks, (threads, 1, 1), items)
+
+
 def cuda_launch(k: Kernel) -> CUDALaunch:
     """The launch of ``k`` as :class:`CUDARenderer` renders it (the runtime launches with it)."""
     return CUDALaunch.of(launch(k, max_grid=None))
@@ -134,6 +146,8 @@ class CUDARenderer(GPURenderer):
 
     dialect, device, types, long_type = "CUDA", "CUDA", _CUDA_TYPES, "long long"
     shared, barrier = "__shared__", "__syncthreads();"
+    complex_types = {"complex64": "cv_complex64", "complex128": "cv_complex128"}
+    function = "static inline __device__"
     max_grid = None  # every grid loop may be flattened into the block index
     spellings = _C_TO_CUDA
     bits_helpers = ("static inline uint32_t cv_f32_u32(float f) { return __float_as_uint(f); }\n"
@@ -180,6 +194,19 @@ class CUDARenderer(GPURenderer):
 
     def _math_name(self, op: Op, dt: DType) -> str:
         return _MATH[op] + ("f" if compute_type(dt) == "float" else "")
+
+    # SCATTER (corvid/render/gpu.py: _render_scatter), launched by scatter_launch ---------------
+    def _scatter_signature(self, name: str, t: str) -> str:
+        return (f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}({t}* __restrict__ out, '
+                f"const {t}* __restrict__ x, const int64_t* __restrict__ idx, const {t}* __restrict__ src)")
+
+    def _scatter_id(self) -> str:
+        return f"(long long)blockIdx.x * {BLOCK_THREADS} + (long long)threadIdx.x"
+
+    def _scatter_store_narrow(self, dtype: DType) -> str:
+        if dtype.name == "float16":
+            return "{p}[{i}] = cv_f32_f16({v}).bits;"
+        return "{p}[{i}] = cv_f32_bf16({v});"
 
     def _to_storage(self, expr: str, dt: DType) -> str:
         return f"cv_f32_f16({expr})" if dt.name == "float16" else super()._to_storage(expr, dt)

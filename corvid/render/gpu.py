@@ -29,7 +29,7 @@ from ..codegen.ir import Kernel, Loop, U
 from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
 from ..dtype import DType
 from ..graph.node import Op
-from .c import _MATH, CRenderer, _magnitude, narrow_rounded
+from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded
 
 GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
 
@@ -241,8 +241,138 @@ class GPURenderer(CRenderer):
         """The built-in math function computing ``op`` on ``dt`` (a float type)."""
         raise NotImplementedError
 
+    # SCATTER: a fixed template (see _render_scatter) with these dialect hooks ------------------
+    def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
+                       idx_inner: int) -> str:
+        """The source of a SCATTER kernel (see :func:`_render_scatter`), launched over ``O * inner``
+        work items (:meth:`scatter_items`)."""
+        return _render_scatter(self, name, reduce, dtype, O, n, m, inner, idx_inner)
+
+    def _scatter_signature(self, name: str, t: str) -> str:
+        """The declaration of a SCATTER kernel ``(out, x, idx, src)`` whose elements are ``t``."""
+        raise NotImplementedError
+
+    def _scatter_id(self) -> str:
+        """The work item's index over the whole launch (one dimension)."""
+        raise NotImplementedError
+
+    def _scatter_load_narrow(self, dtype: DType) -> str:
+        """How a float16 or bfloat16 element is read as a float: a format string of ``p`` (the
+        buffer, of 16-bit words) and ``i`` (the index)."""
+        return "cv_bf16_f32({p}[{i}])" if dtype.name == "bfloat16" else "cv_f16_f32({p}[{i}])"
+
+    def _scatter_store_narrow(self, dtype: DType) -> str:
+        """How a float ``v`` is written as a float16 or bfloat16 element (rounded to nearest even)."""
+        raise NotImplementedError
+
+    def _scatter_helpers(self, dtype: DType) -> str:
+        """Helpers a SCATTER kernel of ``dtype`` needs besides the prelude."""
+        return ""
+
+    # complex values: a struct of two floats (OpenCL's float2/double2, CUDA's own structs) -------
+    complex_types: ClassVar[dict[str, str]] = {}  # complex dtype name -> its type (fields x: real, y: imaginary)
+    function = "static inline"  # how a helper function is declared
+
+    def complex_helpers(self, dtype: DType) -> str:
+        """``cv_cadd_<dtype>``, ``cv_cmul_<dtype>``: complex sum and numpy's product (the plain
+        formula, as the CPU's ``cv_cmul``; never contracted into fused multiply-adds)."""
+        t, name = self.complex_types[dtype.name], dtype.name
+        return (f"{self.function} {t} cv_cadd_{name}({t} a, {t} b) {{ {t} c; c.x = a.x + b.x; c.y = a.y + b.y; return c; }}\n"
+                f"{self.function} {t} cv_cmul_{name}({t} a, {t} b) {{\n"
+                f"  {t} c; c.x = a.x * b.x - a.y * b.y; c.y = a.x * b.y + a.y * b.x; return c;\n}}\n")
+
     def _alu(self, op: Op, a: list[str], src: list[DType], dt: DType) -> str:
         in_dt = src[-1] if op is Op.WHERE else (src[0] if src else dt)
         if in_dt.is_float and op in _MATH:
             return f"{self._math_name(op, in_dt)}({', '.join(a)})"
         return super()._alu(op, a, src, dt)
+
+
+# --- SCATTER (see graph/node.py and corvid/render/c.py: render_scatter) --------------------------------
+
+SCATTER_BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "cv_bits128"}
+
+
+def scatter_combine(reduce: str, dtype: DType, t: str, d: str = "d", v: str = "v") -> str:
+    """The C expression combining ``v`` into ``d`` (both of the compute type; ``t`` the storage
+    type of an integer) as the CPU's scatter does (corvid/render/c.py: _scatter_combine): nan
+    wins for max/min, integers wrap through unsigned 64-bit arithmetic, bool sums are an or and
+    products an and."""
+    if reduce == "set":
+        return v
+    if reduce in ("max", "min"):  # nan in either operand wins, as numpy's maximum/minimum
+        keep = ">=" if reduce == "max" else "<="
+        nan = f"{d} != {d} || " if dtype.is_float else ""
+        return f"({nan}{d} {keep} {v}) ? {d} : {v}"
+    if dtype.is_bool:
+        return f"{d} {'|' if reduce == 'sum' else '&'} {v}"
+    if dtype.is_complex:  # (helpers of complex_helpers)
+        return f"cv_c{'add' if reduce == 'sum' else 'mul'}_{dtype.name}({d}, {v})"
+    op = "+" if reduce == "sum" else "*"
+    if dtype.is_int:
+        return f"({t})((uint64_t){d} {op} (uint64_t){v})"
+    return f"{d} {op} {v}"
+
+
+def _scatter_types(self: GPURenderer, reduce: str, dtype: DType) -> tuple[str, str]:
+    """(the buffers' element type, the type values are combined in) of a SCATTER kernel."""
+    if reduce == "set":  # the bits are copied: any dtype
+        return SCATTER_BITS[dtype.itemsize], SCATTER_BITS[dtype.itemsize]
+    if dtype.is_complex:  # (max and min never get here: complex numbers have no order)
+        return self.complex_types[dtype.name], self.complex_types[dtype.name]
+    if dtype.name not in self.types:
+        raise NotImplementedError(f"the {self.device} device does not support {dtype.name} yet")
+    if dtype.name == "float16":  # stored as its bits, computed in float
+        return "uint16_t", "float"
+    if dtype.name == "bfloat16":
+        return "uint16_t", "float"
+    if dtype.name.startswith("float8"):  # (scatter_prim computes these in float32)
+        raise NotImplementedError(f"{self.dialect} scatter: {reduce} on {dtype.name}")
+    return compute_type_of(dtype), compute_type_of(dtype)
+
+
+def compute_type_of(dtype: DType) -> str:
+    """The C type a SCATTER kernel combines values of ``dtype`` in (bool: its byte)."""
+    return "uint8_t" if dtype.is_bool else compute_type(dtype)
+
+
+def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
+                   idx_inner: int) -> str:
+    """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output (work
+    item ``w = o * inner + r``) copies its column of ``x``, then combines the updates into it in
+    index order. The work item owns every target it touches, so the result is deterministic and
+    race-free without atomics, and each target sees exactly the CPU's sequence of operations
+    (the last ``"set"`` wins; float sums in index order are bitwise the CPU's). Out-of-range
+    indices are dropped."""
+    if dtype.name == "float64" and reduce != "set" and not getattr(self, "fp64", True):
+        raise NotImplementedError("float64 on the CL device needs the cl_khr_fp64 extension, "
+                                  "which this OpenCL device does not report")
+    st, ct = _scatter_types(self, reduce, dtype)
+    L = self.long_type
+    if dtype.name in ("float16", "bfloat16") and reduce != "set":
+        load = self._scatter_load_narrow(dtype)
+        store = self._scatter_store_narrow(dtype)
+    else:
+        load, store = "{p}[{i}]", "{p}[{i}] = {v};"
+    idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
+    combine = scatter_combine(reduce, dtype, st)
+    helpers = self._scatter_helpers(dtype) + (self.complex_helpers(dtype) if dtype.is_complex and reduce != "set" else "")
+    body = f"""{self._scatter_signature(name, st)} {{
+  const {L} O = {O}, n = {n}, m = {m}, I = {inner};
+  const {L} w = {self._scatter_id()};
+  if (w >= O * I) return;
+  const {L} o = w / I, r = w % I;
+  for ({L} t = 0; t < n; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];
+  for ({L} i = 0; i < m; i++) {{
+    const {L} t = {idx};
+    if (t < 0 || t >= n) continue;  /* out of range: dropped */
+    const {L} e = (o * n + t) * I + r;
+    const {ct} d = {load.format(p="out", i="e")};
+    const {ct} v = {load.format(p="src", i="(o * m + i) * I + r")};
+    {store.format(p="out", i="e", v=f"({ct})({combine})" if reduce != "set" and not dtype.is_complex else
+                  combine if reduce != "set" else "v")}
+  }}
+}}
+"""
+    return self._prelude() + "typedef struct { uint64_t lo, hi; } cv_bits128;\n" + helpers + body
+

@@ -47,7 +47,8 @@ _CL_TYPES = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", 
 # dereferences ``half`` pointers only with cl_khr_fp16, but vload_half works everywhere
 _HALF_LOAD = re.compile(r"\(float\)p(\d+)\[([^\[\]]*)\]")
 
-_PRELUDE = """typedef char int8_t; typedef short int16_t; typedef int int32_t; typedef long int64_t;
+_PRELUDE = """#pragma OPENCL FP_CONTRACT OFF
+typedef char int8_t; typedef short int16_t; typedef int int32_t; typedef long int64_t;
 typedef uchar uint8_t; typedef ushort uint16_t; typedef uint uint32_t; typedef ulong uint64_t;
 static inline long cv_floordiv(long a, long b) { long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 static inline long cv_clampi(long i, long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
@@ -95,6 +96,7 @@ class OpenCLRenderer(GPURenderer):
     spellings = _C_TO_CL
 
     vectors = True  # OpenCL C's floatN/doubleN (see _vtype)
+    complex_types = {"complex64": "float2", "complex128": "double2"}
     bits_helpers = ("static inline uint cv_f32_u32(float f) { return as_uint(f); }\n"
                     "static inline float cv_u32_f32(uint u) { return as_float(u); }\n")
     float8_types = ("uint", "uchar")
@@ -165,6 +167,27 @@ class OpenCLRenderer(GPURenderer):
             raise NotImplementedError(f"OpenCL renderer: bitcast from {s.name} to {d.name}")
         # (through the stored bits: bfloat16 and the 8-bit floats are computed in float)
         return self._from_storage(f"as_{_CL_TYPES[d.name]}({self._to_storage(self._ref(u.src[0]), s)})", d)
+
+    # SCATTER (corvid/render/gpu.py: _render_scatter) ------------------------------------------
+    def _scatter_signature(self, name: str, t: str) -> str:
+        return (f"__kernel void {name}(__global {t}* restrict out, __global const {t}* restrict x, "
+                f"__global const int64_t* restrict idx, __global const {t}* restrict src)")
+
+    def _scatter_id(self) -> str:
+        return "(long)get_global_id(0)"
+
+    def _scatter_load_narrow(self, dtype: DType) -> str:
+        if dtype.name == "float16":  # (vload_half needs no cl_khr_fp16)
+            return "vload_half({i}, (__global const half*){p})"
+        return super()._scatter_load_narrow(dtype)
+
+    def _scatter_store_narrow(self, dtype: DType) -> str:
+        if dtype.name == "float16":
+            return "cv_vstore_half({v}, {i}, (__global half*){p});"
+        return "{p}[{i}] = cv_f32_bf16({v});"
+
+    def _scatter_helpers(self, dtype: DType) -> str:
+        return _VSTORE_HALF if dtype.name == "float16" else ""
 
     # vectors: OpenCL C's own types, with the GCC-style names and helpers the C renderer uses ---
     def _vtype(self, dt: DType) -> str:

@@ -174,6 +174,113 @@ class WGSLRenderer:
         decls.append("var<private> cv_one: f32;")
         return "\n".join([*decls, "", *helpers, "", entry, *self.lines, "}", ""])
 
+    def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
+                       idx_inner: int) -> str:
+        """WGSL for SCATTER (see corvid/render/c.py: render_scatter). The runtime copies ``x`` into
+        the output first (a buffer copy, :class:`corvid.runtime.webgpu.WebGPUScatterProgram`);
+        then one invocation per output column ``(o, r)`` (``O * inner`` of them) combines the
+        updates into it in index order. An invocation owns every element it touches, so the
+        result is deterministic and the same as the CPU's (the last ``"set"`` wins; float sums
+        in index order), with no races. Elements narrower than a word share words with other
+        columns' elements: the output is then an array of atomic words, written with
+        ``atomicAnd``/``atomicOr`` on the element's own bits only (exact, and still
+        deterministic). Out-of-range indices are dropped. ``"set"`` copies bits, so it serves
+        every dtype; the others compute as numpy does (integers wrap, nan wins for max/min) in
+        bool, the integers, float16 and float32; TypeError for float64 and complex arithmetic,
+        which WGSL has not."""
+        size = dtype.itemsize
+        if reduce != "set":
+            if dtype.is_complex or dtype.name == "float64":
+                raise unsupported_dtype_error(dtype)
+            if dtype.name in ("bfloat16",) or dtype.name in _FLOAT8:
+                raise NotImplementedError(f"WGSL scatter: {reduce} on {dtype.name} (scatter_prim computes it in float32)")
+        words = max(1, size // 4)
+        if max(O * n, O * m) * inner * words >= 1 << 31:
+            raise NotImplementedError(f"WEBGPU: scatter {name} indexes more than 2**31 words")
+        if self.loop_limit is not None and m > self.loop_limit:
+            raise NotImplementedError(
+                f"WEBGPU: scatter {name} combines {m} updates per invocation, but this driver ({self.loop_limit}-"
+                "iteration loop limit: lavapipe) would silently stop its loop early; use another device for it")
+        used: set[str] = set()
+        k = "(o * m + i)" if idx_inner == 1 else "((o * m + i) * I + r)"
+        lines = [f"  let w = (wg.y * nwg.x + wg.x) * {WORKGROUP_SIZE}u + lid;",
+                 f"  let O = {O}u; let n = {n}u; let m = {m}u; let I = {inner}u;",
+                 "  if (w >= O * I) { return; }",
+                 "  let o = w / I; let r = w % I;",
+                 "  for (var i = 0u; i < m; i++) {",
+                 f"    let k = {k};",
+                 "    let t = p2[2u * k]; ",
+                 "    if (p2[2u * k + 1u] != 0u || t >= n) { continue; }  // out of range (or negative): dropped",
+                 "    let e = (o * n + t) * I + r;",
+                 "    let s = (o * m + i) * I + r;"]
+        if size < 4:
+            bits, per = 8 * size, 4 // size
+            lines += [f"    let wd = e / {per}u; let sh = (e % {per}u) * {bits}u;",
+                      f"    let d = extractBits(atomicLoad(&p0[wd]), sh, {bits}u);",
+                      f"    let v = extractBits(p3[s / {per}u], (s % {per}u) * {bits}u, {bits}u);",
+                      f"    let nv = {self._scatter_value(reduce, dtype, used)};",
+                      f"    atomicAnd(&p0[wd], ~(0x{(1 << bits) - 1:x}u << sh));",
+                      f"    atomicOr(&p0[wd], (nv & 0x{(1 << bits) - 1:x}u) << sh);"]
+        elif size == 4:
+            lines += ["    let d = p0[e];", "    let v = p3[s];",
+                      f"    p0[e] = {self._scatter_value(reduce, dtype, used)};"]
+        else:
+            if reduce == "set":
+                lines += [f"    for (var q = 0u; q < {words}u; q++) {{ p0[{words}u * e + q] = p3[{words}u * s + q]; }}"]
+            else:  # int64, uint64: word pairs
+                lines += ["    let d = vec2<u32>(p0[2u * e], p0[2u * e + 1u]);",
+                          "    let v = vec2<u32>(p3[2u * s], p3[2u * s + 1u]);",
+                          f"    let nv = {self._scatter_value(reduce, dtype, used)};",
+                          "    p0[2u * e] = nv.x; p0[2u * e + 1u] = nv.y;"]
+        lines.append("  }")
+        out_t = "array<atomic<u32>>" if size < 4 else "array<u32>"
+        decls = [f"@group(0) @binding(0) var<storage, read_write> p0: {out_t};",
+                 "// (binding 1, x, is copied into p0 before this shader runs)",
+                 "@group(0) @binding(2) var<storage, read> p2: array<u32>;",
+                 "@group(0) @binding(3) var<storage, read> p3: array<u32>;"]
+        helpers = [HELPERS[h][0] for h in with_deps(used)]
+        entry = (f"@compute @workgroup_size({WORKGROUP_SIZE})\nfn {name}(@builtin(workgroup_id) wg: vec3<u32>, "
+                 "@builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {")
+        return "\n".join([*decls, "", *helpers, "", entry, *lines, "}", ""])
+
+    @staticmethod
+    def _scatter_value(reduce: str, dtype: DType, used: set[str]) -> str:
+        """The WGSL expression of the combined value of ``d`` and ``v`` (the target's and the
+        update's bits: ``u32`` of the element's width, or ``vec2<u32>`` for 64-bit integers)."""
+        if reduce == "set":
+            return "v"
+        kind, size = _kind(dtype), dtype.itemsize
+        if kind in ("i64", "u64"):
+            if reduce in ("sum", "prod"):
+                used.add("cv_add64" if reduce == "sum" else "cv_mul64")
+                return f"{'cv_add64' if reduce == 'sum' else 'cv_mul64'}(d, v)"
+            lt = "cv_lt_i64" if kind == "i64" else "cv_lt_u64"
+            used.add(lt)
+            return f"select(v, d, !{lt}({'d, v' if reduce == 'max' else 'v, d'}))"  # d >= v (max), d <= v (min)
+        if dtype.is_bool:  # sum and max: or; prod and min: and
+            return f"d {'|' if reduce in ('sum', 'max') else '&'} v"
+        if dtype.is_int:  # the bits of a wrapping sum or product are those of unsigned arithmetic
+            if reduce in ("sum", "prod"):
+                return f"d {'+' if reduce == 'sum' else '*'} v"
+            bits = 8 * size
+            a, b = ("d", "v") if dtype.is_unsigned else \
+                (f"(bitcast<i32>(d << {32 - bits}u) >> {32 - bits}u)", f"(bitcast<i32>(v << {32 - bits}u) >> {32 - bits}u)")
+            if bits == 32 and not dtype.is_unsigned:
+                a, b = "bitcast<i32>(d)", "bitcast<i32>(v)"
+            return f"select(v, d, {a} {'>=' if reduce == 'max' else '<='} {b})"
+        # float32, float16: computed in f32 (float16 rounded to nearest even once, as on the CPU)
+        if dtype.name == "float16":
+            used.update(("cv_f16_f32", "cv_f32_f16"))
+            a, b = "cv_f16_f32(d)", "cv_f16_f32(v)"
+        else:
+            a, b = "bitcast<f32>(d)", "bitcast<f32>(v)"
+        if reduce in ("max", "min"):  # nan in either wins (the kept value's bits, as the CPU copies them)
+            used.add("cv_isnan")
+            keep = f"cv_isnan({a}) || (!cv_isnan({b}) && {a} {'>=' if reduce == 'max' else '<='} {b})"
+            return f"select(v, d, {keep})"
+        value = f"({a} {'+' if reduce == 'sum' else '*'} {b})"
+        return f"cv_f32_f16{value}" if dtype.name == "float16" else f"bitcast<u32>{value}"
+
     def _check(self, k: Kernel) -> None:
         """Raise for what this renderer cannot compute exactly (see the module docstring)."""
         if k.vector_width > 1:

@@ -59,7 +59,7 @@ import numpy as np
 
 from ..codegen.ir import Kernel, Opt
 from ..codegen.opt import gpu_heuristics
-from ..render.cuda import CUDALaunch, CUDARenderer, cuda_launch
+from ..render.cuda import CUDALaunch, CUDARenderer, cuda_launch, scatter_launch
 from .compiler import _cache_folder, _entry_digest, _open_private, _read_fd, _write_private
 from .device import Allocator, Device, Program
 
@@ -518,10 +518,16 @@ class CUDADevice(Device):
             self._thread.current = True
 
     def compile(self, kernel: Kernel, source: str) -> CUDAProgram:
-        if not isinstance(kernel, Kernel):
-            raise NotImplementedError(f"the CUDA device cannot run {type(kernel).__name__} {kernel.name!r} yet "
-                                      "(only kernels of the IR; scatter is rendered for the CPU only)")
-        dims = cuda_launch(kernel)
+        from ..engine.schedule import ScatterKernel
+
+        if isinstance(kernel, ScatterKernel):  # one thread per output column (render/gpu.py: _render_scatter)
+            O, _n, _m, inner = kernel.shape
+            dims = scatter_launch(O * inner)
+        elif not isinstance(kernel, Kernel):
+            raise NotImplementedError(f"the CUDA device cannot run {type(kernel).__name__} {kernel.name!r} "
+                                      "(only kernels of the IR and scatter)")
+        else:
+            dims = cuda_launch(kernel)
         if math.prod(dims.threads) > self.max_threads:
             raise RuntimeError(f"kernel {kernel.name}: a block of {dims.threads} threads is more than "
                                f"{self.gpu_name} allows ({self.max_threads})")

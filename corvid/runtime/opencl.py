@@ -125,9 +125,24 @@ class CLDevice(Device):
         self._programs: dict[str, Any] = {}  # source -> built cl.Program
 
     def compile(self, kernel: Kernel, source: str) -> CLProgram:
+        from ..engine.schedule import ScatterKernel
+
+        if isinstance(kernel, ScatterKernel):  # one work item per output column (render/gpu.py: _render_scatter)
+            O, _n, _m, inner = kernel.shape
+            return CLProgram(self.cl.Kernel(self._build(kernel.name, source), kernel.name), self.queue, (O * inner,), None)
         if not isinstance(kernel, Kernel):
-            raise NotImplementedError(f"the CL device cannot run {type(kernel).__name__} {kernel.name!r} yet "
-                                      "(only kernels of the IR; scatter is rendered for the CPU only)")
+            raise NotImplementedError(f"the CL device cannot run {type(kernel).__name__} {kernel.name!r} "
+                                      "(only kernels of the IR and scatter)")
+        prog = self._build(kernel.name, source)
+        geometry = launch(kernel)
+        local = geometry.local_size
+        if local is not None and math.prod(local) > self.cl_device.max_work_group_size:
+            raise RuntimeError(f"kernel {kernel.name}: a work-group of {math.prod(local)} work items is more than "
+                               f"{self.cl_device.name} allows ({self.cl_device.max_work_group_size})")
+        return CLProgram(self.cl.Kernel(prog, kernel.name), self.queue, geometry.global_size, local)
+
+    def _build(self, name: str, source: str) -> Any:
+        """The built ``cl.Program`` of ``source`` (cached by source)."""
         cl, prog = self.cl, self._programs.get(source)
         if prog is None:
             try:
@@ -135,15 +150,10 @@ class CLDevice(Device):
                     warnings.simplefilter("ignore", cl.CompilerWarning)
                     prog = cl.Program(self.context, source).build()
             except cl.RuntimeError as e:
-                raise RuntimeError(f"OpenCL could not build kernel {kernel.name} on {self.cl_device.name}:\n{e}\n"
+                raise RuntimeError(f"OpenCL could not build kernel {name} on {self.cl_device.name}:\n{e}\n"
                                    f"--- source ---\n{source}") from None
             self._programs[source] = prog
-        geometry = launch(kernel)
-        local = geometry.local_size
-        if local is not None and math.prod(local) > self.cl_device.max_work_group_size:
-            raise RuntimeError(f"kernel {kernel.name}: a work-group of {math.prod(local)} work items is more than "
-                               f"{self.cl_device.name} allows ({self.cl_device.max_work_group_size})")
-        return CLProgram(cl.Kernel(prog, kernel.name), self.queue, geometry.global_size, local)
+        return prog
 
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with work-groups

@@ -98,12 +98,30 @@ class WebGPUProgram(Program):
         group = self.device.create_bind_group(layout=self.layout, entries=[
             {"binding": i, "resource": {"buffer": h, "offset": 0, "size": h.size}} for i, h in enumerate(handles)])
         encoder = self.device.create_command_encoder()
+        self._before(encoder, handles)
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
         compute.set_bind_group(0, group)
         compute.dispatch_workgroups(*self.grid)
         compute.end()
         self.device.queue.submit([encoder.finish()])
+
+    def _before(self, encoder: Any, handles: list[Any]) -> None:
+        """Commands recorded before the dispatch (none)."""
+
+
+class WebGPUScatterProgram(WebGPUProgram):
+    """A SCATTER kernel (:meth:`corvid.render.wgsl.WGSLRenderer.render_scatter`): ``x`` (the
+    second buffer) is copied into the output (the first) by a buffer copy, then the shader,
+    one invocation per output column, combines the updates in; both in one command buffer, in
+    order."""
+
+    def __init__(self, name: str, device: Any, pipeline: Any, layout: Any, columns: int, nbytes: int):
+        super().__init__(name, device, pipeline, layout, columns)
+        self.nbytes = _words(nbytes)
+
+    def _before(self, encoder: Any, handles: list[Any]) -> None:
+        encoder.copy_buffer_to_buffer(handles[1], 0, handles[0], 0, self.nbytes)
 
 
 class WebGPUDevice(Device):
@@ -141,30 +159,39 @@ class WebGPUDevice(Device):
         self._fence: Any = None  # a small buffer that synchronize() reads
 
     def compile(self, kernel: Kernel, source: str) -> WebGPUProgram:
+        from ..engine.schedule import ScatterKernel
+
+        if isinstance(kernel, ScatterKernel):  # (out, x, idx, src): x is copied, not bound for writing
+            built = self._pipelines.get(source)
+            if built is None:
+                built = self._pipelines[source] = self._build(kernel.name, source, [True, False, False, False])
+            O, n, _m, inner = kernel.shape
+            return WebGPUScatterProgram(kernel.name, self.device, *built, O * inner, O * n * inner * kernel.dtype.itemsize)
         if not isinstance(kernel, Kernel):
-            raise NotImplementedError(f"the WEBGPU device cannot run {type(kernel).__name__} {kernel.name!r} yet "
-                                      "(only kernels of the IR; scatter and host functions run on the CPU only)")
+            raise NotImplementedError(f"the WEBGPU device cannot run {type(kernel).__name__} {kernel.name!r} "
+                                      "(only kernels of the IR and scatter)")
         built = self._pipelines.get(source)
         if built is None:
-            built = self._pipelines[source] = self._build(kernel, source)
+            built = self._pipelines[source] = self._build(kernel.name, source, [p.output for p in kernel.params])
         return WebGPUProgram(kernel.name, self.device, *built, invocations(kernel))
 
-    def _build(self, kernel: Kernel, source: str) -> tuple[Any, Any]:
+    def _build(self, name: str, source: str, outputs: list[bool]) -> tuple[Any, Any]:
         """The compute pipeline of ``source`` and its bind group layout (declared, not derived
-        from the shader: a parameter the shader never reads must still be bindable)."""
+        from the shader: a parameter the shader never reads must still be bindable); ``outputs``:
+        whether each parameter is written."""
         wgpu = self.wgpu
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                    "buffer": {"type": wgpu.BufferBindingType.storage if p.output
+                    "buffer": {"type": wgpu.BufferBindingType.storage if out
                                else wgpu.BufferBindingType.read_only_storage}}
-                   for i, p in enumerate(kernel.params)]
+                   for i, out in enumerate(outputs)]
         try:
             layout = self.device.create_bind_group_layout(entries=entries)
             module = self.device.create_shader_module(code=source)
             pipeline = self.device.create_compute_pipeline(
                 layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
-                compute={"module": module, "entry_point": kernel.name})
+                compute={"module": module, "entry_point": name})
         except wgpu.GPUError as e:  # (a validation error, with the shader compiler's message)
-            raise RuntimeError(f"WebGPU could not build kernel {kernel.name}:\n{e}\n--- source ---\n{source}") from None
+            raise RuntimeError(f"WebGPU could not build kernel {name}:\n{e}\n--- source ---\n{source}") from None
         return pipeline, layout
 
     def heuristics(self, kernel: Kernel) -> Kernel:
