@@ -250,6 +250,9 @@ class CUDAAllocator(Allocator):
         self.device = device
         self._stages: list[_Stage] = []
         self._turn = 0
+        # one copy through the staging buffers at a time: a DataLoader thread copies the next batch
+        # in while the training thread copies a loss out (two threads once took the same buffer)
+        self._copying = threading.Lock()
 
     def _alloc(self, nbytes: int) -> int:
         dev = self.device
@@ -290,6 +293,10 @@ class CUDAAllocator(Allocator):
 
     def copyin(self, handle: int, data: np.ndarray) -> None:
         src = data.reshape(-1).view(np.uint8)
+        with self._copying:
+            self._copyin(handle, src)
+
+    def _copyin(self, handle: int, src: np.ndarray) -> None:
         for start in range(0, src.size, STAGE_BYTES):
             n = min(STAGE_BYTES, src.size - start)
             stage = self._stage()
@@ -299,6 +306,12 @@ class CUDAAllocator(Allocator):
 
     def copyout(self, handle: int, nbytes: int) -> np.ndarray:
         out = np.empty(nbytes, dtype=np.uint8)
+        with self._copying:
+            self._copyout(handle, out)
+        return out
+
+    def _copyout(self, handle: int, out: np.ndarray) -> None:
+        nbytes = out.size
         for start in range(0, nbytes, STAGE_BYTES):
             n = min(STAGE_BYTES, nbytes - start)
             stage = self._stage()
@@ -306,7 +319,6 @@ class CUDAAllocator(Allocator):
             stage.issued()
             stage.wait()
             out[start:start + n] = stage.array[:n]
-        return out
 
 
 # --- programs --------------------------------------------------------------------------------------
