@@ -65,6 +65,8 @@ def test_the_launch_is_one_thread_per_output_column():
 
 # --- the CUDA sources, run on the host ---------------------------------------------------------------
 _SHIM = r"""#include <cstring>
+#include <cmath>
+#include <utility>
 #define __global__
 #define __device__
 #define __launch_bounds__(n)
@@ -84,12 +86,14 @@ _HOST_F16 = {  # the prelude's two PTX conversions, as the host's _Float16 does 
         "_Float16 v = (_Float16)f; std::memcpy(&h.bits, &v, 2);",
 }
 _DRIVE = r"""
-template <class A, class B, class C, class D>
-static void cv_drive(void (*f)(A, B, C, D), void** p, long blocks, long threads) {
+template <class... A, std::size_t... I>
+static void cv_call(void (*f)(A...), void** p, std::index_sequence<I...>) { f((A)p[I]...); }
+template <class... A>
+static void cv_drive(void (*f)(A...), void** p, long blocks, long threads) {
   for (long b = 0; b < blocks; b++)
     for (long t = 0; t < threads; t++) {
       blockIdx.x = (unsigned)b; threadIdx.x = (unsigned)t;
-      f((A)p[0], (B)p[1], (C)p[2], (D)p[3]);
+      cv_call(f, p, std::index_sequence_for<A...>{});
     }
 }
 """

@@ -29,8 +29,10 @@ statements and values and the work-group structure it shares with OpenCL
   goes through a wider signed integer and wraps, as numpy's does on x86 (CUDA's own conversion
   saturates); integer arithmetic wraps through unsigned types, as in the C renderer.
 
-Complex dtypes are not supported yet (NotImplementedError), nor vectorized kernels (the CUDA
-device applies no CPU actions).
+Complex values are the structs ``cv_complex64``/``cv_complex128`` (real part ``x``, imaginary
+``y``), computed by the helpers of :mod:`corvid.render.gpu` (numpy's product and quotient; exp,
+log, sqrt, the trigonometric and hyperbolic functions; the inverse ones and complex powers raise
+NotImplementedError). Vectorized kernels are not rendered (the CUDA device applies no CPU actions).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ MAX_THREADS = (1024, 1024, 64)  # blockDim.x, .y, .z (and at most 1024 in all) o
 _CUDA_TYPES = {"bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
                "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
                "float16": "cv_half", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
-               "float8_e4m3fn": "uint8_t", "float8_e5m2": "uint8_t"}
+               "float8_e4m3fn": "uint8_t", "float8_e5m2": "uint8_t", "complex64": "cv_complex64",
+               "complex128": "cv_complex128"}
 
 _PRELUDE = """typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
@@ -88,7 +91,8 @@ _C_TO_CUDA = (("_Bool", "bool"), ("static inline ", "static inline __device__ ")
               ("__builtin_inff()", "__int_as_float(0x7f800000)"),
               ("__builtin_inf()", "__longlong_as_double(0x7ff0000000000000LL)"),
               ("#pragma GCC unroll", "#pragma unroll"),
-              ("copysign(0, ", "copysign(0.0, "))  # (an int 0 picks a host-only C++ overload)
+              ("copysign(0, ", "copysign(0.0, "),
+              ("float _Complex", "cv_complex64"), ("double _Complex", "cv_complex128"), ("__builtin_complex(", "cv_complex("))  # (an int 0 picks a host-only C++ overload)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ class CUDARenderer(GPURenderer):
     shared, barrier = "__shared__", "__syncthreads();"
     complex_types = {"complex64": "cv_complex64", "complex128": "cv_complex128"}
     function = "static inline __device__"
+    math_suffix = "f"
     max_grid = None  # every grid loop may be flattened into the block index
     spellings = _C_TO_CUDA
     bits_helpers = ("static inline uint32_t cv_f32_u32(float f) { return __float_as_uint(f); }\n"

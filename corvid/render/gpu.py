@@ -29,7 +29,7 @@ from ..codegen.ir import Kernel, Loop, U
 from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
 from ..dtype import DType
 from ..graph.node import Op
-from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded
+from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded, render_const
 
 GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
 
@@ -85,6 +85,69 @@ def launch(k: Kernel, max_grid: int | None = GRID_DIMS) -> Launch:
 def kernel_dtypes(k: Kernel) -> set[DType]:
     """Every dtype ``k`` stores, loads or computes in."""
     return {p.dtype for p in k.params} | {u.dtype for u in k.values()} | {s.dtype for u in k.values() for s in u.src}
+
+
+# complex arithmetic and math on a struct of two parts (x: real, y: imaginary), overloaded by
+# precision: numpy's product and quotient (Smith's algorithm), as the CPU computes them
+# (render/c.py: _complex_helpers). The product is fused as numpy's SIMD loop and the CPU's kernels
+# (gcc's fmaddsub) compute it on an FMA machine: re = fma(ar, br, -(ai*bi)), im = fma(ar, bi, ai*br)
+# (the plain formula differed from both in the last bit of 43% of random products, and gave
+# nan for (1e30-1e30j)**2 where they give -inf-infj); a product reduce multiplies by the plain
+# formula (cv_cmul_plain), as numpy's multiply.reduce and the CPU's reduce do. The functions are the textbook formulas numpy's
+# libm computes (exp, log, sqrt after FreeBSD's csqrt, sin, cos, sinh, cosh, tan and tanh after Kahan)
+_COMPLEX_LIB = """{fn} {t} cv_complex({r} a, {r} b) {{ {t} c; c.x = a; c.y = b; return c; }}
+{fn} {t} cv_cadd({t} a, {t} b) {{ return cv_complex(a.x + b.x, a.y + b.y); }}
+{fn} {t} cv_csub({t} a, {t} b) {{ return cv_complex(a.x - b.x, a.y - b.y); }}
+{fn} {t} cv_cneg({t} a) {{ return cv_complex(-a.x, -a.y); }}
+{fn} {t} cv_conj({t} a) {{ return cv_complex(a.x, -a.y); }}
+{fn} bool cv_ceq({t} a, {t} b) {{ return a.x == b.x && a.y == b.y; }}
+{fn} {t} cv_cmul({t} a, {t} b) {{ return cv_complex(fma{f}(a.x, b.x, -(a.y * b.y)), fma{f}(a.x, b.y, a.y * b.x)); }}
+{fn} {t} cv_cmul_plain({t} a, {t} b) {{ return cv_complex(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
+{fn} {t} cv_cdiv({t} a, {t} b) {{
+  {r} abr = fabs{f}(b.x), abi = fabs{f}(b.y);
+  if (abr >= abi) {{
+    if (abr == 0 && abi == 0) return cv_complex(a.x / abr, a.y / abr);
+    {r} rat = b.y / b.x, scl = ({r})1 / (b.x + b.y * rat);
+    return cv_complex((a.x + a.y * rat) * scl, (a.y - a.x * rat) * scl);
+  }}
+  {r} rat = b.x / b.y, scl = ({r})1 / (b.y + b.x * rat);
+  return cv_complex((a.x * rat + a.y) * scl, (a.y * rat - a.x) * scl);
+}}
+{fn} {r} cv_cabs({t} a) {{ return hypot{f}(a.x, a.y); }}
+{fn} {t} cv_cexp({t} a) {{
+  if (a.y == 0) return cv_complex(exp{f}(a.x), a.y);
+  {r} e = exp{f}(a.x);
+  return cv_complex(e * cos{f}(a.y), e * sin{f}(a.y));
+}}
+{fn} {t} cv_clog({t} a) {{ return cv_complex(log{f}(hypot{f}(a.x, a.y)), atan2{f}(a.y, a.x)); }}
+{fn} {t} cv_csqrt({t} a) {{
+  if (a.x == 0 && a.y == 0) return cv_complex(({r})0, a.y);
+  if (a.y == a.y && a.y - a.y != a.y - a.y) return cv_complex(fabs{f}(a.y), a.y);  /* (an infinite part) */
+  if (a.x != a.x) return cv_complex(a.x, a.y - a.y + a.x);
+  if (a.x - a.x != a.x - a.x) return a.x > 0 ? cv_complex(a.x, a.y == a.y ? copysign{f}(({r})0, a.y) : a.y)
+                                 : cv_complex(fabs{f}(a.y - a.y), copysign{f}(-a.x, a.y));
+  {r} h = hypot{f}(a.x, a.y);
+  if (a.x >= 0) {{ {r} t = sqrt{f}((a.x + h) * ({r})0.5); return cv_complex(t, a.y / (2 * t)); }}
+  {r} t = sqrt{f}((h - a.x) * ({r})0.5);
+  return cv_complex(fabs{f}(a.y) / (2 * t), copysign{f}(t, a.y));
+}}
+{fn} {t} cv_csin({t} a) {{ return cv_complex(sin{f}(a.x) * cosh{f}(a.y), cos{f}(a.x) * sinh{f}(a.y)); }}
+{fn} {t} cv_ccos({t} a) {{ return cv_complex(cos{f}(a.x) * cosh{f}(a.y), -(sin{f}(a.x) * sinh{f}(a.y))); }}
+{fn} {t} cv_csinh({t} a) {{ return cv_complex(sinh{f}(a.x) * cos{f}(a.y), cosh{f}(a.x) * sin{f}(a.y)); }}
+{fn} {t} cv_ccosh({t} a) {{ return cv_complex(cosh{f}(a.x) * cos{f}(a.y), sinh{f}(a.x) * sin{f}(a.y)); }}
+{fn} {t} cv_ctanh({t} a) {{
+  if (fabs{f}(a.x) > {big}) {{  /* tanh(x) is +-1; the imaginary part underflows */
+    {r} e = exp{f}(-2 * fabs{f}(a.x));
+    return cv_complex(copysign{f}(({r})1, a.x), 4 * sin{f}(a.y) * cos{f}(a.y) * e);
+  }}
+  {r} t = tan{f}(a.y), beta = 1 + t * t, s = sinh{f}(a.x), rho = sqrt{f}(1 + s * s), den = 1 + beta * s * s;
+  return cv_complex(beta * rho * s / den, t / den);
+}}
+{fn} {t} cv_ctan({t} a) {{ {t} w = cv_ctanh(cv_complex(-a.y, a.x)); return cv_complex(w.y, -w.x); }}
+"""
+# Op -> the helper computing it on complex values (the others raise NotImplementedError)
+_COMPLEX_FN = {Op.EXP: "cv_cexp", Op.LOG: "cv_clog", Op.SQRT: "cv_csqrt", Op.SIN: "cv_csin", Op.COS: "cv_ccos",
+               Op.SINH: "cv_csinh", Op.COSH: "cv_ccosh", Op.TANH: "cv_ctanh", Op.TAN: "cv_ctan", Op.ABS: "cv_cabs"}
 
 
 class GPURenderer(CRenderer):
@@ -240,6 +303,62 @@ class GPURenderer(CRenderer):
     def _math_name(self, op: Op, dt: DType) -> str:
         """The built-in math function computing ``op`` on ``dt`` (a float type)."""
         raise NotImplementedError
+
+    # complex values (see _COMPLEX_LIB) -------------------------------------------------------
+    overload = ""  # the attribute that lets a helper be overloaded by precision (OpenCL C's)
+    math_suffix = ""  # the suffix of float math functions (CUDA's expf; OpenCL's are overloaded)
+
+    def _complex_lib(self, dt: DType) -> None:
+        """Add the complex helpers of ``dt``'s precision to the kernel."""
+        r = compute_type(dt.real_dtype)
+        key = f"cv_complex_{dt.name}"
+        if key not in self.helpers:
+            f = self.math_suffix if r == "float" else ""
+            big = "9" if r == "float" else "22"
+            self.helpers[key] = _COMPLEX_LIB.format(fn=f"{self.function} {self.overload}".rstrip(),
+                                                    t=self.complex_types[dt.name], r=r, f=f, big=big)
+
+    def _complex_alu(self, op: Op, a: list[str], in_dt: DType, dt: DType) -> str:
+        """Complex arithmetic through the helpers of :data:`_COMPLEX_LIB` (each part a field)."""
+        cdt = in_dt if in_dt is not None and in_dt.is_complex else dt
+        self._complex_lib(cdt)
+        if op is Op.COMPLEX:
+            return f"cv_complex({a[0]}, {a[1]})"
+        if op is Op.REAL:
+            return f"({a[0]}).x"
+        if op is Op.IMAG:
+            return f"({a[0]}).y"
+        simple = {Op.ADD: "cv_cadd", Op.SUB: "cv_csub", Op.MUL: "cv_cmul", Op.DIV: "cv_cdiv", Op.NEG: "cv_cneg",
+                  Op.CONJ: "cv_conj", Op.CMPEQ: "cv_ceq", **_COMPLEX_FN}
+        if op is Op.CMPNE:
+            return f"!cv_ceq({a[0]}, {a[1]})"
+        if op is Op.RECIP:
+            return f"cv_cdiv({render_const(1, in_dt)}, {a[0]})"
+        if op in simple:
+            return f"{simple[op]}({', '.join(a)})"
+        raise NotImplementedError(f"the {self.device} device does not compute {op.name.lower()} of {cdt.name} yet "
+                                  f"(complex {', '.join(sorted(o.name.lower() for o in _COMPLEX_FN))} and arithmetic "
+                                  "are written); use the CPU")
+
+    def _cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst.is_complex:
+            self._complex_lib(dst)
+            r = compute_type(dst.real_dtype)
+            if src.is_complex:
+                return f"cv_complex(({r})({x}).x, ({r})({x}).y)"
+            return f"cv_complex(({r})({x}), ({r})0)"
+        if src.is_complex:  # numpy's cast: the real part (bool: either part nonzero)
+            if dst.is_bool:
+                return f"(({x}).x != 0 || ({x}).y != 0)"
+            return self._cast(f"({x}).x", src.real_dtype, dst)
+        return super()._cast(x, src, dst)
+
+    def _accumulate(self, u: U) -> str:
+        if u.dtype.is_complex and u.arg[0] in ("sum", "prod"):
+            self._complex_lib(u.dtype)
+            acc, v = self._name(u), self._ref(u.src[0])
+            return f"{acc} = {'cv_cadd' if u.arg[0] == 'sum' else 'cv_cmul_plain'}({acc}, {v});"
+        return super()._accumulate(u)
 
     # SCATTER: a fixed template (see _render_scatter) with these dialect hooks ------------------
     def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,

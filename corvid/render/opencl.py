@@ -17,8 +17,12 @@ What is OpenCL's own:
 * no OpenMP pragmas, libmvec declarations or vector types (the ``CL`` device applies no
   optimization actions, so kernels reach the renderer unvectorized).
 
-Complex dtypes are not supported yet (NotImplementedError); float64 needs the device's
-``cl_khr_fp64``. float16 and bfloat16 are computed in float, as on the CPU: float16 is read and
+Complex values are ``float2``/``double2`` (real part ``.x``, imaginary ``.y``), computed by the
+helpers of :mod:`corvid.render.gpu` (numpy's product and quotient, bitwise; exp, log, sqrt, the
+trigonometric and hyperbolic functions; the inverse ones and complex powers raise
+NotImplementedError). Contraction is off (``#pragma OPENCL FP_CONTRACT OFF``: OpenCL C's default
+lets the compiler fuse ``a*b + c``, which the CPU's kernels never do unless the IR says). float64
+and complex128 need the device's ``cl_khr_fp64``. float16 and bfloat16 are computed in float, as on the CPU: float16 is read and
 written with ``vload_half``/``vstore_half_rte`` (no cl_khr_fp16 needed), bfloat16 is stored as
 ``ushort``, float8_e4m3fn and float8_e5m2 as ``uchar`` (converted by the C renderer's helpers,
 :func:`corvid.render.c.float8_helpers`).
@@ -42,7 +46,7 @@ VECTOR_WIDTHS = (2, 4, 8, 16)  # OpenCL C's vector lengths (besides 3, which is 
 _CL_TYPES = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
              "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
              "float16": "half", "bfloat16": "ushort", "float32": "float", "float64": "double",
-             "float8_e4m3fn": "uchar", "float8_e5m2": "uchar"}
+             "float8_e4m3fn": "uchar", "float8_e5m2": "uchar", "complex64": "float2", "complex128": "double2"}
 # a float16 element read from buffer n (the C renderer writes ``(float)p<n>[index]``): OpenCL
 # dereferences ``half`` pointers only with cl_khr_fp16, but vload_half works everywhere
 _HALF_LOAD = re.compile(r"\(float\)p(\d+)\[([^\[\]]*)\]")
@@ -84,7 +88,8 @@ _ROUND_HALF = """static inline float cv_round_f16(float v) {
 # rendered body and helpers; the prelude above is written in OpenCL C already)
 _C_TO_CL = (("long long", "long"), ("__builtin_fmaf(", "fma("), ("__builtin_fma(", "fma("),
             ('__builtin_nanf("")', "NAN"), ('__builtin_nan("")', "((double)NAN)"),
-            ("__builtin_inff()", "INFINITY"), ("__builtin_inf()", "((double)INFINITY)"))
+            ("__builtin_inff()", "INFINITY"), ("__builtin_inf()", "((double)INFINITY)"),
+            ("float _Complex", "float2"), ("double _Complex", "double2"), ("__builtin_complex(", "cv_complex("))
 
 
 class OpenCLRenderer(GPURenderer):
@@ -97,6 +102,7 @@ class OpenCLRenderer(GPURenderer):
 
     vectors = True  # OpenCL C's floatN/doubleN (see _vtype)
     complex_types = {"complex64": "float2", "complex128": "double2"}
+    overload = "__attribute__((overloadable))"  # (clang's, which OpenCL C compilers are)
     bits_helpers = ("static inline uint cv_f32_u32(float f) { return as_uint(f); }\n"
                     "static inline float cv_u32_f32(uint u) { return as_float(u); }\n")
     float8_types = ("uint", "uchar")
@@ -110,7 +116,7 @@ class OpenCLRenderer(GPURenderer):
         if k.vector_width > 1 and k.vector_width not in VECTOR_WIDTHS:
             raise NotImplementedError(f"OpenCL renderer: vectors of {k.vector_width} lanes (OpenCL C has "
                                       f"{', '.join(map(str, VECTOR_WIDTHS))})")
-        if not self.fp64 and any(dt.name == "float64" for dt in kernel_dtypes(k)):
+        if not self.fp64 and any(dt.name in ("float64", "complex128") for dt in kernel_dtypes(k)):
             raise NotImplementedError("float64 on the CL device needs the cl_khr_fp64 extension, "
                                       "which this OpenCL device does not report")
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..codegen.ir import Kernel
 from ..codegen.opt import gpu_heuristics
+from ..render.gpu import kernel_dtypes
 from ..render.opencl import OpenCLRenderer, launch
 from .device import Allocator, Device, Program
 
@@ -159,8 +160,9 @@ class CLDevice(Device):
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with work-groups
         no larger than this device allows; no work-group reduces on a CPU-like device (see
         ``cpu_like``)."""
+        lanes = CPU_LIKE_VECTOR_LANES if self.cpu_like and not any(dt.is_complex for dt in kernel_dtypes(kernel)) else 0
         return gpu_heuristics(kernel, self.cl_device.max_work_group_size, shared_reduce=not self.cpu_like,
-                              vector_lanes=CPU_LIKE_VECTOR_LANES if self.cpu_like else 0)
+                              vector_lanes=lanes)
 
     def synchronize(self) -> None:
         self.queue.finish()
