@@ -144,10 +144,63 @@ _COMPLEX_LIB = """{fn} {t} cv_complex({r} a, {r} b) {{ {t} c; c.x = a; c.y = b; 
   return cv_complex(beta * rho * s / den, t / den);
 }}
 {fn} {t} cv_ctan({t} a) {{ {t} w = cv_ctanh(cv_complex(-a.y, a.x)); return cv_complex(w.y, -w.x); }}
+{fn} {t} cv_casinh({t} a) {{  /* log(z + sqrt(z*z + 1)), on the half plane where it does not cancel */
+  {r} s = copysign{f}(({r})1, a.x);  /* (odd: computed where re >= 0, -0 included, so -0 + iy takes its cut's side) */
+  {t} z = cv_complex(s * a.x, s * a.y);
+  {t} zz = cv_cmul_plain(z, z), w;
+  if (fabs{f}(z.x) > {huge} || fabs{f}(z.y) > {huge}) {{  /* (z*z + 1 is z*z, which would overflow): log(2z) */
+    w = cv_clog(z);
+    w.x += ({r})0.6931471805599453;
+  }} else {{
+    w = cv_clog(cv_cadd(z, cv_csqrt(cv_complex(zz.x + 1, zz.y))));  /* (zz.y keeps its zero's sign: the branch cut) */
+  }}
+  return cv_complex(s * w.x, s * w.y);
+}}
+{fn} {t} cv_casin({t} a) {{ {t} w = cv_casinh(cv_complex(-a.y, a.x)); return cv_complex(w.y, -w.x); }}
+{fn} {t} cv_cacos({t} a) {{ {t} w = cv_casin(a); return cv_complex(({r})1.5707963267948966 - w.x, -w.y); }}
+{fn} {t} cv_catanh({t} a) {{  /* (log(1 + z) - log(1 - z)) / 2 */
+  if (fabs{f}(a.x) > {huge} || fabs{f}(a.y) > {huge}) {{  /* atanh(1/z) +- i pi/2, atanh(w) = w there */
+    {t} w = cv_cdiv(cv_complex(({r})1, ({r})0), a);
+    return cv_complex(w.x, copysign{f}(({r})1.5707963267948966, a.y) + w.y);
+  }}
+  {t} p = cv_clog(cv_complex(1 + a.x, a.y)), m = cv_clog(cv_complex(1 - a.x, -a.y));
+  return cv_complex((p.x - m.x) * ({r})0.5, (p.y - m.y) * ({r})0.5);
+}}
+{fn} {t} cv_catan({t} a) {{ {t} w = cv_catanh(cv_complex(-a.y, a.x)); return cv_complex(w.y, -w.x); }}
+{fn} {t} cv_cacosh({t} a) {{  /* log(z + sqrt(z + 1) sqrt(z - 1)) */
+  {t} q = cv_cmul_plain(cv_csqrt(cv_complex(a.x + 1, a.y)), cv_csqrt(cv_complex(a.x - 1, a.y)));
+  return cv_clog(cv_cadd(a, q));
+}}
+{fn} {t} cv_cpow({t} a, {t} b) {{  /* numpy's: small integer powers by repeated products, else exp(b log a) */
+  if (b.x == 0 && b.y == 0) return cv_complex(({r})1, ({r})0);
+  if (b.y == 0 && b.x == 2) return cv_cmul(a, a);  /* (numpy's a ** 2 and a ** 0.5: square and sqrt) */
+  if (b.y == 0 && b.x == ({r})0.5) return cv_csqrt(a);
+  if (a.x == 0 && a.y == 0) {{
+    if (b.x > 0 && b.y == 0) return cv_complex(({r})0, ({r})0);
+    return cv_complex(({r})0 / ({r})0, ({r})0 / ({r})0);  /* (nan, nan): 0 to a negative or complex power */
+  }}
+  if (b.y == 0 && b.x > -100 && b.x < 100 && b.x == ({r})(long)b.x) {{
+    long n = (long)b.x;
+    if (n == 1) return a;
+    if (n == 2) return cv_cmul_plain(a, a);
+    if (n == 3) return cv_cmul_plain(a, cv_cmul_plain(a, a));
+    {t} acc = cv_complex(({r})1, ({r})0), p = a;
+    long m = n < 0 ? -n : n;
+    for (long mask = 1;; mask <<= 1) {{
+      if (m & mask) acc = cv_cmul_plain(acc, p);
+      if (m < (mask << 1)) break;
+      p = cv_cmul_plain(p, p);
+    }}
+    return n < 0 ? cv_cdiv(cv_complex(({r})1, ({r})0), acc) : acc;
+  }}
+  return cv_cexp(cv_cmul(b, cv_clog(a)));
+}}
 """
 # Op -> the helper computing it on complex values (the others raise NotImplementedError)
 _COMPLEX_FN = {Op.EXP: "cv_cexp", Op.LOG: "cv_clog", Op.SQRT: "cv_csqrt", Op.SIN: "cv_csin", Op.COS: "cv_ccos",
-               Op.SINH: "cv_csinh", Op.COSH: "cv_ccosh", Op.TANH: "cv_ctanh", Op.TAN: "cv_ctan", Op.ABS: "cv_cabs"}
+               Op.SINH: "cv_csinh", Op.COSH: "cv_ccosh", Op.TANH: "cv_ctanh", Op.TAN: "cv_ctan", Op.ABS: "cv_cabs",
+               Op.ASIN: "cv_casin", Op.ACOS: "cv_cacos", Op.ATAN: "cv_catan", Op.ASINH: "cv_casinh",
+               Op.ACOSH: "cv_cacosh", Op.ATANH: "cv_catanh", Op.POW: "cv_cpow"}
 
 
 class GPURenderer(CRenderer):
@@ -172,6 +225,7 @@ class GPURenderer(CRenderer):
         self._check(k)
         self.k, self.lines, self.names, self.helpers, self.math_used = k, [], {}, {}, set()
         self.complex_math = {}
+        self.unwritten: set[int] = set()  # (values the C renderer may leave out; the GPU dialects write every one)
         self._lane_ctx, self._narrow = None, {}
         self.rounded = narrow_rounded(k)
         self._setup_lanes(k)
@@ -314,9 +368,10 @@ class GPURenderer(CRenderer):
         key = f"cv_complex_{dt.name}"
         if key not in self.helpers:
             f = self.math_suffix if r == "float" else ""
-            big = "9" if r == "float" else "22"
+            big = "9" if r == "float" else "22"  # tanh(x) rounds to 1 beyond
+            huge = "4096" if r == "float" else "1e8"  # 1 / sqrt(epsilon): z*z + 1 rounds to z*z beyond
             self.helpers[key] = _COMPLEX_LIB.format(fn=f"{self.function} {self.overload}".rstrip(),
-                                                    t=self.complex_types[dt.name], r=r, f=f, big=big)
+                                                    t=self.complex_types[dt.name], r=r, f=f, big=big, huge=huge)
 
     def _complex_alu(self, op: Op, a: list[str], in_dt: DType, dt: DType) -> str:
         """Complex arithmetic through the helpers of :data:`_COMPLEX_LIB` (each part a field)."""
