@@ -21,6 +21,7 @@ import ctypes
 import ctypes.util
 import functools
 import math
+from collections import Counter
 
 from ..codegen.ir import Kernel, U
 from ..codegen.opt import VECTOR_OPS, stream_sums
@@ -366,6 +367,8 @@ class CRenderer:
         self.openmp, self.libmvec = openmp, libmvec
         self.fma = has_fma() if fma is None else fma  # write sums of products as fused multiply-adds
 
+    unwritten: frozenset | set = frozenset()  # values not written out (set per rendering: _render)
+
     def render(self, k: Kernel) -> str:
         """The source of kernel ``k``."""
         return copy.copy(self)._render(k)
@@ -377,6 +380,13 @@ class CRenderer:
         self._narrow: dict[Var, Var] = {}  # inside a piece of a split loop: its variable with the piece's range
         self.rounded = narrow_rounded(k)
         self._setup_lanes(k)
+        # products that only a sum reads which accumulates them as fused multiply-adds
+        # (_accumulate): written out as well, they were dead code that still changed gcc's register
+        # allocation of a matmul's micro-kernel (11 register moves per step of its loop, then 2)
+        readers = Counter(id(x) for u in k.values() for x in u.src)
+        readers.update(id(st.value) for st in k.stores)
+        self.unwritten = {id(u.src[0]) for u in k.values() if self._fused_product(u) is not None and
+                          readers[id(u.src[0])] == 1}
         big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
         # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
         # (i*16383) % 16384) is computed in 64 bits, as is everything when sizes need it
@@ -413,6 +423,8 @@ class CRenderer:
         pad = "  " * depth
         for s in stmts:
             if isinstance(s, Def):
+                if id(s.u) in self.unwritten:
+                    continue
                 if id(s.u) in self.vec and not self._native(s.u):
                     if id(s.u) in self.held:
                         self._emit_lane_def(s.u, pad)
@@ -728,19 +740,25 @@ class CRenderer:
             return f"#pragma omp simd{clause}"
         return ""
 
+    def _fused_product(self, u: U) -> U | None:
+        """The product that the sum reduce ``u`` accumulates as a fused multiply-add, or None."""
+        if u.op != "reduce" or u.arg[0] != "sum" or not self.fma or u.dtype.name not in ("float32", "float64"):
+            return None
+        m = u.src[0]
+        return m if m.op == "alu" and m.arg is Op.MUL and m.dtype == u.dtype else None
+
     def _accumulate(self, u: U) -> str:
         acc, v, op = self._name(u), self._ref(u.src[0]), u.arg[0]
         if op in ("sum", "prod") and u.dtype.is_int and not u.dtype.is_unsigned and id(u) not in self.vec:
             t = compute_type(u.dtype)  # wrap on overflow, as numpy does (no -fwrapv)
             return f"{acc} = ({t})((u{t}){acc} {'+' if op == 'sum' else '*'} (u{t}){v});"
-        if op == "sum" and self.fma and u.dtype.name in ("float32", "float64"):
-            m = u.src[0]  # a sum of products accumulates with fused multiply-adds
-            if m.op == "alu" and m.arg is Op.MUL and m.dtype == u.dtype:
-                a, b = (self._ref(x) if id(x) in self.vec or id(u) not in self.vec else
-                        self._broadcast(self._ref(x), u.dtype) for x in m.src)
-                if id(u) in self.vec:
-                    return f"{acc} = {self._vector_fma(u.dtype)}({a}, {b}, {acc});"
-                return f"{acc} = {'__builtin_fmaf' if u.dtype.name == 'float32' else '__builtin_fma'}({a}, {b}, {acc});"
+        m = self._fused_product(u)
+        if m is not None:  # a sum of products accumulates with fused multiply-adds
+            a, b = (self._ref(x) if id(x) in self.vec or id(u) not in self.vec else
+                    self._broadcast(self._ref(x), u.dtype) for x in m.src)
+            if id(u) in self.vec:
+                return f"{acc} = {self._vector_fma(u.dtype)}({a}, {b}, {acc});"
+            return f"{acc} = {'__builtin_fmaf' if u.dtype.name == 'float32' else '__builtin_fma'}({a}, {b}, {acc});"
         if op == "sum":
             return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
         if op == "prod":
