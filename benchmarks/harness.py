@@ -522,7 +522,15 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--gpu" in argv:  # the one-command GPU report: its own options (python -m benchmarks --gpu --help)
+        from . import gpu
+
+        return gpu.main([a for a in argv if a != "--gpu"])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--gpu", action="store_true",
+                   help="instead: the GPU report (CUDA tests, corvid vs PyTorch on the GPU, the examples; "
+                        "benchmarks/gpu.py); see python -m benchmarks --gpu --help")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
                         + ", ".join([w.name for w in ALL] + [LATENCY]))

@@ -84,15 +84,22 @@ def _cnn_corvid(quick: bool) -> Prepared:
     return Prepared(call, 1, check)
 
 
+def torch_cnn() -> Any:
+    """The same CNN in ``torch.nn`` (examples/mnist.py's layers), on the CPU."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 3 * 3, 10))
+
+
 def _cnn_torch(quick: bool) -> Prepared:
     import torch
     from torch import nn
 
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 3 * 3, 10))
+    model = torch_cnn()
     opt = torch.optim.Adam(model.parameters(), lr=_LR)
     xn, yn = _batch(quick)
     x, y = torch.from_numpy(xn), torch.from_numpy(yn)

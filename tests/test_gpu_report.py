@@ -1,0 +1,84 @@
+"""The GPU report (benchmarks/gpu.py, ``python -m benchmarks --gpu``) runs end to end without a GPU:
+``--device CPU --quick`` goes through every part (environment, the CUDA test selection, the table of
+corvid vs PyTorch, the examples) with corvid on the CPU, and a device that does not start ends the
+report at once with its start error. What only a GPU can check (the figures, the CUDA rows' kernels,
+torch.compile on CUDA, GPT-2-small) is not checked here."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.gpu import ROWS, RowResult, _compare, _peaks, format_rows
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return subprocess.run([sys.executable, "-m", "benchmarks", "--gpu", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_quick_report_on_the_cpu_has_every_part_and_passes(tmp_path):
+    out = tmp_path / "report.txt"
+    proc = _run("--device", "CPU", "--quick", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    text = out.read_text()
+    assert text == proc.stdout.replace("\r", "")  # the file holds what was printed
+    for title in ("== 1. environment ==", "== 2. CUDA test selection ==", "== 3. corvid vs PyTorch ==",
+                  "== 4. examples ==", "== done in ", "everything ran and passed"):
+        assert title in text, title
+    env, tests, table, examples = (text.split("== ")[i] for i in (1, 2, 3, 4))
+    assert "corvid device: CPU" in env and "first kernel on CPU: ok" in env and "torch:" in env
+    assert " passed" in tests and "failed" not in tests
+    table_lines = [line for line in table.splitlines() if line.startswith("| ")]
+    for row in ROWS:  # each row in the table, checked
+        line = next((x for x in table_lines if x.startswith(f"| {row.name} ")), None)
+        assert line is not None and line.rstrip(" |").endswith("ok"), (row.name, table)
+    assert "% limit of the bandwidth rows: of the copy bandwidth measured in this run" in table
+    assert "MNIST, one epoch of examples/mnist.py" in examples
+    assert "test accuracy" in examples or "skipped: no MNIST files" in examples
+    assert "falling, ok" in examples and "GPT-2-small: skipped (--quick)" in examples
+
+
+def test_a_device_that_does_not_start_ends_the_report_with_its_error(tmp_path):
+    from corvid.runtime.device import get_device
+
+    try:
+        get_device("CUDA")
+    except (ImportError, RuntimeError, OSError) as e:
+        why = str(e)
+    else:
+        pytest.skip("CUDA starts here")
+    out = tmp_path / "report.txt"
+    proc = _run("--quick", "--out", str(out), timeout=120)  # (CUDA, the default device)
+    assert proc.returncode == 2, proc.stdout
+    text = out.read_text()
+    assert "corvid's device CUDA did not start" in text and why.split(":")[0] in text
+    assert "== 2. CUDA test selection ==" not in text
+
+
+def test_the_compute_rows_are_judged_against_the_datasheet_of_the_gpu_they_ran_on():
+    row = RowResult("matmul_4096_bf16", kind="compute", dtype="bfloat16", work=2.0 * 4096 ** 3,
+                    times={"corvid": 2.0 * 4096 ** 3 / 494.5e12, "torch": 2.0 * 4096 ** 3 / 700e12})
+    sxm = _peaks({"family": "CUDA", "gpu_name": "NVIDIA H100 80GB HBM3"}, [row])
+    assert sxm["bfloat16"][0] == 989e3 and "H100 SXM" in sxm["bfloat16"][1]
+    assert _peaks({"family": "CUDA", "gpu_name": "NVIDIA H100 PCIe"}, [row])["bfloat16"][0] == 756e3
+    assert _peaks({"family": "CUDA", "gpu_name": "NVIDIA H200"}, [row])["float32"][0] == 67e3
+    unknown = _peaks({"family": "CUDA", "gpu_name": "NVIDIA A100-SXM4-80GB"}, [row])  # no table entry
+    assert unknown["bfloat16"][0] == pytest.approx(700e3) and "PyTorch's best" in unknown["bfloat16"][1]
+    table = format_rows([row], True, False, 3000.0, sxm)
+    assert "| 50% " in table and "| 71% " in table  # 494.5 and 700 of 989 TFLOP/s
+    assert "| 0.71x " in table  # torch's time / corvid's
+
+
+def test_results_are_compared_elementwise_or_relative_to_the_largest_value():
+    want = np.array([1.0, 1000.0], np.float32)
+    assert _compare(want + np.float32(1e-3), want, 1e-5, 0.0, scaled=False) is not None
+    assert _compare(want + np.float32(1e-3), want, 1e-5, 0.0, scaled=True) is None
+    assert "shape" in _compare(want[:1], want, 1e-5, 0.0, scaled=False)
