@@ -23,8 +23,10 @@ itself. What it shares with the OpenCL renderer is the mapping onto a grid:
   :func:`corvid.render.c.narrow_rounded`).
 
 What WGSL cannot express raises at render time, which is when a tensor is realized:
+complex64 is ``vec2<f32>`` (real, imaginary), computed by wgsl_lib's helpers (numpy's quotient;
+its product through WGSL's ``fma``, which a driver may round twice: within an ulp of numpy's).
 :class:`TypeError` for dtypes WGSL has no arithmetic for (float64 beyond loads, copies and casts
-to float32; complex), :class:`NotImplementedError` for ops not written yet (erf, erfc, lgamma)
+to float32; complex128, whose parts are float64), :class:`NotImplementedError` for ops not written yet (erf, erfc, lgamma)
 and for kernels that bind more buffers than the device allows.
 """
 
@@ -73,7 +75,7 @@ def _kind(dt: DType) -> str:
         return "f64" if dt.itemsize == 8 else "f32"
     if dt.is_int:
         return ("u" if dt.is_unsigned else "i") + ("64" if dt.itemsize == 8 else "32")
-    return "complex"
+    return "c64" if dt.itemsize == 8 else "complex"  # (complex64: vec2<f32>; complex128 has float64 parts)
 
 
 def elements_per_invocation(k: Kernel) -> int:
@@ -110,12 +112,12 @@ def invocations(k: Kernel) -> int:
 
 
 def unsupported_dtype_error(dt: DType) -> TypeError:
-    """The error for a dtype WGSL has no arithmetic for."""
+    """The error for a dtype WGSL has no arithmetic for (float64, and complex128, whose parts are float64)."""
     if dt.is_complex:
-        why = "WGSL has no complex types"
+        why = "its parts are float64, and WGSL has no 64-bit floats (complex128 tensors can be stored there and copied)"
     else:
         why = "WGSL has no 64-bit floats (float64 tensors can be stored there, copied and cast to float32)"
-    instead = "another device ('CPU', 'CL')" if dt.is_complex else "float32, or another device ('CPU', 'CL')"
+    instead = "complex64, or another device ('CPU', 'CL')" if dt.is_complex else "float32, or another device ('CPU', 'CL')"
     return TypeError(f"WEBGPU has no {dt.name}: {why}; use {instead}")
 
 
@@ -186,11 +188,11 @@ class WGSLRenderer:
         ``atomicAnd``/``atomicOr`` on the element's own bits only (exact, and still
         deterministic). Out-of-range indices are dropped. ``"set"`` copies bits, so it serves
         every dtype; the others compute as numpy does (integers wrap, nan wins for max/min) in
-        bool, the integers, float16 and float32; TypeError for float64 and complex arithmetic,
-        which WGSL has not."""
+        bool, the integers, float16, float32 and complex64 (sum, prod); TypeError for float64 and
+        complex128 arithmetic, which WGSL has not (no 64-bit floats)."""
         size = dtype.itemsize
         if reduce != "set":
-            if dtype.is_complex or dtype.name == "float64":
+            if dtype.name in ("complex128", "float64"):
                 raise unsupported_dtype_error(dtype)
             if dtype.name in ("bfloat16",) or dtype.name in _FLOAT8:
                 raise NotImplementedError(f"WGSL scatter: {reduce} on {dtype.name} (scatter_prim computes it in float32)")
@@ -227,7 +229,7 @@ class WGSLRenderer:
         else:
             if reduce == "set":
                 lines += [f"    for (var q = 0u; q < {words}u; q++) {{ p0[{words}u * e + q] = p3[{words}u * s + q]; }}"]
-            else:  # int64, uint64: word pairs
+            else:  # int64, uint64, complex64: word pairs
                 lines += ["    let d = vec2<u32>(p0[2u * e], p0[2u * e + 1u]);",
                           "    let v = vec2<u32>(p3[2u * s], p3[2u * s + 1u]);",
                           f"    let nv = {self._scatter_value(reduce, dtype, used)};",
@@ -250,6 +252,11 @@ class WGSLRenderer:
         if reduce == "set":
             return "v"
         kind, size = _kind(dtype), dtype.itemsize
+        if kind == "c64":  # a sum, or numpy's product by the plain formula (as the CPU's scatter)
+            if reduce == "prod":
+                used.add("cv_cmul_plain")
+                return "bitcast<vec2<u32>>(cv_cmul_plain(bitcast<vec2<f32>>(d), bitcast<vec2<f32>>(v)))"
+            return "bitcast<vec2<u32>>(bitcast<vec2<f32>>(d) + bitcast<vec2<f32>>(v))"
         if kind in ("i64", "u64"):
             if reduce in ("sum", "prod"):
                 used.add("cv_add64" if reduce == "sum" else "cv_mul64")
@@ -292,7 +299,7 @@ class WGSLRenderer:
                 f"most {self.max_buffers} storage buffers per shader; realize part of the expression first "
                 "(.realize()) or use another device")
         for p in k.params:
-            if p.dtype.is_complex:
+            if _kind(p.dtype) == "complex":
                 raise unsupported_dtype_error(p.dtype)
         for u in k.values():
             if _kind(u.dtype) == "complex" or (_kind(u.dtype) == "f64" and u.op != "load"):
@@ -358,6 +365,8 @@ class WGSLRenderer:
             return
         idx = self._idx(st.index)
         if dt.itemsize == 8:
+            if _kind(dt) == "c64":
+                value = f"bitcast<vec2<u32>>({value})"
             line = f"p{st.param}[2 * {idx}] = {value}.x; p{st.param}[2 * {idx} + 1] = {value}.y;"
         else:
             line = f"p{st.param}[{idx}] = {value};"
@@ -427,6 +436,8 @@ class WGSLRenderer:
 
     def _const(self, value, dt: DType) -> str:
         kind = _kind(dt)
+        if kind == "c64":
+            return self._complex_const(value, dt)
         if kind == "bool":
             return "true" if value else "false"
         if kind == "f32":
@@ -447,13 +458,18 @@ class WGSLRenderer:
     def _zero(self, dt: DType) -> str:
         return "vec2<u32>(0u, 0u)" if _kind(dt) == "f64" else self._const(0, dt)
 
+    def _complex_const(self, value, dt: DType) -> str:
+        z = complex(value)
+        return f"vec2<f32>({self._const(z.real, dt.real_dtype)}, {self._const(z.imag, dt.real_dtype)})"
+
     def _read(self, param: int, idx: str) -> str:
         """Element ``idx`` of buffer ``param`` as its compute value."""
         dt = self.k.params[param].dtype
         if dt.name in _ARRAY_OF:
             return f"p{param}[{idx}]"
         if dt.itemsize == 8:
-            return f"vec2<u32>(p{param}[2 * {idx}], p{param}[2 * {idx} + 1])"
+            words = f"vec2<u32>(p{param}[2 * {idx}], p{param}[2 * {idx} + 1])"
+            return f"bitcast<vec2<f32>>({words})" if _kind(dt) == "c64" else words
         per = 4 // dt.itemsize
         bits = f"extractBits(p{param}[{idx} / {per}], u32({idx} % {per}) * {8 * dt.itemsize}u, {8 * dt.itemsize}u)"
         return self._from_bits(bits, dt)
@@ -553,6 +569,12 @@ class WGSLRenderer:
 
     def _cast(self, x: str, src: DType, dst: DType) -> str:
         s, d = _kind(src), _kind(dst)
+        if d == "c64":  # (complex64 to complex64 is the only complex-to-complex cast: complex128 is refused)
+            return x if s == "c64" else f"vec2<f32>({self._cast(x, src, dst.real_dtype)}, cv_zero)"
+        if s == "c64":  # numpy's: the real part (bool: either part nonzero)
+            if d == "bool":
+                return f"({self._cast(f'{x}.x', src.real_dtype, dst)} || {self._cast(f'{x}.y', src.real_dtype, dst)})"
+            return self._cast(f"{x}.x", src.real_dtype, dst)
         if src.name in _FLOAT8 and dst.is_int:
             # ml_dtypes' rule: nan -> 0 and ±inf -> the integer type's max/min; other values are
             # truncated and wrap to the type's width (numpy's conversion through a wide integer)
@@ -609,6 +631,8 @@ class WGSLRenderer:
         if op is Op.WHERE:
             return f"select({a[2]}, {a[1]}, {a[0]})"
         kind = _kind(src[0])
+        if kind == "c64" or op is Op.COMPLEX:
+            return self._complex_alu(op, a, src[0])
         if kind == "f32":
             return self._float_alu(op, a)
         if kind == "bool":
@@ -631,6 +655,36 @@ class WGSLRenderer:
         if op in _HELPER_MATH:
             return self._helper(_HELPER_MATH[op], *a)
         raise NotImplementedError(f"WGSL renderer: {op.name} on floats")
+
+    def _complex_alu(self, op: Op, a: list[str], dt: DType) -> str:
+        """complex64 arithmetic on vec2<f32> (the helpers of wgsl_lib: numpy's product and
+        quotient, the functions by the C renderers' formulas)."""
+        if op is Op.COMPLEX:
+            return f"vec2<f32>({a[0]}, {a[1]})"
+        if op in (Op.ADD, Op.SUB):
+            return f"({a[0]} {_INFIX[op]} {a[1]})"
+        if op is Op.NEG:
+            return f"(-{a[0]})"
+        if op is Op.REAL:
+            return f"{a[0]}.x"
+        if op is Op.IMAG:
+            return f"{a[0]}.y"
+        if op is Op.CONJ:
+            return f"vec2<f32>({a[0]}.x, -{a[0]}.y)"
+        if op in (Op.CMPEQ, Op.CMPNE):  # (on the parts' float comparisons: a nan part is unequal)
+            eq = f"({self._float_alu(Op.CMPEQ, [f'{a[0]}.x', f'{a[1]}.x'])} && " \
+                 f"{self._float_alu(Op.CMPEQ, [f'{a[0]}.y', f'{a[1]}.y'])})"
+            return eq if op is Op.CMPEQ else f"(!{eq})"
+        if op is Op.RECIP:
+            return self._helper("cv_cdiv", "vec2<f32>(1.0, 0.0)", a[0])
+        fn = {Op.MUL: "cv_cmul", Op.DIV: "cv_cdiv", Op.ABS: "cv_cabs", Op.EXP: "cv_cexp", Op.LOG: "cv_clog",
+              Op.SQRT: "cv_csqrt", Op.SIN: "cv_csin", Op.COS: "cv_ccos", Op.TAN: "cv_ctan", Op.SINH: "cv_csinh",
+              Op.COSH: "cv_ccosh", Op.TANH: "cv_ctanh", Op.ASIN: "cv_casin", Op.ACOS: "cv_cacos",
+              Op.ATAN: "cv_catan", Op.ASINH: "cv_casinh", Op.ACOSH: "cv_cacosh", Op.ATANH: "cv_catanh",
+              Op.POW: "cv_cpow"}.get(op)
+        if fn is None:
+            raise NotImplementedError(f"WGSL renderer: {op.name} on {dt.name}")
+        return self._helper(fn, *a)
 
     def _bool_alu(self, op: Op, a: list[str]) -> str:
         table = {Op.AND: "({0} & {1})", Op.OR: "({0} | {1})", Op.XOR: "({0} != {1})", Op.CMPEQ: "({0} == {1})",

@@ -643,7 +643,160 @@ fn cv_divmod_u64(a: vec2<u32>, b: vec2<u32>) -> CvQR {
 }""", ("cv_u64_f32", "cv_abs_i64", "cv_neg_i64")),
 }
 
-HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {**_F, **_HALF, **_INT, **_I64}
+# complex64 as vec2<f32>(real, imaginary): numpy's product (fused, as its SIMD loop) and Smith's
+# quotient, as the C renderers (corvid/render/gpu.py: _COMPLEX_LIB); the functions by the same
+# formulas, on this module's float32 functions
+_NAN = "bitcast<f32>(0x7fc00000u)"
+_C64 = {
+    "cv_cmul": ("""fn cv_cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(fma(a.x, b.x, -(a.y * b.y)), fma(a.x, b.y, a.y * b.x));
+}""", ()),
+    "cv_cmul_plain": ("""fn cv_cmul_plain(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}""", ()),
+    "cv_cdiv": ("""fn cv_cdiv(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+  let abr = abs(b.x);
+  let abi = abs(b.y);
+  if (abr >= abi) {
+    if (abr == 0.0 && abi == 0.0) { return vec2<f32>(a.x / abr, a.y / abr); }
+    let rat = b.y / b.x;
+    let scl = cv_one / (b.x + b.y * rat);
+    return vec2<f32>((a.x + a.y * rat) * scl, (a.y - a.x * rat) * scl);
+  }
+  let rat = b.x / b.y;
+  let scl = cv_one / (b.y + b.x * rat);
+  return vec2<f32>((a.x * rat + a.y) * scl, (a.y * rat - a.x) * scl);
+}""", ()),
+    "cv_hypot": ("""fn cv_hypot(x: f32, y: f32) -> f32 {
+  let ax = abs(x);
+  let ay = abs(y);
+  if (cv_isinf(ax) || cv_isinf(ay)) { return bitcast<f32>(0x7f800000u); }
+  if (cv_isnan(ax) || cv_isnan(ay)) { return ax + ay; }
+  let m = max(ax, ay);
+  if (m == 0.0) { return m; }
+  let p = ax / m;
+  let q = ay / m;
+  return m * cv_sqrt(p * p + q * q);
+}""", ("cv_isinf", "cv_isnan", "cv_sqrt")),
+    "cv_cabs": ("fn cv_cabs(a: vec2<f32>) -> f32 { return cv_hypot(a.x, a.y); }", ("cv_hypot",)),
+    "cv_cexp": ("""fn cv_cexp(a: vec2<f32>) -> vec2<f32> {
+  if (a.y == 0.0) { return vec2<f32>(cv_exp(a.x), a.y); }
+  let e = cv_exp(a.x);
+  return vec2<f32>(e * cv_cos(a.y), e * cv_sin(a.y));
+}""", ("cv_exp", "cv_cos", "cv_sin")),
+    "cv_clog": ("""fn cv_clog(a: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(cv_log(cv_hypot(a.x, a.y)), cv_atan2(a.y, a.x));
+}""", ("cv_log", "cv_hypot", "cv_atan2")),
+    "cv_csqrt": (f"""fn cv_csqrt(a: vec2<f32>) -> vec2<f32> {{
+  if (a.x == 0.0 && a.y == 0.0) {{ return vec2<f32>(0.0, a.y); }}
+  if (cv_isinf(a.y)) {{ return vec2<f32>(abs(a.y), a.y); }}
+  if (cv_isnan(a.x)) {{ return vec2<f32>(a.x, {_NAN}); }}
+  if (cv_isinf(a.x)) {{
+    if (a.x > 0.0) {{ return vec2<f32>(a.x, select(cv_copysign(0.0, a.y), a.y, cv_isnan(a.y))); }}
+    return vec2<f32>(select(0.0, a.y, cv_isnan(a.y)), cv_copysign(-a.x, a.y));
+  }}
+  let h = cv_hypot(a.x, a.y);
+  if (a.x >= 0.0) {{
+    let t = cv_sqrt((a.x + h) * 0.5);
+    return vec2<f32>(t, a.y / (2.0 * t));
+  }}
+  let t = cv_sqrt((h - a.x) * 0.5);
+  return vec2<f32>(abs(a.y) / (2.0 * t), cv_copysign(t, a.y));
+}}""", ("cv_isinf", "cv_isnan", "cv_copysign", "cv_hypot", "cv_sqrt")),
+    "cv_csin": ("""fn cv_csin(a: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(cv_sin(a.x) * cv_cosh(a.y), cv_cos(a.x) * cv_sinh(a.y));
+}""", ("cv_sin", "cv_cos", "cv_sinh", "cv_cosh")),
+    "cv_ccos": ("""fn cv_ccos(a: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(cv_cos(a.x) * cv_cosh(a.y), -(cv_sin(a.x) * cv_sinh(a.y)));
+}""", ("cv_sin", "cv_cos", "cv_sinh", "cv_cosh")),
+    "cv_csinh": ("""fn cv_csinh(a: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(cv_sinh(a.x) * cv_cos(a.y), cv_cosh(a.x) * cv_sin(a.y));
+}""", ("cv_sin", "cv_cos", "cv_sinh", "cv_cosh")),
+    "cv_ccosh": ("""fn cv_ccosh(a: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(cv_cosh(a.x) * cv_cos(a.y), cv_sinh(a.x) * cv_sin(a.y));
+}""", ("cv_sin", "cv_cos", "cv_sinh", "cv_cosh")),
+    "cv_ctanh": ("""fn cv_ctanh(a: vec2<f32>) -> vec2<f32> {
+  if (abs(a.x) > 9.0) {
+    let e = cv_exp(-2.0 * abs(a.x));
+    return vec2<f32>(cv_copysign(1.0, a.x), 4.0 * cv_sin(a.y) * cv_cos(a.y) * e);
+  }
+  let t = cv_tan(a.y);
+  let beta = 1.0 + t * t;
+  let s = cv_sinh(a.x);
+  let rho = cv_sqrt(1.0 + s * s);
+  let den = 1.0 + beta * s * s;
+  return vec2<f32>(beta * rho * s / den, t / den);
+}""", ("cv_exp", "cv_copysign", "cv_sin", "cv_cos", "cv_tan", "cv_sinh", "cv_sqrt")),
+    "cv_ctan": ("""fn cv_ctan(a: vec2<f32>) -> vec2<f32> {
+  let w = cv_ctanh(vec2<f32>(-a.y, a.x));
+  return vec2<f32>(w.y, -w.x);
+}""", ("cv_ctanh",)),
+    "cv_casinh": ("""fn cv_casinh(a: vec2<f32>) -> vec2<f32> {
+  let s = cv_copysign(1.0, a.x);
+  let z = vec2<f32>(s * a.x, s * a.y);
+  var w: vec2<f32>;
+  if (abs(z.x) > 4096.0 || abs(z.y) > 4096.0) {
+    w = cv_clog(z);
+    w.x = w.x + 0.6931471805599453;
+  } else {
+    let zz = cv_cmul_plain(z, z);
+    w = cv_clog(z + cv_csqrt(vec2<f32>(zz.x + 1.0, zz.y)));
+  }
+  return vec2<f32>(s * w.x, s * w.y);
+}""", ("cv_copysign", "cv_clog", "cv_cmul_plain", "cv_csqrt")),
+    "cv_casin": ("""fn cv_casin(a: vec2<f32>) -> vec2<f32> {
+  let w = cv_casinh(vec2<f32>(-a.y, a.x));
+  return vec2<f32>(w.y, -w.x);
+}""", ("cv_casinh",)),
+    "cv_cacos": ("""fn cv_cacos(a: vec2<f32>) -> vec2<f32> {
+  let w = cv_casin(a);
+  return vec2<f32>(1.5707963267948966 - w.x, -w.y);
+}""", ("cv_casin",)),
+    "cv_catanh": ("""fn cv_catanh(a: vec2<f32>) -> vec2<f32> {
+  if (abs(a.x) > 4096.0 || abs(a.y) > 4096.0) {
+    let w = cv_cdiv(vec2<f32>(1.0, 0.0), a);
+    return vec2<f32>(w.x, cv_copysign(1.5707963267948966, a.y) + w.y);
+  }
+  let p = cv_clog(vec2<f32>(1.0 + a.x, a.y));
+  let m = cv_clog(vec2<f32>(1.0 - a.x, -a.y));
+  return vec2<f32>((p.x - m.x) * 0.5, (p.y - m.y) * 0.5);
+}""", ("cv_cdiv", "cv_copysign", "cv_clog")),
+    "cv_catan": ("""fn cv_catan(a: vec2<f32>) -> vec2<f32> {
+  let w = cv_catanh(vec2<f32>(-a.y, a.x));
+  return vec2<f32>(w.y, -w.x);
+}""", ("cv_catanh",)),
+    "cv_cacosh": ("""fn cv_cacosh(a: vec2<f32>) -> vec2<f32> {
+  let q = cv_cmul_plain(cv_csqrt(vec2<f32>(a.x + 1.0, a.y)), cv_csqrt(vec2<f32>(a.x - 1.0, a.y)));
+  return cv_clog(a + q);
+}""", ("cv_cmul_plain", "cv_csqrt", "cv_clog")),
+    "cv_cpow": (f"""fn cv_cpow(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {{
+  if (b.x == 0.0 && b.y == 0.0) {{ return vec2<f32>(1.0, 0.0); }}
+  if (b.y == 0.0 && b.x == 2.0) {{ return cv_cmul(a, a); }}
+  if (b.y == 0.0 && b.x == 0.5) {{ return cv_csqrt(a); }}
+  if (a.x == 0.0 && a.y == 0.0) {{
+    if (b.x > 0.0 && b.y == 0.0) {{ return vec2<f32>(0.0, 0.0); }}
+    return vec2<f32>({_NAN}, {_NAN});
+  }}
+  if (b.y == 0.0 && b.x > -100.0 && b.x < 100.0 && b.x == trunc(b.x)) {{
+    let n = i32(b.x);
+    if (n == 1) {{ return a; }}
+    if (n == 3) {{ return cv_cmul_plain(a, cv_cmul_plain(a, a)); }}
+    var acc = vec2<f32>(1.0, 0.0);
+    var p = a;
+    let m = abs(n);
+    for (var mask = 1; mask <= m; mask = mask << 1u) {{
+      if ((m & mask) != 0) {{ acc = cv_cmul_plain(acc, p); }}
+      if (m < (mask << 1u)) {{ break; }}
+      p = cv_cmul_plain(p, p);
+    }}
+    if (n < 0) {{ return cv_cdiv(vec2<f32>(1.0, 0.0), acc); }}
+    return acc;
+  }}
+  return cv_cexp(cv_cmul(b, cv_clog(a)));
+}}""", ("cv_cmul", "cv_cmul_plain", "cv_csqrt", "cv_cdiv", "cv_cexp", "cv_clog")),
+}
+
+HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {**_F, **_HALF, **_INT, **_I64, **_C64}
 
 
 def with_deps(names: set[str]) -> list[str]:
