@@ -416,6 +416,8 @@ class GPURenderer(CRenderer):
         return super()._accumulate(u)
 
     # SCATTER: a fixed template (see _render_scatter) with these dialect hooks ------------------
+    scatter_copies_x = True  # whether each work item copies its column of x (else the runtime copies x first)
+
     def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
                        idx_inner: int) -> str:
         """The source of a SCATTER kernel (see :func:`_render_scatter`), launched over ``O * inner``
@@ -513,8 +515,8 @@ def compute_type_of(dtype: DType) -> str:
 def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
                    idx_inner: int) -> str:
     """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output (work
-    item ``w = o * inner + r``) copies its column of ``x``, then combines the updates into it in
-    index order. The work item owns every target it touches, so the result is deterministic and
+    item ``w = o * inner + r``) copies its column of ``x`` (or the runtime copies all of ``x``
+    first: ``scatter_copies_x``), then combines the updates into it in index order. The work item owns every target it touches, so the result is deterministic and
     race-free without atomics, and each target sees exactly the CPU's sequence of operations
     (the last ``"set"`` wins; float sums in index order are bitwise the CPU's). Out-of-range
     indices are dropped."""
@@ -530,14 +532,15 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
         load, store = "{p}[{i}]", "{p}[{i}] = {v};"
     idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
     combine = scatter_combine(reduce, dtype, st)
+    copy = f"  for ({L} t = 0; t < n; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];\n" \
+        if self.scatter_copies_x else "  /* (x was copied into out before the launch) */\n"
     helpers = self._scatter_helpers(dtype) + (self.complex_helpers(dtype) if dtype.is_complex and reduce != "set" else "")
     body = f"""{self._scatter_signature(name, st)} {{
   const {L} O = {O}, n = {n}, m = {m}, I = {inner};
   const {L} w = {self._scatter_id()};
   if (w >= O * I) return;
   const {L} o = w / I, r = w % I;
-  for ({L} t = 0; t < n; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];
-  for ({L} i = 0; i < m; i++) {{
+{copy}  for ({L} i = 0; i < m; i++) {{
     const {L} t = {idx};
     if (t < 0 || t >= n) continue;  /* out of range: dropped */
     const {L} e = (o * n + t) * I + r;

@@ -175,6 +175,8 @@ class OpenCLRenderer(GPURenderer):
         return self._from_storage(f"as_{_CL_TYPES[d.name]}({self._to_storage(self._ref(u.src[0]), s)})", d)
 
     # SCATTER (corvid/render/gpu.py: _render_scatter) ------------------------------------------
+    scatter_copies_x = False  # (the CL device copies x with one enqueue_copy: all work items at once)
+
     def _scatter_signature(self, name: str, t: str) -> str:
         return (f"__kernel void {name}(__global {t}* restrict out, __global const {t}* restrict x, "
                 f"__global const int64_t* restrict idx, __global const {t}* restrict src)")

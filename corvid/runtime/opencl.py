@@ -100,6 +100,21 @@ class CLProgram(Program):
         self.kernel(self.queue, self.global_size, self.local_size, *handles)
 
 
+class CLScatterProgram(CLProgram):
+    """A SCATTER kernel (:func:`corvid.render.gpu._render_scatter`): ``x`` (the second buffer) is
+    copied into the output (the first) by one buffer copy, then the kernel, one work item per
+    output column, combines the updates in (the queue is in order)."""
+
+    def __init__(self, kernel: Any, queue: Any, columns: int, nbytes: int, cl: Any):
+        super().__init__(kernel, queue, (columns,), None)
+        self.nbytes, self.cl = nbytes, cl
+
+    def __call__(self, handles: list[Any]) -> None:
+        if self.nbytes:
+            self.cl.enqueue_copy(self.queue, handles[0], handles[1], byte_count=self.nbytes)
+        super().__call__(handles)
+
+
 class CLDevice(Device):
     """OpenCL through pyopencl. The CPU's optimization actions and beam search do not apply
     (``optimization_actions``: GCC vector types, OpenMP threads); :meth:`heuristics` chooses
@@ -129,8 +144,9 @@ class CLDevice(Device):
         from ..engine.schedule import ScatterKernel
 
         if isinstance(kernel, ScatterKernel):  # one work item per output column (render/gpu.py: _render_scatter)
-            O, _n, _m, inner = kernel.shape
-            return CLProgram(self.cl.Kernel(self._build(kernel.name, source), kernel.name), self.queue, (O * inner,), None)
+            O, n, _m, inner = kernel.shape
+            return CLScatterProgram(self.cl.Kernel(self._build(kernel.name, source), kernel.name), self.queue,
+                                    O * inner, O * n * inner * kernel.dtype.itemsize, self.cl)
         if not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the CL device cannot run {type(kernel).__name__} {kernel.name!r} "
                                       "(only kernels of the IR and scatter)")
