@@ -317,3 +317,21 @@ def test_random_samplers_run_in_float32_and_agree_with_the_cpu():
     # truncated_normal goes through erfinv, which (as the other special functions) computes in float64
     with pytest.raises(TypeError, match="WEBGPU has no float64"):
         cv.random.truncated_normal(kw, -1.0, 2.0, (16,)).numpy()
+
+
+# --- scatter ------------------------------------------------------------------------------------------
+def test_scatter_past_the_loop_limit_is_dispatched_in_chunks():
+    """lavapipe leaves a loop silently after 65535 iterations per invocation: a scatter of more
+    updates per column runs as one dispatch per chunk of them, in order (the CPU's bits)."""
+    from corvid.ops.indexing import scatter_prim
+
+    rng = np.random.default_rng(7)
+    n, m = 1000, 150_000
+    x, i, v = rng.standard_normal(n).astype(np.float32), rng.integers(-5, n + 5, m), rng.standard_normal(m)
+    for reduce in ("sum", "set", "amax"):
+        want = scatter_prim(cv.Tensor(x), 0, cv.Tensor(i), cv.Tensor(v.astype(np.float32)), reduce).numpy()
+        got = scatter_prim(on(x), 0, on(i), on(v.astype(np.float32)), reduce).numpy()
+        assert got.tobytes() == want.tobytes(), reduce
+    b, c = rng.integers(0, 2, n).astype(bool), rng.integers(0, 4, m).astype(bool)  # (packed: through atomics)
+    want = scatter_prim(cv.Tensor(b), 0, cv.Tensor(i), cv.Tensor(c), "amin").numpy()
+    assert scatter_prim(on(b), 0, on(i), on(c), "amin").numpy().tobytes() == want.tobytes()

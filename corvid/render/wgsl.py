@@ -181,7 +181,8 @@ class WGSLRenderer:
         """WGSL for SCATTER (see corvid/render/c.py: render_scatter). The runtime copies ``x`` into
         the output first (a buffer copy, :class:`corvid.runtime.webgpu.WebGPUScatterProgram`);
         then one invocation per output column ``(o, r)`` (``O * inner`` of them) combines the
-        updates into it in index order. An invocation owns every element it touches, so the
+        updates into it in index order (a dispatch per chunk of :meth:`scatter_chunk` updates where
+        the driver limits loops). An invocation owns every element it touches, so the
         result is deterministic and the same as the CPU's (the last ``"set"`` wins; float sums
         in index order), with no races. Elements narrower than a word share words with other
         columns' elements: the output is then an array of atomic words, written with
@@ -199,17 +200,14 @@ class WGSLRenderer:
         words = max(1, size // 4)
         if max(O * n, O * m) * inner * words >= 1 << 31:
             raise NotImplementedError(f"WEBGPU: scatter {name} indexes more than 2**31 words")
-        if self.loop_limit is not None and m > self.loop_limit:
-            raise NotImplementedError(
-                f"WEBGPU: scatter {name} combines {m} updates per invocation, but this driver ({self.loop_limit}-"
-                "iteration loop limit: lavapipe) would silently stop its loop early; use another device for it")
         used: set[str] = set()
         k = "(o * m + i)" if idx_inner == 1 else "((o * m + i) * I + r)"
         lines = [f"  let w = (wg.y * nwg.x + wg.x) * {WORKGROUP_SIZE}u + lid;",
                  f"  let O = {O}u; let n = {n}u; let m = {m}u; let I = {inner}u;",
                  "  if (w >= O * I) { return; }",
                  "  let o = w / I; let r = w % I;",
-                 "  for (var i = 0u; i < m; i++) {",
+                 # (a dispatch per chunk of updates, each from its cv_first: see scatter_chunk)
+                 f"  for (var i = cv_first; i < min(m, cv_first + {self.scatter_chunk(m)}u); i++) {{",
                  f"    let k = {k};",
                  "    let t = p2[2u * k]; ",
                  "    if (p2[2u * k + 1u] != 0u || t >= n) { continue; }  // out of range (or negative): dropped",
@@ -236,7 +234,8 @@ class WGSLRenderer:
                           "    p0[2u * e] = nv.x; p0[2u * e + 1u] = nv.y;"]
         lines.append("  }")
         out_t = "array<atomic<u32>>" if size < 4 else "array<u32>"
-        decls = [f"@group(0) @binding(0) var<storage, read_write> p0: {out_t};",
+        decls = ["override cv_first: u32 = 0u;  // the first update this dispatch combines",
+                 f"@group(0) @binding(0) var<storage, read_write> p0: {out_t};",
                  "// (binding 1, x, is copied into p0 before this shader runs)",
                  "@group(0) @binding(2) var<storage, read> p2: array<u32>;",
                  "@group(0) @binding(3) var<storage, read> p3: array<u32>;"]
@@ -244,6 +243,13 @@ class WGSLRenderer:
         entry = (f"@compute @workgroup_size({WORKGROUP_SIZE})\nfn {name}(@builtin(workgroup_id) wg: vec3<u32>, "
                  "@builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {")
         return "\n".join([*decls, "", *helpers, "", entry, *lines, "}", ""])
+
+    def scatter_chunk(self, m: int) -> int:
+        """Updates one dispatch of a SCATTER kernel combines (each invocation loops over them):
+        all ``m``, or the driver's loop limit (lavapipe leaves loops silently past 65535
+        iterations per invocation), so that the runtime dispatches the shader once per chunk, in
+        order, with ``cv_first`` set to the chunk's first update."""
+        return m if self.loop_limit is None else max(1, min(m, self.loop_limit))
 
     @staticmethod
     def _scatter_value(reduce: str, dtype: DType, used: set[str]) -> str:

@@ -98,7 +98,6 @@ class WebGPUProgram(Program):
         group = self.device.create_bind_group(layout=self.layout, entries=[
             {"binding": i, "resource": {"buffer": h, "offset": 0, "size": h.size}} for i, h in enumerate(handles)])
         encoder = self.device.create_command_encoder()
-        self._before(encoder, handles)
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
         compute.set_bind_group(0, group)
@@ -106,22 +105,35 @@ class WebGPUProgram(Program):
         compute.end()
         self.device.queue.submit([encoder.finish()])
 
-    def _before(self, encoder: Any, handles: list[Any]) -> None:
-        """Commands recorded before the dispatch (none)."""
-
 
 class WebGPUScatterProgram(WebGPUProgram):
     """A SCATTER kernel (:meth:`corvid.render.wgsl.WGSLRenderer.render_scatter`): ``x`` (the
     second buffer) is copied into the output (the first) by a buffer copy, then the shader,
-    one invocation per output column, combines the updates in; both in one command buffer, in
-    order."""
+    one invocation per output column, combines the updates in: one dispatch per chunk of updates
+    (``pipelines``, each with its ``cv_first``), in order; all in one command buffer."""
 
-    def __init__(self, name: str, device: Any, pipeline: Any, layout: Any, columns: int, nbytes: int):
-        super().__init__(name, device, pipeline, layout, columns)
-        self.nbytes = _words(nbytes)
+    def __init__(self, name: str, device: Any, pipelines: list[Any], layout: Any, columns: int, nbytes: int):
+        super().__init__(name, device, pipelines[0], layout, columns)
+        self.pipelines, self.nbytes = pipelines, _words(nbytes)
 
-    def _before(self, encoder: Any, handles: list[Any]) -> None:
+    def __call__(self, handles: list[Any]) -> None:
+        if not self.grid[0]:
+            return
+        big = [h.size for h in handles if h.size > self.max_binding]
+        if big:
+            raise MemoryError(f"WEBGPU: kernel {self.name} binds a buffer of {big[0]} bytes, but this device binds "
+                              f"at most {self.max_binding} bytes per storage buffer")
+        group = self.device.create_bind_group(layout=self.layout, entries=[
+            {"binding": i, "resource": {"buffer": h, "offset": 0, "size": h.size}} for i, h in enumerate(handles)])
+        encoder = self.device.create_command_encoder()
         encoder.copy_buffer_to_buffer(handles[1], 0, handles[0], 0, self.nbytes)
+        for pipeline in self.pipelines:  # (each dispatch sees the writes of the one before)
+            compute = encoder.begin_compute_pass()
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, group)
+            compute.dispatch_workgroups(*self.grid)
+            compute.end()
+        self.device.queue.submit([encoder.finish()])
 
 
 class WebGPUDevice(Device):
@@ -162,11 +174,17 @@ class WebGPUDevice(Device):
         from ..engine.schedule import ScatterKernel
 
         if isinstance(kernel, ScatterKernel):  # (out, x, idx, src): x is copied, not bound for writing
-            built = self._pipelines.get(source)
-            if built is None:
-                built = self._pipelines[source] = self._build(kernel.name, source, [True, False, False, False])
-            O, n, _m, inner = kernel.shape
-            return WebGPUScatterProgram(kernel.name, self.device, *built, O * inner, O * n * inner * kernel.dtype.itemsize)
+            O, n, m, inner = kernel.shape
+            firsts = range(0, m, self.renderer.scatter_chunk(m))
+            built = []
+            for first in firsts:
+                key = f"{source}\n// cv_first = {first}"
+                if key not in self._pipelines:
+                    self._pipelines[key] = self._build(kernel.name, source, [True, False, False, False],
+                                                       {"cv_first": first})
+                built.append(self._pipelines[key])
+            return WebGPUScatterProgram(kernel.name, self.device, [b[0] for b in built], built[0][1], O * inner,
+                                        O * n * inner * kernel.dtype.itemsize)
         if not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the WEBGPU device cannot run {type(kernel).__name__} {kernel.name!r} "
                                       "(only kernels of the IR and scatter)")
@@ -175,10 +193,11 @@ class WebGPUDevice(Device):
             built = self._pipelines[source] = self._build(kernel.name, source, [p.output for p in kernel.params])
         return WebGPUProgram(kernel.name, self.device, *built, invocations(kernel))
 
-    def _build(self, name: str, source: str, outputs: list[bool]) -> tuple[Any, Any]:
+    def _build(self, name: str, source: str, outputs: list[bool], constants: dict[str, int] | None = None
+               ) -> tuple[Any, Any]:
         """The compute pipeline of ``source`` and its bind group layout (declared, not derived
         from the shader: a parameter the shader never reads must still be bindable); ``outputs``:
-        whether each parameter is written."""
+        whether each parameter is written; ``constants``: the shader's override constants."""
         wgpu = self.wgpu
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
                     "buffer": {"type": wgpu.BufferBindingType.storage if out
@@ -189,7 +208,7 @@ class WebGPUDevice(Device):
             module = self.device.create_shader_module(code=source)
             pipeline = self.device.create_compute_pipeline(
                 layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
-                compute={"module": module, "entry_point": name})
+                compute={"module": module, "entry_point": name, **({"constants": constants} if constants else {})})
         except wgpu.GPUError as e:  # (a validation error, with the shader compiler's message)
             raise RuntimeError(f"WebGPU could not build kernel {name}:\n{e}\n--- source ---\n{source}") from None
         return pipeline, layout
