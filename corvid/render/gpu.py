@@ -362,16 +362,18 @@ class GPURenderer(CRenderer):
     overload = ""  # the attribute that lets a helper be overloaded by precision (OpenCL C's)
     math_suffix = ""  # the suffix of float math functions (CUDA's expf; OpenCL's are overloaded)
 
+    def complex_lib(self, dt: DType) -> str:
+        """The complex helpers (:data:`_COMPLEX_LIB`) of ``dt``'s precision, in this dialect."""
+        r = compute_type(dt.real_dtype)
+        f = self.math_suffix if r == "float" else ""
+        big = "9" if r == "float" else "22"  # tanh(x) rounds to 1 beyond
+        huge = "4096" if r == "float" else "1e8"  # 1 / sqrt(epsilon): z*z + 1 rounds to z*z beyond
+        return _COMPLEX_LIB.format(fn=f"{self.function} {self.overload}".rstrip(), t=self.complex_types[dt.name],
+                                   r=r, f=f, big=big, huge=huge)
+
     def _complex_lib(self, dt: DType) -> None:
         """Add the complex helpers of ``dt``'s precision to the kernel."""
-        r = compute_type(dt.real_dtype)
-        key = f"cv_complex_{dt.name}"
-        if key not in self.helpers:
-            f = self.math_suffix if r == "float" else ""
-            big = "9" if r == "float" else "22"  # tanh(x) rounds to 1 beyond
-            huge = "4096" if r == "float" else "1e8"  # 1 / sqrt(epsilon): z*z + 1 rounds to z*z beyond
-            self.helpers[key] = _COMPLEX_LIB.format(fn=f"{self.function} {self.overload}".rstrip(),
-                                                    t=self.complex_types[dt.name], r=r, f=f, big=big, huge=huge)
+        self.helpers.setdefault(f"cv_complex_{dt.name}", self.complex_lib(dt))
 
     def _complex_alu(self, op: Op, a: list[str], in_dt: DType, dt: DType) -> str:
         """Complex arithmetic through the helpers of :data:`_COMPLEX_LIB` (each part a field)."""
@@ -449,14 +451,6 @@ class GPURenderer(CRenderer):
     complex_types: ClassVar[dict[str, str]] = {}  # complex dtype name -> its type (fields x: real, y: imaginary)
     function = "static inline"  # how a helper function is declared
 
-    def complex_helpers(self, dtype: DType) -> str:
-        """``cv_cadd_<dtype>``, ``cv_cmul_<dtype>``: complex sum and numpy's product (the plain
-        formula, as the CPU's ``cv_cmul``; never contracted into fused multiply-adds)."""
-        t, name = self.complex_types[dtype.name], dtype.name
-        return (f"{self.function} {t} cv_cadd_{name}({t} a, {t} b) {{ {t} c; c.x = a.x + b.x; c.y = a.y + b.y; return c; }}\n"
-                f"{self.function} {t} cv_cmul_{name}({t} a, {t} b) {{\n"
-                f"  {t} c; c.x = a.x * b.x - a.y * b.y; c.y = a.x * b.y + a.y * b.x; return c;\n}}\n")
-
     def _alu(self, op: Op, a: list[str], src: list[DType], dt: DType) -> str:
         in_dt = src[-1] if op is Op.WHERE else (src[0] if src else dt)
         if in_dt.is_float and op in _MATH:
@@ -482,8 +476,8 @@ def scatter_combine(reduce: str, dtype: DType, t: str, d: str = "d", v: str = "v
         return f"({nan}{d} {keep} {v}) ? {d} : {v}"
     if dtype.is_bool:
         return f"{d} {'|' if reduce == 'sum' else '&'} {v}"
-    if dtype.is_complex:  # (helpers of complex_helpers)
-        return f"cv_c{'add' if reduce == 'sum' else 'mul'}_{dtype.name}({d}, {v})"
+    if dtype.is_complex:  # (_COMPLEX_LIB's; the product by the plain formula, as the CPU's scatter)
+        return f"{'cv_cadd' if reduce == 'sum' else 'cv_cmul_plain'}({d}, {v})"
     op = "+" if reduce == "sum" else "*"
     if dtype.is_int:
         return f"({t})((uint64_t){d} {op} (uint64_t){v})"
@@ -498,9 +492,7 @@ def _scatter_types(self: GPURenderer, reduce: str, dtype: DType) -> tuple[str, s
         return self.complex_types[dtype.name], self.complex_types[dtype.name]
     if dtype.name not in self.types:
         raise NotImplementedError(f"the {self.device} device does not support {dtype.name} yet")
-    if dtype.name == "float16":  # stored as its bits, computed in float
-        return "uint16_t", "float"
-    if dtype.name == "bfloat16":
+    if dtype.name in ("float16", "bfloat16"):  # stored as their bits, computed in float
         return "uint16_t", "float"
     if dtype.name.startswith("float8"):  # (scatter_prim computes these in float32)
         raise NotImplementedError(f"{self.dialect} scatter: {reduce} on {dtype.name}")
@@ -516,12 +508,12 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
                    idx_inner: int) -> str:
     """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output (work
     item ``w = o * inner + r``) copies its column of ``x`` (or the runtime copies all of ``x``
-    first: ``scatter_copies_x``), then combines the updates into it in index order. The work item owns every target it touches, so the result is deterministic and
-    race-free without atomics, and each target sees exactly the CPU's sequence of operations
+    first: ``scatter_copies_x``), then combines the updates into it in index order. The work item
+    owns every target it touches, so the result is deterministic and race-free without atomics, and each target sees exactly the CPU's sequence of operations
     (the last ``"set"`` wins; float sums in index order are bitwise the CPU's). Out-of-range
     indices are dropped."""
-    if dtype.name == "float64" and reduce != "set" and not getattr(self, "fp64", True):
-        raise NotImplementedError("float64 on the CL device needs the cl_khr_fp64 extension, "
+    if dtype.name in ("float64", "complex128") and reduce != "set" and not getattr(self, "fp64", True):
+        raise NotImplementedError(f"{dtype.name} on the CL device needs the cl_khr_fp64 extension, "
                                   "which this OpenCL device does not report")
     st, ct = _scatter_types(self, reduce, dtype)
     L = self.long_type
@@ -534,7 +526,7 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
     combine = scatter_combine(reduce, dtype, st)
     copy = f"  for ({L} t = 0; t < n; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];\n" \
         if self.scatter_copies_x else "  /* (x was copied into out before the launch) */\n"
-    helpers = self._scatter_helpers(dtype) + (self.complex_helpers(dtype) if dtype.is_complex and reduce != "set" else "")
+    helpers = self._scatter_helpers(dtype) + (self.complex_lib(dtype) if dtype.is_complex and reduce != "set" else "")
     body = f"""{self._scatter_signature(name, st)} {{
   const {L} O = {O}, n = {n}, m = {m}, I = {inner};
   const {L} w = {self._scatter_id()};
