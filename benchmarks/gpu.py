@@ -75,6 +75,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PREFIX = "@@gpu-report "  # a worker's protocol lines: PREFIX + one JSON object
 MB = 1 << 20
+UNCHECKED = "unchecked"  # a row's check when there is nothing to check against (no torch, no numpy form)
 
 # The test selection of part 2 (those that exist are run; the others are named in the report).
 TEST_FILES = ("tests/test_backends.py", "tests/test_gpu_style.py", "tests/test_fp8.py", "tests/test_narrow_rounding.py",
@@ -94,6 +95,16 @@ SPEC_TFLOPS: list[tuple[tuple[str, ...], str, dict[str, float]]] = [
     (("H200", "NVL"), "H200 NVL", {"float32": 60.0, "bfloat16": 835.0, "float16": 835.0}),
     (("H200",), "H200 SXM", {"float32": 67.0, "bfloat16": 989.0, "float16": 989.0}),
 ]
+
+# The offline data: beside the repository (../shared/data, as here), or inside a copy of it that
+# carries shared/ along (as a GPU machine's copy of the working tree may).
+DATA_DIRS = (ROOT.parent / "shared" / "data", ROOT / "shared" / "data")
+
+
+def _data(name: str) -> pathlib.Path:
+    """The first of :data:`DATA_DIRS` holding ``name`` (else the first's path, which is absent)."""
+    return next((d / name for d in DATA_DIRS if (d / name).exists()), DATA_DIRS[0] / name)
+
 
 # examples/mnist.py, one epoch on the offline files (the test split: 9,000 images to train on, the
 # last 1,000 to evaluate), --device CPU, seed 0: corvid's initialization draws the same values on
@@ -442,8 +453,7 @@ def format_rows(rows: list[RowResult], has_torch: bool, compile_on: bool, copy_g
             "corvid % limit": _limit(r, "corvid", copy_gbps, peaks),
             "torch % limit": _limit(r, "torch", copy_gbps, peaks),
             "corvid 1st call": _fmt_time(r.first.get("corvid"), "step"),
-            "check": "ok" if r.check is None and not r.errors and c is not None else "FAIL" if r.check or r.errors
-            else "-",
+            "check": "FAIL" if _failed(r) else "-" if c is None else "ok" if r.check is None else r.check,
         }
         lines.append([cells[h] for h in header])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
@@ -451,12 +461,16 @@ def format_rows(rows: list[RowResult], has_torch: bool, compile_on: bool, copy_g
     return "\n".join([fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, lines)])
 
 
+def _failed(r: RowResult) -> bool:
+    return bool(r.errors or r.check not in (None, UNCHECKED))
+
+
 def _row_line(r: RowResult) -> str:
     c, t = r.times.get("corvid"), r.times.get("torch")
-    return (f"  {r.name:<22} corvid {_fmt_time(c, r.kind):>10}  torch {_fmt_time(t, r.kind):>10}"
-            + (f"  ({t / c:.2f}x)" if c and t else "")
+    return (f"  {r.name:<22} corvid {_fmt_time(c, r.kind):>10}"
+            + (f"  torch {_fmt_time(t, r.kind):>10}  ({t / c:.2f}x)" if c and t else "")
             + f"  first call {_fmt_time(r.first.get('corvid'), 'step')}"
-            + ("" if r.check is None else f"  CHECK FAILED: {r.check}")
+            + ("" if r.check is None else "  (unchecked)" if r.check == UNCHECKED else f"  CHECK FAILED: {r.check}")
             + "".join(f"  ERROR {e}" for e in r.errors))
 
 
@@ -545,8 +559,10 @@ class _Table:
                 break
             r = self.results[cur]
             budget_out = res.timed_out and time.monotonic() >= self.deadline - 1
-            why = ("stopped: the table's time budget ran out" if budget_out else "timed out" if res.timed_out
-                   else f"the worker died (exit status {res.rc})")
+            limit = self.args.compile_limit + 30 if mode == "compile" else \
+                self.args.row_timeout * (2 if r.kind == "step" else 1)
+            why = ("stopped: the table's time budget ran out" if budget_out else
+                   f"timed out (its limit: {limit:.0f} s)" if res.timed_out else f"the worker died (exit status {res.rc})")
             if mode == "compile":
                 r.compiled = why if not budget_out else "not finished in the table's time"
                 self.report(f"  {cur:<22} torch.compile {why}; not tried on later rows\n{res.tail(6)}")
@@ -610,7 +626,7 @@ def part_table(report: Report, args: argparse.Namespace, env: dict[str, str], cl
     for n in notes:
         report(f"  {n}")
     for r in done:
-        if r.check or r.errors:
+        if _failed(r):
             report.problem(f"table row {r.name} failed")
 
 
@@ -632,7 +648,7 @@ def _example_part(report: Report, title: str, part: str, args: argparse.Namespac
             result.update(msg)
 
     def on_line(text: str) -> None:
-        if text.strip() and not text.startswith(("Warning", "warnings.warn")):
+        if text.strip():
             report(f"  {text}")
 
     report(f"{title} (time limit {budget:.0f} s):")
@@ -701,8 +717,9 @@ def _parser() -> argparse.ArgumentParser:
                                                     "without a GPU)")
     p.add_argument("--quick", action="store_true", help="tiny sizes and a small test selection (a smoke test)")
     p.add_argument("--out", default="gpu_report.txt", help="also write the report here (default gpu_report.txt)")
-    p.add_argument("--mnist-data", default=str(ROOT.parent / "shared" / "data" / "mnist"),
-                   help="folder of the offline MNIST files (default ../shared/data/mnist from the repository root)")
+    p.add_argument("--mnist-data", default=str(_data("mnist")),
+                   help="folder of the offline MNIST files (default: ../shared/data/mnist from the repository root, "
+                        "else shared/data/mnist inside it)")
     p.add_argument("--warm-cache", action="store_true", help="use the on-disk kernel cache instead of an empty one")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="the whole report's time limit (default 225 s; --quick 150 s)")
@@ -839,8 +856,10 @@ def worker_env(args: argparse.Namespace) -> int:
     except Exception as e:
         emit(**base, started=False, error=f"{type(e).__name__}: {e}")
         return 0
+    from corvid.runtime.cuda import CUDADevice  # (imports without cuda-bindings)
+
     info = {**base, "started": True, "device": dev.name, "family": dev.family, "kind": dev.kind}
-    if dev.family == "CUDA":
+    if isinstance(dev, CUDADevice):
         version = dev.call("cuDriverGetVersion")
         total = dev.call("cuDeviceTotalMem", dev.cu_device)
         try:
@@ -996,7 +1015,7 @@ def _array_bench(ctx: Ctx, inputs: list[np.ndarray], cv_fn: Callable, torch_fn: 
         elif numpy_fn is not None:
             want = np.asarray(numpy_fn(*inputs))
         else:
-            return None
+            return UNCHECKED
         return _compare(_to_numpy(outs["corvid"]), want, rtol, atol, scaled)
 
     return Bench(calls, work, check, compiled)
@@ -1442,13 +1461,13 @@ def worker_gpt(args: argparse.Namespace) -> int:
     tinyshakespeare (a repeated pangram without it); quick: 2 layers, width 32."""
     import examples.gpt as gpt
 
-    if os.path.exists(gpt.DEFAULT_DATA):
-        with open(gpt.DEFAULT_DATA, encoding="utf-8") as f:
-            text = f.read()
-        emit(kind="line", text=f"data: {gpt.DEFAULT_DATA} ({len(text):,} characters)")
+    path = _data("tinyshakespeare/input.txt")
+    if path.is_file():
+        text = path.read_text(encoding="utf-8")
+        emit(kind="line", text=f"data: {path} ({len(text):,} characters)")
     else:
         text = "the quick brown fox jumps over the lazy dog. " * 2000
-        emit(kind="line", text=f"data: a repeated pangram ({gpt.DEFAULT_DATA} is absent)")
+        emit(kind="line", text=f"data: a repeated pangram (no {path})")
     tok = gpt.CharTokenizer(text)
     tokens = np.array(tok.encode(text), dtype=np.int64)
     if args.quick:

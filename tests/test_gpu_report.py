@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from benchmarks.gpu import ROWS, RowResult, _compare, _peaks, format_rows
+from tests.test_cuda_runtime import fake  # noqa: F401  (the FakeCUDA fixture)
 
 import numpy as np
 
@@ -82,3 +83,33 @@ def test_results_are_compared_elementwise_or_relative_to_the_largest_value():
     assert _compare(want + np.float32(1e-3), want, 1e-5, 0.0, scaled=False) is not None
     assert _compare(want + np.float32(1e-3), want, 1e-5, 0.0, scaled=True) is None
     assert "shape" in _compare(want[:1], want, 1e-5, 0.0, scaled=False)
+
+
+def _messages(out: str) -> list[dict]:
+    import json
+
+    from benchmarks.gpu import PREFIX
+
+    return [json.loads(line[len(PREFIX):]) for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def test_the_workers_go_through_the_cuda_device_with_a_stand_in_driver(fake, capsys):
+    """The header's CUDA line and the table's rows on tests/test_cuda_runtime.py's FakeCUDA: the
+    real CUDADevice (its launches, copies, stream synchronize and, for the jitted block, CUDA
+    graphs) on a driver that runs the kernels' C builds on the host."""
+    import argparse
+
+    from benchmarks import gpu
+
+    args = argparse.Namespace(device=fake.name, quick=True, rows="add_1024,sum,matmul_4096_bf16,transformer_block", copy_gbps=0.0,
+                              copy_how="", cpu_peak=0.0)
+    assert gpu.worker_env(args) == 0
+    env, = _messages(capsys.readouterr().out)
+    assert env["started"] and env["gpu_name"] == "Fake GPU" and not env.get("smoke_error")
+    assert "Fake GPU, sm_90, 1 GiB; driver API 13.0" in env["device_line"]
+    assert gpu.worker_rows(args) == 0
+    msgs = _messages(capsys.readouterr().out)
+    rows = {m["row"]: m for m in msgs if m["kind"] == "row"}
+    assert set(rows) == set(args.rows.split(","))
+    for name, m in rows.items():
+        assert m["check"] is None and not m["errors"] and m["times"]["corvid"] > 0, (name, m)
