@@ -457,16 +457,18 @@ _HALF = {
 
 # 32-bit (and narrower, computed in 32 bits) integers: numpy's rules where WGSL differs
 _INT = {
+    # (the remainder as a - q*b, not WGSL's %: naga writes % on an OpenGL adapter as GLSL's %,
+    # which is undefined for negative operands: llvmpipe gave -10 % 3 = 0)
     "cv_idiv_i32": ("""fn cv_idiv_i32(a: i32, b: i32) -> i32 {
   if (b == 0) { return 0; }
   if (b == -1) { return 0 - a; }
   var q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) { q -= 1; }
+  if ((a - q * b != 0) && ((a < 0) != (b < 0))) { q -= 1; }
   return q;
 }""", ()),
     "cv_imod_i32": ("""fn cv_imod_i32(a: i32, b: i32) -> i32 {
   if (b == 0 || b == -1) { return 0; }
-  var r = a % b;
+  var r = a - (a / b) * b;
   if (r != 0 && ((r < 0) != (b < 0))) { r += b; }
   return r;
 }""", ()),
