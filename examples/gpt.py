@@ -23,11 +23,10 @@ The one difference is the layout of the four projections: GPT-2 stores them as `
 weight of its own (a file's ``lm_head.weight`` must equal ``wte.weight``).
 
 Training runs one ``cv.jit`` function per step (forward, backward and AdamW): it is traced once,
-then every step replays the same compiled kernels. A few ``.contiguous()`` calls in the model
-store values that corvid's scheduler would otherwise fuse into a matrix product, where its matmul
-heuristics do not apply; each says why next to it. Together with :func:`dense` they make a
-training step and a forward about 3x faster on 2 cores (and without any of them, planning the
-kernels of a 4-layer training step took minutes).
+then every step replays the same compiled kernels. The model is written as a user would write it,
+with plain ``nn.Linear`` layers and no layout hints: corvid's scheduler decides which values to
+store (the residual stream, GELU's output) and its matmul lowering how to lay out the operands of
+each product, the backward's included.
 
     python examples/gpt.py                                     # train ~1 minute on 2 cores, sample
     python examples/gpt.py --steps 3000 --checkpoint shakespeare.safetensors
@@ -79,36 +78,6 @@ class GPTConfig:
 # --- the model -------------------------------------------------------------------------------------------
 
 
-@cv.custom_vjp
-def dense(x: cv.Tensor, weight: cv.Tensor, bias: cv.Tensor) -> cv.Tensor:
-    """``x @ weight.T + bias`` (``F.linear``: ``x (*, in)``, ``weight (out, in)``, ``bias (out,)``)
-    whose gradient is written as two matrix products. Differentiating the product itself would
-    read ``weight`` through the transposed copy the forward makes, in a layout corvid's matmul
-    heuristics do not tile; here ``dx = g @ weight`` and ``dweight = g.T @ x`` are ordinary
-    ``@`` calls (a training step measured 1.25x faster)."""
-    return x @ weight.T + bias
-
-
-def _dense_fwd(x: cv.Tensor, weight: cv.Tensor, bias: cv.Tensor) -> tuple[cv.Tensor, tuple[cv.Tensor, cv.Tensor]]:
-    return dense(x, weight, bias), (x, weight)
-
-
-def _dense_bwd(residuals: tuple[cv.Tensor, cv.Tensor], g: cv.Tensor) -> tuple[cv.Tensor, cv.Tensor, cv.Tensor]:
-    x, weight = residuals
-    rows = g.reshape(-1, g.shape[-1])
-    return g @ weight, rows.T @ x.reshape(-1, x.shape[-1]), rows.sum(0)
-
-
-dense.defvjp(_dense_fwd, _dense_bwd)
-
-
-class Linear(nn.Linear):
-    """``nn.Linear`` (same parameters, names and initialization) computed by :func:`dense`."""
-
-    def forward(self, x: cv.Tensor) -> cv.Tensor:
-        return dense(x, self.weight, self.bias)
-
-
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which position ``t`` sees positions ``0..t``:
     ``(B, T, n_embd) -> (B, T, n_embd)``."""
@@ -116,16 +85,13 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.n_head, self.dropout = config.n_head, config.dropout
-        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)
-        self.c_proj = Linear(config.n_embd, config.n_embd)
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: cv.Tensor) -> cv.Tensor:
         b, t, c = x.shape
         q, k, v = self.c_attn(x).reshape(b, t, 3, self.n_head, c // self.n_head).permute(2, 0, 3, 1, 4)
-        # keys stored as (B, H, head_dim, T): the score product q @ k.mT then reads them along
-        # rows, a layout the matmul heuristics tile (the scores' kernel ran 4x faster)
-        k = k.mT.contiguous().mT
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(b, t, c)))
 
@@ -135,16 +101,12 @@ class MLP(nn.Module):
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        self.c_fc = Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = Linear(4 * config.n_embd, config.n_embd)
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: cv.Tensor) -> cv.Tensor:
-        # Both values stored, so that neither GELU nor its derivative is fused into a matrix
-        # product (the forward's c_fc or c_proj, the backward's c_fc): such kernels are not
-        # tiled, and without either store a training step ran 4-5x slower.
-        h = F.gelu(self.c_fc(x).contiguous(), approximate="tanh").contiguous()
-        return self.dropout(self.c_proj(h))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
 
 
 class Block(nn.Module):
@@ -159,10 +121,7 @@ class Block(nn.Module):
 
     def forward(self, x: cv.Tensor) -> cv.Tensor:
         x = x + self.attn(self.ln_1(x))
-        # The MLP's output is stored so that the residual sum is not fused into c_proj's product
-        # (steps 1.8x slower), the block's output so that kernels stay within one block, in the
-        # backward pass too (1.2x).
-        return (x + self.mlp(self.ln_2(x)).contiguous()).contiguous()
+        return x + self.mlp(self.ln_2(x))
 
 
 class GPT(nn.Module):

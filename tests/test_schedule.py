@@ -337,3 +337,96 @@ def test_gated_recurrence_through_a_matmul_schedules_in_linear_time():
         hn = sig(zo) * np.tanh(cn)
     assert len(h.schedule()) >= 10  # at least one stored matmul per step
     np.testing.assert_allclose(h.numpy(), hn, rtol=1e-5, atol=1e-6)
+
+
+# --- a model without layout hints (issue 24, item 5) -----------------------------------------------
+
+
+def _is_matmul(sk) -> bool:
+    """A kernel with a long sum over products of two inputs and at least two output loops' worth
+    of outputs (what the register tile is for)."""
+    k = sk.kernel
+    return hasattr(k, "values") and any(u.op == "reduce" and math.prod(lp.size for lp in u.arg[1]) >= 64 for u in k.values()) and \
+        len(sk.inputs) >= 2 and sk.output.numel >= 64 * 64
+
+
+def test_linear_layer_gradients_are_register_tiled_matmuls():
+    """The gradients of ``x @ w.T + b`` are matrix products again (ops/reduce.py: _matmul_bwd): the
+    primitives' own rule read the transposed copy of w along its rows for dx (a dot product per
+    output, never vectorized: a GPT step's backward ran 60% of its time in such kernels)."""
+    x, w, b = rand(4, 64, 128), rand(512, 128), rand(512)
+
+    def loss(x, w, b):
+        return ((x @ w.T + b) ** 2).sum()
+
+    gx, gw, gb = cv.grad(loss, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(b))
+    sched = create_schedule([gx.node, gw.node, gb.node], "CPU")
+    mm = [sk for sk in sched if _is_matmul(sk)]
+    assert len(mm) >= 3, sched  # forward, dx, dw
+    assert all(sk.kernel.vector_width > 1 for sk in mm), [(sk.name, sk.kernel.opts) for sk in mm]
+    y = x @ w.T + b
+    np.testing.assert_allclose(gx.numpy(), 2 * y @ w, rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(gw.numpy(), 2 * y.reshape(-1, 512).T @ x.reshape(-1, 128), rtol=1e-4, atol=1e-1)
+    np.testing.assert_allclose(gb.numpy(), 2 * y.sum((0, 1)), rtol=1e-4, atol=1e-1)
+
+
+def test_attention_scores_read_small_transposed_keys_through_one_copy():
+    """``q @ k.mT`` over (batch, heads) of 64x32 keys: each matrix is small, all of them are not,
+    so the keys are copied once and the product is register-tiled."""
+    q, k = rand(4, 4, 64, 32), rand(4, 4, 64, 32)
+    ks = check(cv.Tensor(q) @ cv.Tensor(k).mT, q @ k.transpose(0, 1, 3, 2), 2, rtol=1e-4, atol=1e-4)
+    assert ks[0].name.startswith("copy") and ks[1].kernel.vector_width > 1
+
+
+def _gpt_grad_schedule(layers: int) -> list:
+    from corvid import nn
+    from corvid.nn import functional as F
+
+    class Block(nn.Module):  # GPT-2's block, written as a user would: no contiguous(), plain nn.Linear
+        def __init__(self, d: int, heads: int) -> None:
+            super().__init__()
+            self.heads = heads
+            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.c_attn, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.c_fc, self.c_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).reshape(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+            return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.h = nn.Embedding(64, 128), nn.ModuleList([Block(128, 4) for _ in range(layers)])
+
+        def forward(self, idx):
+            x = self.wte(idx)
+            for block in self.h:
+                x = block(x)
+            return (x @ self.wte.weight.T).logsumexp(-1).mean()
+
+    cv.manual_seed(0)
+    net = Net()
+    idx = cv.Tensor(np.random.default_rng(0).integers(0, 64, (4, 64)))
+    grads = cv.grad(lambda p: nn.functional_call(net, p, idx))(dict(net.named_parameters()))
+    return create_schedule([g.node for g in grads.values()], "CPU")
+
+
+def test_gpt_training_graph_without_hints_stores_the_residual_stream_and_gelu():
+    """A GPT stack written without hints: each residual sum and each GELU output is stored once
+    (SHARED_COST in engine/schedule.py), so every layer has the same kernels (the deeper model
+    compiles nothing new) and no kernel recomputes the residual stream from the embeddings (before,
+    each LayerNorm kernel of layer l read 2l + 3 inputs and recomputed the sum), and every matrix
+    product of the forward and backward passes is register-tiled."""
+    two, four = _gpt_grad_schedule(2), _gpt_grad_schedule(4)
+    assert {sk.source for sk in four} == {sk.source for sk in two}
+    per_layer = (len(four) - len(two)) / 2
+    assert len(two) - 2 * per_layer <= per_layer, (len(two), len(four))  # the rest is the head and loss
+    widest = max(len(sk.inputs) for sk in four)  # (the layer norms' backward kernels)
+    assert widest == max(len(sk.inputs) for sk in two) and widest <= 10, sorted((len(sk.inputs), sk.name) for sk in four)[-3:]
+    for sk in four:
+        if _is_matmul(sk):
+            assert sk.kernel.vector_width > 1 and "tanhf" not in sk.source, sk.name

@@ -7,6 +7,9 @@ Kernel boundaries are the nodes whose value must be stored:
 * a reduce that its consumer would otherwise recompute: the consumer's loops are placed and, if
   the reduce would run more often than it has output elements (it is broadcast along an outer
   loop), it gets its own kernel;
+* a costly elementwise value that several kernels would compute (SHARED_COST: a transformer's
+  residual stream), and one that a kernel's loops would evaluate many times per element
+  (RECOMPUTE_RATIO: a costly matmul operand);
 * the source of a view whose index (with its gate) would pass MAX_INDEX_SIZE terms: a long chain
   of views that the simplifier cannot fold (``_view_cuts``).
 
@@ -258,24 +261,45 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
             base = x if found is None else found[0]
             if base.buffer is None:
                 stored[id(base)] = base
-    _cut_deep(every, stored)
     while True:
         added = False
         seen_in: dict[int, int] = {}
         for root in [n for n in every if id(n) in stored and n.buffer is None]:
-            inside, _ = _region(root, stored)
+            inside, inputs = _region(root, stored)
             for n in inside:
-                if n.op is Op.REDUCE and n is not root:
+                if n is not root and (n.op is Op.REDUCE or n.op in ELEMENTWISE):
                     seen_in[id(n)] = seen_in.get(id(n), 0) + 1
-            for n in _worth_storing(root, stored):
+            for n in _worth_storing_cached(root, stored, inside, inputs):
                 stored[id(n)] = n
                 added = True
         for n in every:
-            if seen_in.get(id(n), 0) > 1 and id(n) not in stored:
+            if seen_in.get(id(n), 0) > 1 and id(n) not in stored and \
+                    (n.op is Op.REDUCE or _shared_worth_storing(n, stored, seen_in[id(n)])):
                 stored[id(n)] = n
                 added = True
-        if not added:
+        # deep chains are cut last, where the kernels' regions are known: cut first, a 12-layer
+        # GPT step's graph (no reduce stored yet) was cut inside matrix products, whose
+        # broadcast products (128 x 768 x 3072 floats) became kernels of their own
+        if not added and not _cut_deep(every, stored):
             return stored
+
+
+# _worth_storing is a function of the region's structure: the layers of a deep model probe once
+_probes: dict[tuple, Any] = _Recent(lambda: 4 * max_loaded_kernels())
+
+
+def _worth_storing_cached(root: Node, stored: dict[int, Node], nodes: list[Node], inputs: list[Node]) -> list[Node]:
+    if not any(n.op is Op.REDUCE for n in nodes) and _view_depth(nodes) < VIEW_PROBE_DEPTH:
+        return []
+    key = _structure_key(nodes, inputs)
+    found = _probes.get(key)
+    if found is not None:
+        return [nodes[i] for i in found]
+    out = _worth_storing(root, stored)
+    where = {id(n): i for i, n in enumerate(nodes)}
+    if all(id(n) in where for n in out):
+        _probes[key] = tuple(where[id(n)] for n in out)
+    return out
 
 
 # A kernel's region is cut every MAX_DEPTH ops along its longest path: gcc's time grows faster
@@ -284,16 +308,21 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
 MAX_DEPTH = 1000
 
 
-def _cut_deep(every: list[Node], stored: dict[int, Node]) -> None:
-    """Store each elementwise node that lies MAX_DEPTH ops above its kernel's inputs."""
+def _cut_deep(every: list[Node], stored: dict[int, Node]) -> bool:
+    """Store each elementwise node that lies MAX_DEPTH ops above its kernel's inputs (not one
+    larger than its sources: a broadcast product that a reduce sums in place); whether any was."""
     depth: dict[int, int] = {}
+    cut = False
     for n in every:  # (sources first)
         if n.buffer is not None:
             continue
         d = 1 + max((depth[id(s)] for s in n.src if id(s) in depth and id(s) not in stored), default=0)
-        if d >= MAX_DEPTH and n.op in ELEMENTWISE:
+        if d >= MAX_DEPTH and n.op in ELEMENTWISE and id(n) not in stored and \
+                n.numel <= max((s.numel for s in n.src), default=0):
             stored[id(n)] = n
+            cut = True
         depth[id(n)] = d
+    return cut
 
 
 # An elementwise value that a kernel's loops evaluate at least RECOMPUTE_RATIO times per element
@@ -304,6 +333,16 @@ def _cut_deep(every: list[Node], stored: dict[int, Node]) -> None:
 # (``a * 2``, ``relu(a)``) stay fused: re-reading is then as costly as recomputing.
 RECOMPUTE_RATIO, RECOMPUTE_COST = 8, 3
 RECOMPUTE_MIN_EXTRA = 1 << 15  # ... and the extra evaluations outweigh a kernel launch
+# An elementwise value that more than one kernel computes is stored once when it costs at least
+# SHARED_COST (ops plus loaded inputs below it in its kernels, transcendentals and divisions 4):
+# a residual stream (``x = x + attn(ln(x))``, then ``+ mlp(ln(x))``, layer after layer) is read by
+# each LayerNorm's kernels and by the next layer, and without the stores every one of them
+# recomputed the whole sum from the embeddings' gathers on (a 4-layer GPT step: 50 row-sum kernels
+# of 11-15 inputs); GELU's output, read by c_proj's product and by its weight gradient, likewise.
+# Cheaper values (``a * b + c``), and values that read less than twice their size (a max-pool's
+# tie mask, from the input and its window maxima: stored channels-last, the CNN step lost 1.4 ms)
+# are recomputed: reading them back costs about as much.
+SHARED_COST, SHARED_READS = 8, 2
 # a probe that would lower more values than this gives up: the region nests reduces level after
 # level (a recurrence through a matmul: 4^t values at step t), and its nested reduces are stored
 PROBE_LIMIT = 10_000
@@ -412,6 +451,28 @@ def _recomputed_elementwise(root: Node, nodes: list[Node], inputs: list[Node], l
                 _cost(n, is_input) >= RECOMPUTE_COST:
             return [n]
     return []
+
+
+def _shared_worth_storing(n: Node, stored: dict[int, Node], kernels: int) -> bool:
+    """Whether an elementwise value that several kernels compute is worth a kernel of its own: it
+    costs SHARED_COST, and it reads at least SHARED_READS times its own size (recomputed by k >= 2
+    kernels it reads 2k times its size, stored it is written once and read k times), but no input
+    smaller than itself (a matmul's broadcast product, summed in place, is larger than both), and
+    the reads saved outweigh a kernel launch (RECOMPUTE_MIN_EXTRA)."""
+    if _cost(n, stored) < SHARED_COST:  # type: ignore[arg-type]
+        return False
+    largest, total, seen, stack = 0, 0, set(), [n]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x is not n and (id(x) in stored or x.buffer is not None):
+            largest, total = max(largest, x.numel), total + x.numel
+        else:
+            stack.extend(x.src)
+    return largest >= n.numel and total >= SHARED_READS * n.numel and \
+        (kernels - 1) * total >= RECOMPUTE_MIN_EXTRA
 
 
 def _cost(n: Node, is_input: set[int]) -> int:

@@ -40,7 +40,9 @@ def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
     return tuple(sorted(norm))
 
 
-_TRANSPOSE_COPY_MIN = 1 << 14  # elements of b: smaller transposed operands are read in place
+_TRANSPOSE_COPY_MIN = 1 << 14  # elements of b: smaller transposed operands are read in place,
+_TRANSPOSE_COPY_WORK = 1 << 20  # unless the product does this many multiply-adds
+# (a language model's head over 1024 tokens reads a 64 x 128 embedding table 1024 times)
 # a right operand of at least an eighth of the last-level cache is read through a packed copy (see
 # _packed_transpose): beyond it, its rows lie so far apart that walking a column panel misses the
 # TLB at every row (measured on a 2-core AVX-512 machine with 32 MiB of L3, where this is 4 MiB:
@@ -124,14 +126,94 @@ def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
 
 def _matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
     """``a @ b`` in ``common`` for operands of at least 2 dimensions: a broadcast product summed
-    over the shared axis (one kernel, with whatever elementwise work follows)."""
+    over the shared axis (one kernel, with whatever elementwise work follows).
+
+    Differentiated, its gradients are matrix products again (:func:`_matmul_bwd`), so they get the
+    layout choices below. The primitives' own rules would read each operand in the layout of the
+    forward: the gradient of ``x @ w.T`` with respect to ``x`` would read the transposed copy of
+    ``w`` along its rows, a dot product per output that the heuristics do not tile (a GPT training
+    step, 4 layers of width 128: the four such kernels per layer took 60% of the step)."""
+    if common.is_float and (a.node.traced or b.node.traced):
+        rule = _MATMUL_RULE or _matmul_rule()
+        return rule(a.astype(common), b.astype(common))
+    return _matmul_impl(a, b, common)
+
+
+_MATMUL_RULE = None
+
+
+def _matmul_rule() -> Any:
+    global _MATMUL_RULE
+    from ..transforms.custom import custom_vjp
+
+    @custom_vjp
+    def matmul(a: Tensor, b: Tensor) -> Tensor:
+        return _matmul_impl(a, b, a.dtype)
+
+    matmul.defvjp(lambda a, b: (_matmul_impl(a, b, a.dtype), (a, b)), _matmul_bwd)
+    _MATMUL_RULE = matmul
+    return matmul
+
+
+def _mT(t: Tensor) -> Tensor:
+    """``t.mT``; for a view that swaps the last two axes (``w.T``), the tensor under it."""
+    if _transposed_view(t):
+        return t._new(t.node.src[0])
+    return t.mT
+
+
+def _sum_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``t`` summed over the axes that broadcasting ``shape`` to ``t.shape`` added or stretched."""
+    lead = t.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and t.shape[lead + i] != 1)
+    return (t.sum(axes, keepdims=True) if axes else t).reshape(shape)
+
+
+def _matmul_bwd(res: tuple[Tensor, Tensor], g: Tensor) -> tuple[Tensor, Tensor]:
+    """``da = g @ b.mT`` and ``db = a.mT @ g`` (summed over broadcast batch axes). A 2-d ``b``
+    under a batched ``a`` (a Linear layer) is one product over the batch's rows, so ``db`` is one
+    reduce, not a product per batch element summed afterwards."""
+    a, b = res
+    if b.ndim == 2 and a.ndim > 2:
+        k, m = b.shape
+        a2, g2 = a.reshape(-1, k), g.reshape(-1, m)
+        return (g2 @ _mT(b)).reshape(a.shape), _mT(a2) @ g2
+    return _sum_to(g @ _mT(b), a.shape), _sum_to(_mT(a) @ g, b.shape)
+
+
+def _padded_columns(a: Tensor, b: Tensor, common: dt.DType) -> int:
+    """The column count ``a @ b`` is computed with on the CPU: ``b``'s, rounded up to whole 64-byte
+    vectors when it is not (a language model's head over an odd vocabulary: 65 characters, GPT-2's
+    50257 tokens) and the product is large; the register tile vectorizes along the columns only
+    when their count is a multiple of the vector width, and the scalar kernel of GPT-2's head ran
+    at ~2 GFLOP/s. A matrix-vector product, few columns (a tile unrolls them whole) or more than
+    a quarter of them wasted keep the count."""
+    m = b.shape[-1]
+    lane = 64 // max(common.itemsize, 1)
+    if not _on_cpu(b) or not common.is_float or common.itemsize < 4 or m < 2 * lane or not m % lane or \
+            a.shape[-2] < _PACK_MIN_ROWS // 8 or a.size * m < _TRANSPOSE_COPY_WORK:
+        return m
+    padded = -(-m // lane) * lane
+    return padded if padded - m <= m // 4 else m
+
+
+def _matmul_impl(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
     from ..tensor import broadcast_shapes
 
+    m = b.shape[-1]
+    padded = _padded_columns(a, b, common)
+    if padded != m:  # (b copied once with zero columns; the product stored, then its view)
+        bp = b.astype(common).pad(((0, 0),) * (b.ndim - 1) + ((0, padded - m),)).contiguous()
+        return _matmul_impl(a, bp, common).contiguous()[..., :m]
     packed = _packed_transpose(b.astype(common), a.shape[-2])
-    if packed is None and _transposed_view(b) and b.shape[-1] * b.shape[-2] >= _TRANSPOSE_COPY_MIN:
-        # ``x @ w.T`` (a Linear layer, most backward matmuls) would read w across its rows in the
-        # inner loop: a transposed copy (O(k*m)) lets the kernel vectorize along contiguous
-        # columns of b, measured 3x faster than the dot-product form at 512^2
+    if packed is None and _transposed_view(b) and (b.size >= _TRANSPOSE_COPY_MIN or
+                                                   a.size * b.shape[-1] >= _TRANSPOSE_COPY_WORK):
+        # ``x @ w.T`` (a Linear layer, attention's ``q @ k.mT``, most backward matmuls) would read
+        # w across its rows in the inner loop: a transposed copy (O(k*m)) lets the kernel vectorize
+        # along contiguous columns of b, measured 3x faster than the dot-product form at 512^2.
+        # Counted over the batch: attention's 64 (batch x heads) 64x32 keys are one copy kernel
+        # (the score product's kernel ran 4x faster); and a small b is copied too when many rows
+        # read it
         b = b.contiguous()
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]

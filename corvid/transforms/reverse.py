@@ -148,10 +148,25 @@ def _gather_rule(x: Tensor, idx: Tensor, g: Tensor, axis: int) -> Tensor:
     from ..ops.indexing import scatter_prim
 
     n = x.shape[axis]
-    full = idx.shape[:axis] + (n,) + idx.shape[axis + 1:]
-    gx = g._const(0, g.dtype, full)
-    if math.prod(g.shape):
-        gx = scatter_prim(gx, axis, idx, g)
+    # leading dimensions that x broadcasts (an embedding lookup: the table against every token)
+    # join the scattered axis: one scatter into the table's shape, not a table per token summed
+    # afterwards (GPT-2's embedding gradient for 128 tokens would take 128 x 50257 x 768 floats)
+    spread = [d for d in range(axis) if x.shape[d] == 1 and idx.shape[d] != 1]
+    if spread and math.prod(g.shape):
+        keep = [d for d in range(axis) if d not in spread]
+        rest = list(range(axis + 1, idx.ndim))
+        order = keep + spread + [axis] + rest
+        lead = tuple(idx.shape[d] for d in keep)
+        m = math.prod(idx.shape[d] for d in spread) * idx.shape[axis]
+        idx = idx.permute(order).reshape(lead + (m,) + idx.shape[axis + 1:])
+        g = g.permute(order).reshape(lead + (m,) + g.shape[axis + 1:])
+        gx = scatter_prim(g._const(0, g.dtype, lead + (n,) + g.shape[len(lead) + 1:]), len(lead), idx, g)
+        gx = gx.reshape(tuple(x.shape[d] if d < axis else gx.shape[d - axis + len(lead)] for d in range(x.ndim)))
+    else:
+        full = idx.shape[:axis] + (n,) + idx.shape[axis + 1:]
+        gx = g._const(0, g.dtype, full)
+        if math.prod(g.shape):
+            gx = scatter_prim(gx, axis, idx, g)
     wide = tuple(d for d in range(x.ndim) if x.shape[d] == 1 and gx.shape[d] != 1)
     return (gx.sum(wide, keepdims=True) if wide else gx).astype(x.dtype)
 
@@ -328,10 +343,23 @@ def _float_input(x: Any, name: str, argnum: int) -> Tensor:
     return t
 
 
+_RULE_KINDS = frozenset({"custom_vjp", "checkpoint", "checkpoint_in"})
+
+
 def _unmark(tensors: list[Tensor], marks: set[int]) -> list[Tensor]:
-    """The same values with this transform's VARs taken out (they are identities on the inputs)."""
+    """The same values with this transform's VARs taken out (they are identities on the inputs),
+    and the ``custom_vjp``/``checkpoint`` marks left over nothing traced (a matmul's rule marks its
+    product: once the inputs' marks are gone, nothing can differentiate through it)."""
     is_ours = lambda n: n.op is Op.VAR and id(n.arg) in marks  # noqa: E731
-    nodes = rewrite([t.node for t in tensors], lambda n, srcs: srcs[0] if is_ours(n) else None, is_ours)
+
+    def replace(n: Node, srcs: tuple[Node, ...]) -> Node | None:
+        if is_ours(n):
+            return srcs[0]
+        if n.op is Op.VAR and n.src and n.arg.kind in _RULE_KINDS and not srcs[0].traced:
+            return srcs[0]
+        return None
+
+    nodes = rewrite([t.node for t in tensors], replace, is_ours)
     return [Tensor._from_node(n, t.device) for n, t in zip(nodes, tensors)]
 
 
