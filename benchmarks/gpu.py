@@ -391,6 +391,7 @@ class RowResult:
     check: str | None = None  # None: ok
     compiled: str | None = None  # what the torch.compile column says when it has no time
     errors: list[str] = field(default_factory=list)
+    stopped: bool = False  # cut short by the table's time budget (not a failure of its own)
 
 
 def _fmt_time(seconds: float | None, kind: str) -> str:
@@ -455,7 +456,8 @@ def format_rows(rows: list[RowResult], has_torch: bool, compile_on: bool, copy_g
         unit = "GB/s" if r.kind == "bandwidth" else "GFLOP/s"
         cells = {
             "workload": r.name,
-            "corvid": _fmt_time(c, r.kind) if c is not None else ("ERROR" if r.errors else "-"),
+            "corvid": _fmt_time(c, r.kind) if c is not None else "ERROR" if r.errors else "stopped" if r.stopped
+            else "-",
             "torch": _fmt_time(t, r.kind),
             "torch.compile": _fmt_time(tc, r.kind) if tc is not None else (r.compiled or "-"),
             "vs torch": f"{t / c:.2f}x" if c and t else "-",
@@ -577,6 +579,10 @@ class _Table:
                 r.compiled = why if not budget_out else "not finished in the table's time"
                 self.report(f"  {cur:<22} torch.compile {why}; not tried on later rows\n{res.tail(6)}")
                 return [n for n in left if n != cur]
+            if budget_out:  # (not the row's failure: the time ran out while it ran)
+                r.stopped = True
+                self.report(f"  {cur:<22} {why}")
+                return left
             r.errors.append(why)
             self.report(f"  {cur:<22} ERROR {why}; output tail:\n{res.tail()}")
             left.remove(cur)
@@ -595,7 +601,7 @@ def part_table(report: Report, args: argparse.Namespace, env: dict[str, str], cl
     table = _Table(report, args, env, time.monotonic() + budget)
     left = table.run("rows", names)
     if left:
-        report(f"  not run (the table's time budget of {budget:.0f} s was spent, or its worker failed): "
+        report(f"  not run or not finished (the table's time budget of {budget:.0f} s was spent, or its worker failed): "
                f"{', '.join(left)}")
         report.problem(f"{len(left)} table rows skipped")
     ref = table.ref or {}
