@@ -627,6 +627,8 @@ def part_table(report: Report, args: argparse.Namespace, env: dict[str, str], cl
     notes = ["times: medians of the steady-state calls, each ending in a device synchronize, corvid's and PyTorch's "
              "taken in turns; 'vs torch': torch's time / corvid's (>1: corvid faster); '1st call': the first call "
              "(tracing, scheduling, compiling; cold cache unless --warm-cache)"]
+    if args.quick:
+        notes.append("--quick: tiny sizes under the full sizes' names; the times, rates and % limits mean nothing")
     if ref.get("copy_gbps"):
         notes.append(f"% limit of the bandwidth rows: of the copy bandwidth measured in this run, "
                      f"{ref['copy_gbps']:,.0f} GB/s ({ref['copy_how']}; bytes read plus written)")
