@@ -58,6 +58,7 @@ import pathlib
 import platform
 import queue
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -250,15 +251,18 @@ class Clock:
 
 
 def _git_commit() -> str:
+    """git's commit of the checkout; else ``$CORVID_COMMIT`` (a copy of the working tree without
+    its .git, as a GPU machine may get, can be told which commit it is)."""
+    given = os.environ.get("CORVID_COMMIT")
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                                capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return "unknown (no git)"
+        return f"{given} ($CORVID_COMMIT)" if given else "unknown (no git; set CORVID_COMMIT)"
     if out.returncode != 0:
-        return "unknown (not a git checkout)"
+        return f"{given} ($CORVID_COMMIT)" if given else "unknown (not a git checkout; set CORVID_COMMIT)"
     return out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
@@ -782,6 +786,7 @@ def _defaults(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     if args.worker:
         return worker_main(args)
@@ -792,11 +797,13 @@ def main(argv: list[str] | None = None) -> int:
         with _cache(args.warm_cache) as (cache_dir, cache_note):
             env = _child_env(cache_dir)
             report(f"corvid GPU report: corvid on {args.device}{' (--quick: tiny sizes)' if args.quick else ''}; "
-                   f"time limit {args.time_limit:.0f} s")
+                   f"time limit {args.time_limit:.0f} s; command: python -m benchmarks --gpu {shlex.join(argv)}".rstrip())
             report.section("1. environment")
             info = part_environment(report, args, env, clock, cache_note)
             if info is None:
                 report.section(f"stopped after {clock.elapsed():.0f} s: the device did not start")
+                if args.out:
+                    report(f"(written to {args.out})")
                 return 2
             args.cpu_kind = info.get("kind") != "gpu"
             if args.torch_compile is None:
