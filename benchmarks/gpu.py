@@ -187,17 +187,29 @@ def run_child(cmd: list[str], timeout_s: float, env: dict[str, str],
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
     log: deque[str] = deque(maxlen=200)
     timed_out = False
+    exited_at: float | None = None
     while True:
+        now = time.monotonic()
         try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()) if not timed_out else 5.0)
+            line = lines.get(timeout=5.0 if timed_out else min(max(0.0, deadline - now), 1.0))
         except queue.Empty:
+            now = time.monotonic()
             if timed_out:  # (killed, yet its output does not end: stop reading)
                 break
-            timed_out = True  # kill it, then read what it left (a last line without its newline)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is not None:  # it exited, but a process it started holds its output open
+                exited_at = exited_at or now
+                if now - exited_at > 2.0:
+                    kill()
+                    break
+            elif now >= deadline:
+                timed_out = True  # kill it, then read what it left (a last line without its newline)
+                kill()
             continue
         if line is None:
             break

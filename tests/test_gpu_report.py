@@ -113,3 +113,17 @@ def test_the_workers_go_through_the_cuda_device_with_a_stand_in_driver(fake, cap
     assert set(rows) == set(args.rows.split(","))
     for name, m in rows.items():
         assert m["check"] is None and not m["errors"] and m["times"]["corvid"] > 0, (name, m)
+
+
+def test_a_part_is_stopped_at_its_deadline_and_what_it_started_goes_with_it():
+    from benchmarks.gpu import _child_env, run_child
+
+    env = _child_env(None)
+    messages = []
+    hangs = "import time; print('@@gpu-report {\"kind\": \"start\"}'); print('partial', end='', flush=True); time.sleep(60)"
+    res = run_child([sys.executable, "-c", hangs], 2, env, on_message=messages.append)
+    assert res.timed_out and res.rc is None and res.seconds < 10
+    assert messages == [{"kind": "start"}] and res.log == ["partial"]  # (read after the kill)
+    lingers = "import subprocess; subprocess.Popen(['sleep', '60']); print('done')"
+    res = run_child([sys.executable, "-c", lingers], 30, env)
+    assert not res.timed_out and res.rc == 0 and res.log == ["done"] and res.seconds < 10
