@@ -378,6 +378,20 @@ def test_attention_scores_read_small_transposed_keys_through_one_copy():
     assert ks[0].name.startswith("copy") and ks[1].kernel.vector_width > 1
 
 
+def test_product_with_an_odd_column_count_is_computed_over_whole_vectors():
+    """A language model's head over 65 characters: the columns are padded to 80 (b copied once),
+    so the product is register-tiled along them instead of running as a scalar kernel; its
+    gradient with respect to the table likewise."""
+    x, w = rand(1024, 128), rand(65, 128)
+    t = cv.Tensor(x) @ cv.Tensor(w).T
+    mm = [sk for sk in t.schedule() if _is_matmul(sk)]
+    assert len(mm) == 1 and mm[0].kernel.vector_width > 1, t.schedule()
+    np.testing.assert_allclose(t.numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+    gw = cv.grad(lambda w: (cv.Tensor(x) @ w.T).sin().sum())(cv.Tensor(w))
+    assert all(sk.kernel.vector_width > 1 for sk in gw.schedule() if _is_matmul(sk))
+    np.testing.assert_allclose(gw.numpy(), np.cos(x @ w.T).T @ x, rtol=1e-3, atol=1e-2)
+
+
 def _gpt_grad_schedule(layers: int) -> list:
     from corvid import nn
     from corvid.nn import functional as F
