@@ -406,7 +406,8 @@ class RowResult:
     samples: dict[str, int] = field(default_factory=dict)
     check: str | None = None  # None: ok
     compiled: str | None = None  # what the torch.compile column says when it has no time
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # corvid's: the row fails
+    peer_errors: list[str] = field(default_factory=list)  # torch's (torch.compile's): reported, not corvid's failure
     stopped: bool = False  # cut short by the table's time budget (not a failure of its own)
 
 
@@ -474,7 +475,7 @@ def format_rows(rows: list[RowResult], has_torch: bool, compile_on: bool, copy_g
             "workload": r.name,
             "corvid": _fmt_time(c, r.kind) if c is not None else "ERROR" if r.errors else "stopped" if r.stopped
             else "-",
-            "torch": _fmt_time(t, r.kind),
+            "torch": _fmt_time(t, r.kind) if t is not None or not r.peer_errors else "ERROR",
             "torch.compile": _fmt_time(tc, r.kind) if tc is not None else (r.compiled or "-"),
             "vs torch": f"{t / c:.2f}x" if c and t else "-",
             "corvid rate": f"{rate:,.0f} {unit}" if rate else "-",
@@ -499,7 +500,7 @@ def _row_line(r: RowResult) -> str:
             + (f"  torch {_fmt_time(t, r.kind):>10}  ({t / c:.2f}x)" if c and t else "")
             + f"  first call {_fmt_time(r.first.get('corvid'), 'step')}"
             + ("" if r.check is None else "  (unchecked)" if r.check == UNCHECKED else f"  CHECK FAILED: {r.check}")
-            + "".join(f"  ERROR {e}" for e in r.errors))
+            + "".join(f"  ERROR {e}" for e in r.errors) + "".join(f"  ({e})" for e in r.peer_errors))
 
 
 class _Table:
@@ -510,6 +511,7 @@ class _Table:
         self.results: dict[str, RowResult] = {}
         self.ref: dict | None = None  # the first worker's "ready": devices, copy bandwidth, CPU peak
         self.current: str | None = None
+        self.phase = ""  # what the current row was doing, as its worker last said
 
     def _extra(self) -> list[str]:
         if self.ref is None:
@@ -527,8 +529,15 @@ class _Table:
                        + (f"; copy bandwidth {msg['copy_gbps']:,.0f} GB/s ({msg['copy_how']})"
                           if msg.get("copy_gbps") else ""))
             return None
+        if kind == "phase":
+            self.phase = msg["what"]
+            return None
+        if kind == "first":
+            if msg["row"] in self.results:
+                self.results[msg["row"]].first[msg["who"]] = msg["seconds"]
+            return None
         if kind == "start":
-            self.current = msg["row"]
+            self.current, self.phase = msg["row"], ""
             if msg["row"] not in self.results:
                 self.results[msg["row"]] = RowResult(msg["row"], msg["description"], msg["kind_of_row"], msg["dtype"])
             if msg.get("compile"):
@@ -544,7 +553,7 @@ class _Table:
             r.times.update(msg["times"])
             r.first.update(msg["first"])
             r.samples.update(msg["samples"])
-            r.errors += msg["errors"]
+            r.peer_errors += msg["peer_errors"]
             report(_row_line(r))
         elif kind == "compile":
             if msg.get("time") is not None:
@@ -554,7 +563,7 @@ class _Table:
                        f"(compiled in {msg['compile_s']:.1f} s)"
                        + (f"  CHECK FAILED: {msg['check']}" if msg.get("check") else ""))
                 if msg.get("check"):
-                    r.errors.append(f"torch.compile: {msg['check']}")
+                    r.peer_errors.append(f"torch.compile: {msg['check']}")
             else:
                 r.compiled = msg["why"]
                 report(f"  {r.name:<22} torch.compile: {msg['why']}")
@@ -574,7 +583,8 @@ class _Table:
                             min(self.args.start_timeout, self.deadline - time.monotonic()), self.env,
                             self.on_message)
             done = [n for n in left if n in self.results and (
-                (mode == "rows" and (self.results[n].times or self.results[n].errors or self.results[n].check))
+                (mode == "rows" and (self.results[n].times or self.results[n].errors or self.results[n].check
+                                     or self.results[n].peer_errors))
                 or (mode == "compile" and ("torch.compile" in self.results[n].times or self.results[n].compiled)))]
             left = [n for n in left if n not in done]
             if res.rc == 0 and not res.timed_out:
@@ -589,8 +599,10 @@ class _Table:
             budget_out = res.timed_out and time.monotonic() >= self.deadline - 1
             limit = self.args.compile_limit + 30 if mode == "compile" else \
                 self.args.row_timeout * (2 if r.kind == "step" else 1)
-            why = ("stopped: the table's time budget ran out" if budget_out else
-                   f"timed out (its limit: {limit:.0f} s)" if res.timed_out else f"the worker died (exit status {res.rc})")
+            during = f" during {self.phase}" if self.phase else ""
+            why = (f"stopped{during}: the table's time budget ran out" if budget_out else
+                   f"timed out{during} (its limit: {limit:.0f} s)" if res.timed_out else
+                   f"the worker died{during} (exit status {res.rc})")
             if mode == "compile":
                 r.compiled = why if not budget_out else "not finished in the table's time"
                 self.report(f"  {cur:<22} torch.compile {why}; not tried on later rows\n{res.tail(6)}")
@@ -599,8 +611,13 @@ class _Table:
                 r.stopped = True
                 self.report(f"  {cur:<22} {why}")
                 return left
-            r.errors.append(why)
-            self.report(f"  {cur:<22} ERROR {why}; output tail:\n{res.tail()}")
+            if self.phase.startswith("torch"):  # (torch's call hung or crashed: not corvid's failure)
+                r.peer_errors.append(why)
+                self.report(f"  {cur:<22} corvid's first call {_fmt_time(r.first.get('corvid'), 'step')}; "
+                            f"{why}; output tail:\n{res.tail()}")
+            else:
+                r.errors.append(why)
+                self.report(f"  {cur:<22} ERROR {why}; output tail:\n{res.tail()}")
             left.remove(cur)
         return left
 
@@ -1345,20 +1362,23 @@ def worker_rows(args: argparse.Namespace) -> int:
         row = by_name[name]
         emit(kind="start", row=name, description=row.description, kind_of_row=row.kind, dtype=row.dtype)
         try:
+            emit(kind="phase", row=name, what="setting up its inputs")
             bench = row.make(ctx)
             outs: dict[str, Any] = {}
             first: dict[str, float] = {}
-            errors: list[str] = []
+            peer_errors: list[str] = []
             for who, call in bench.calls.items():  # first calls (compiling), one framework at a time
+                emit(kind="phase", row=name, what=f"{who}'s first call")
                 t0 = time.perf_counter()
                 try:
                     outs[who] = call()
                 except Exception as e:
                     if who == "corvid":
                         raise
-                    errors.append(f"{who}: {type(e).__name__}: {e}")
+                    peer_errors.append(f"{who}: {type(e).__name__}: {e}")
                     continue
                 first[who] = time.perf_counter() - t0
+                emit(kind="first", row=name, who=who, seconds=first[who])
 
             def keep(who: str) -> Callable[[], None]:
                 def run() -> None:
@@ -1368,10 +1388,12 @@ def worker_rows(args: argparse.Namespace) -> int:
             def failed(who: str, e: Exception) -> None:
                 if who == "corvid":
                     raise e
-                errors.append(f"{who}: {type(e).__name__}: {e}")
+                peer_errors.append(f"{who}: {type(e).__name__}: {e}")
 
+            emit(kind="phase", row=name, what="the timed calls")
             timings = time_interleaved({w: keep(w) for w in list(outs)}, *_samples(args, row), failed)
-            emit(kind="row", row=name, work=bench.work, check=bench.check(outs), errors=errors,
+            emit(kind="phase", row=name, what="the check of the results")
+            emit(kind="row", row=name, work=bench.work, check=bench.check(outs), peer_errors=peer_errors,
                  times={w: t.median_s for w, t in timings.items()}, first=first,
                  samples={w: len(t.runs_s) for w, t in timings.items()})
         except Exception as e:

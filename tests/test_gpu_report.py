@@ -112,7 +112,7 @@ def test_the_workers_go_through_the_cuda_device_with_a_stand_in_driver(fake, cap
     rows = {m["row"]: m for m in msgs if m["kind"] == "row"}
     assert set(rows) == set(args.rows.split(","))
     for name, m in rows.items():
-        assert m["check"] is None and not m["errors"] and m["times"]["corvid"] > 0, (name, m)
+        assert m["check"] is None and not m["peer_errors"] and m["times"]["corvid"] > 0, (name, m)
 
 
 def test_a_part_is_stopped_at_its_deadline_and_what_it_started_goes_with_it():
