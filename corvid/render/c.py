@@ -215,12 +215,23 @@ static inline {t} cv_fdiv_{t}({t} a, {t} b) {{
 """
 
 
-def _complex_helpers(t: str, r: str) -> str:
-    """numpy's complex multiply (the plain formula: no C99 Annex G recovery of infinities) and
-    divide (Smith's algorithm; a zero divisor gives numpy's inf/nan parts). Contraction into fused
-    multiply-adds is off in them: it changes signs of infinite and zero parts numpy's loops give."""
+def _complex_helpers(t: str, r: str, fma: bool = False) -> str:
+    """numpy's complex multiply (no C99 Annex G recovery of infinities) and divide (Smith's
+    algorithm; a zero divisor gives numpy's inf/nan parts). numpy's SIMD loops multiply with one
+    fused multiply-add per part where the CPU has FMA (``fma``): ``fma(ar, br, -(ai*bi))`` and
+    ``fma(ar, bi, ai*br)``, written out here (as the GPU renderers do), so every compiler gives
+    numpy's bits: left to contraction, gcc fused it only in some loops (x * y, not x * x) and
+    clang never. Without FMA the plain formula. Nothing else is contracted: it changes signs of
+    infinite and zero parts numpy's loops give."""
     off = '__attribute__((optimize("fp-contract=off")))'
+    f = "f" if r == "float" else ""
+    product = (f"__builtin_complex(__builtin_fma{f}(ar, br, -(ai * bi)), __builtin_fma{f}(ar, bi, ai * br))" if fma
+               else "__builtin_complex(ar * br - ai * bi, ar * bi + ai * br)")
     return f"""static inline {off} {t} cv_cmul_{r}({t} a, {t} b) {{
+  {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+  return {product};
+}}
+static inline {off} {t} cv_cmulplain_{r}({t} a, {t} b) {{  /* numpy's multiply.reduce: the plain formula */
   {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
   return __builtin_complex(ar * br - ai * bi, ar * bi + ai * br);
 }}
@@ -763,7 +774,7 @@ class CRenderer:
             return f"{acc} += {v};" if not u.dtype.is_bool else f"{acc} = {acc} | {v};"
         if op == "prod":
             if u.dtype.is_complex:
-                return f"{acc} = {self._complex_helper(u.dtype, 'cmul')}({acc}, {v});"
+                return f"{acc} = {self._complex_helper(u.dtype, 'cmulplain')}({acc}, {v});"
             return f"{acc} *= {v};" if not u.dtype.is_bool else f"{acc} = {acc} & {v};"
         if self._nan_flag(u):
             cmp = ">" if op == "max" else "<"
@@ -1105,7 +1116,7 @@ class CRenderer:
 
     def _complex_helper(self, dt: DType, fn: str) -> str:
         r = compute_type(dt.real_dtype)
-        self.helpers.setdefault(f"ch_{r}", _complex_helpers(compute_type(dt), r))
+        self.helpers.setdefault(f"ch_{r}", _complex_helpers(compute_type(dt), r, self.fma))
         return f"cv_{fn}_{r}"
 
     def _complex_alu(self, op: Op, a: list[str], in_dt: DType, dt: DType) -> str:

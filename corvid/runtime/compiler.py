@@ -84,6 +84,18 @@ _PROBE_MVEC = (
 )
 
 
+# an OpenMP reduction of complex numbers: clang implements it with a generic __atomic_compare_exchange,
+# which lives in libatomic (a kernel built without -latomic failed to load)
+_PROBE_ATOMIC = (
+    "float _Complex corvid_probe(const float _Complex* x, int n) {\n"
+    "  float _Complex acc = 1;\n"
+    "#pragma omp parallel for reduction(*:acc)\n"
+    "  for (int i = 0; i < n; i++) acc *= x[i];\n"
+    "  return acc;\n"
+    "}\n"
+)
+
+
 class CompilerNotFoundError(RuntimeError):
     """No working C compiler could be found."""
 
@@ -112,10 +124,12 @@ class Toolchain:
     # 128 with SSE2 or NEON), read from the compiler's predefined macros; None when unknown
     target_vector_bits: int | None = None
 
+    atomic: bool = False  # kernels link libatomic (clang's OpenMP reductions of complex numbers)
+
     @property
     def libs(self) -> tuple[str, ...]:
         """Libraries linked after the source file."""
-        return ("-lmvec", "-lm") if self.libmvec else ("-lm",)
+        return (("-lmvec", "-lm") if self.libmvec else ("-lm",)) + (("-latomic",) if self.atomic else ())
 
     def key(self) -> str:
         """Stable hash of everything that determines the generated machine code."""
@@ -233,8 +247,11 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
                 break
         flags = head + omp_flags + tail
         libmvec = _probe(cc, flags, ["-lmvec", "-lm"], _PROBE_MVEC, folder, "mvec")
+        atomic = "clang" in version.lower() and omp_flags == ("-fopenmp",) and \
+            not _probe(cc, flags, ["-lm"], _PROBE_ATOMIC, folder, "omp-complex") and \
+            _probe(cc, flags, ["-lm", "-latomic"], _PROBE_ATOMIC, folder, "atomic")
     openmp = omp_flags == ("-fopenmp",)
-    return Toolchain(cc=cc, version=version, openmp=openmp, libmvec=libmvec,
+    return Toolchain(cc=cc, version=version, openmp=openmp, libmvec=libmvec, atomic=atomic,
                      flags=flags + extra, preferred_vector_bits=_preferred_vector_bits(cc, flags + extra),
                      target_vector_bits=_target_vector_bits(cc, flags + extra))
 
