@@ -31,6 +31,10 @@ each product, the backward's included.
     python examples/gpt.py                                     # train ~1 minute on 2 cores, sample
     python examples/gpt.py --steps 3000 --checkpoint shakespeare.safetensors
     python examples/gpt.py --sample-only --weights shakespeare.safetensors --top-k 10
+    python examples/gpt.py --device CUDA                       # on the GPU (pip install "corvid[cuda]")
+
+``--device`` (default ``$CORVID_DEVICE``, else ``cv.devices()[0]``, the fastest device that starts
+here) is printed; the model, its optimizer state, the batches and the sampling all run there.
 """
 
 from __future__ import annotations
@@ -462,8 +466,23 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--prompt", default="\n")
+    p.add_argument("--device", default=None,
+                   help="CPU, CUDA, CL, WEBGPU (default: $CORVID_DEVICE, else the fastest that starts here)")
     args = p.parse_args(argv)
+    device = pick_device(args.device)
+    print(f"device: {device}", flush=True)
+    with cv.default_device(device):  # (model, optimizer state, batches and samples all live there)
+        return _run(p, args)
 
+
+def pick_device(name: str | None) -> str:
+    """``name``, else ``$CORVID_DEVICE``, else the fastest device that starts here."""
+    if name:
+        return cv.runtime.device.canonical_device(name)
+    return cv.get_default_device() if os.environ.get("CORVID_DEVICE") else cv.devices()[0]
+
+
+def _run(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     if args.sample_only:
         if not args.weights:
             p.error("--sample-only needs --weights")
