@@ -242,10 +242,12 @@ def test_the_same_constant_graph_realized_on_two_devices_gets_a_buffer_on_each()
 def test_logical_devices_share_compiled_kernels():
     x = cv.Tensor(np.arange(7.0, dtype=np.float32))
     (x.sin() * 5 + 11).realize()
-    before = len(sched._cache)
+    before = set(sched._cache)
     y = (x.to("CPU:3").sin() * 5 + 11)
     np.testing.assert_allclose(y.numpy(), np.sin(np.arange(7.0)) * 5 + 11, rtol=1e-6)
-    assert len(sched._cache) == before + 1  # only the copy step is new: the kernel is shared
+    # only the copy step is new: the kernel is shared (new keys counted, not the cache's size, which
+    # stays at its bound once a long test run has filled it)
+    assert len(set(sched._cache) - before) == 1
 
 
 def test_dlpack_accepts_logical_cpu_devices():
