@@ -30,6 +30,7 @@ import gc
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -448,6 +449,8 @@ ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN, *MODELS, *B
 
 
 LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new processes
+PLAN = "gpt2_plan"  # benchmarks/plan.py: planning a 12-layer GPT-2 training step, in a new process
+_CHILD_ROWS = (LATENCY, PLAN)
 
 
 def _tokens(only: list[str] | None) -> list[str]:
@@ -460,7 +463,7 @@ def select(only: list[str] | None) -> list[Workload | Overhead]:
         return list(ALL)
     tokens = _tokens(only)
     chosen = [w for w in ALL if any(w.name == t or w.name.startswith(t) for t in tokens)]
-    if not chosen and any(LATENCY.startswith(t) for t in tokens):
+    if not chosen and any(row.startswith(t) for t in tokens for row in _CHILD_ROWS):
         return []
     if not chosen:
         raise ValueError(f"no workload matches {', '.join(tokens)}; choose from {', '.join(w.name for w in ALL)}")
@@ -477,6 +480,7 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
     slow compute-bound corvid kernel (``list_kernels``: also every kernel that matters)."""
     chosen = select(only)
     latency_too = not only or any(LATENCY.startswith(t) for t in _tokens(only))
+    plan_too = not only or any(PLAN.startswith(t) for t in _tokens(only))
     workloads = [w for w in chosen if isinstance(w, Workload)]
     overheads = [w for w in chosen if isinstance(w, Overhead)]
     frameworks, skipped = available_frameworks()
@@ -515,6 +519,13 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
             latency.report(latency.measure(quick), out)
         except RuntimeError as e:
             print(f"FAIL {LATENCY}: {e}", file=out)
+    if plan_too:
+        from . import plan
+
+        try:
+            plan.report(plan.measure(quick), out, quick)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"FAIL {PLAN}: {e}", file=out)
     if kernel_check_on and (rows or orows):
         profiles = {r.workload.name: r.kernels for r in [*rows, *orows] if r.kernels is not None}
         kernel_check.report(profiles, _peak(), out, every=list_kernels, quick=quick)
@@ -533,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                         "benchmarks/gpu.py); see python -m benchmarks --gpu --help")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
-                        + ", ".join([w.name for w in ALL] + [LATENCY]))
+                        + ", ".join([w.name for w in ALL] + [LATENCY, PLAN]))
     p.add_argument("--repeat", type=int, default=10, metavar="N", help="steady-state runs per measurement (default 10)")
     p.add_argument("--budget", type=float, default=10.0, metavar="SECONDS",
                    help="stop repeating a measurement after this long (default 10)")
