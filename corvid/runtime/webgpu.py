@@ -88,15 +88,19 @@ class WebGPUProgram(Program):
             raise NotImplementedError(f"WEBGPU: kernel {name} needs {groups} workgroups, more than {per_dim}**2")
         self.max_binding = device.limits["max-storage-buffer-binding-size"]
 
-    def __call__(self, handles: list[Any]) -> None:
-        if not self.grid[0]:  # (an empty output: nothing to compute)
-            return
+    def _bind(self, handles: list[Any]) -> Any:
+        """The bind group of ``handles``; MemoryError for a buffer larger than the device binds."""
         big = [h.size for h in handles if h.size > self.max_binding]
         if big:
             raise MemoryError(f"WEBGPU: kernel {self.name} binds a buffer of {big[0]} bytes, but this device binds "
                               f"at most {self.max_binding} bytes per storage buffer")
-        group = self.device.create_bind_group(layout=self.layout, entries=[
+        return self.device.create_bind_group(layout=self.layout, entries=[
             {"binding": i, "resource": {"buffer": h, "offset": 0, "size": h.size}} for i, h in enumerate(handles)])
+
+    def __call__(self, handles: list[Any]) -> None:
+        if not self.grid[0]:  # (an empty output: nothing to compute)
+            return
+        group = self._bind(handles)
         encoder = self.device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
@@ -119,12 +123,7 @@ class WebGPUScatterProgram(WebGPUProgram):
     def __call__(self, handles: list[Any]) -> None:
         if not self.grid[0]:
             return
-        big = [h.size for h in handles if h.size > self.max_binding]
-        if big:
-            raise MemoryError(f"WEBGPU: kernel {self.name} binds a buffer of {big[0]} bytes, but this device binds "
-                              f"at most {self.max_binding} bytes per storage buffer")
-        group = self.device.create_bind_group(layout=self.layout, entries=[
-            {"binding": i, "resource": {"buffer": h, "offset": 0, "size": h.size}} for i, h in enumerate(handles)])
+        group = self._bind(handles)
         encoder = self.device.create_command_encoder()
         encoder.copy_buffer_to_buffer(handles[1], 0, handles[0], 0, self.nbytes)
         for pipeline in self.pipelines:  # (each dispatch sees the writes of the one before)
