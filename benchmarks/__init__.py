@@ -13,6 +13,12 @@ See ``python -m benchmarks --help`` and :mod:`benchmarks.harness`.
 
 import os
 
+# numpy's OpenBLAS runs its own threads, which spin for 2^28 cycles (~0.1 s) after each call unless
+# told otherwise, read when numpy loads it: a corvid kernel timed right after a numpy call shared
+# its cores with them (the 1024^2 matmul, interleaved with numpy's: 210 GFLOP/s, 458 with this).
+# 2^20 cycles (~0.3 ms) is about corvid's own pool's spin. Set OPENBLAS_THREAD_TIMEOUT to compare.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
+
 # Every framework's OpenMP pool gets the policy corvid's own pool uses (idle threads spin for a few
 # hundred microseconds, then sleep: corvid/runtime/compiler.py), set before any of them loads its
 # OpenMP runtime: otherwise the figures depend on import order, and a pool left spinning for
