@@ -997,6 +997,16 @@ def _rng() -> np.random.Generator:
     return np.random.default_rng(0)
 
 
+def _torch_call(ctx: Any, fn: Callable, args: list[Any]) -> Callable[[], Any]:
+    """A call of torch's ``fn(*args)`` under inference mode that ends in a device synchronize."""
+    def call() -> Any:
+        with ctx.torch.inference_mode():
+            out = fn(*args)
+        ctx.t_sync()
+        return out
+    return call
+
+
 def _to_numpy(x: Any) -> np.ndarray:
     if type(x).__module__.startswith("torch"):
         return x.detach().float().cpu().numpy()
@@ -1053,16 +1063,8 @@ def _array_bench(ctx: Ctx, inputs: list[np.ndarray], cv_fn: Callable, torch_fn: 
         if dtype:
             ts = [t.to(getattr(torch, dtype)) for t in ts]
 
-        def run(fn: Callable) -> Callable[[], Any]:
-            def call() -> Any:
-                with torch.inference_mode():
-                    out = fn(*ts)
-                ctx.t_sync()
-                return out
-            return call
-
-        calls["torch"] = run(torch_fn)
-        compiled = lambda: run(torch.compile(torch_fn))  # noqa: E731
+        calls["torch"] = _torch_call(ctx, torch_fn, ts)
+        compiled = lambda: _torch_call(ctx, torch.compile(torch_fn), ts)  # noqa: E731
 
     def check(outs: dict[str, Any]) -> str | None:
         if "torch" in outs:
@@ -1242,16 +1244,8 @@ def _block(ctx: Ctx) -> Bench:
         tmodel = tmodel.to(ctx.tdev).eval()
         tx_ = torch.from_numpy(block_input(ctx.quick).copy()).to(ctx.tdev)
 
-        def run(m: Any) -> Callable[[], Any]:
-            def call() -> Any:
-                with torch.inference_mode():
-                    out = m(tx_)
-                ctx.t_sync()
-                return out
-            return call
-
-        calls["torch"] = run(tmodel)
-        compiled = lambda: run(torch.compile(tmodel))  # noqa: E731
+        calls["torch"] = _torch_call(ctx, tmodel, [tx_])
+        compiled = lambda: _torch_call(ctx, torch.compile(tmodel), [tx_])  # noqa: E731
 
     def check(outs: dict[str, Any]) -> str | None:
         if "corvid" in outs and forward.traces != 1:
