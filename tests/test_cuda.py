@@ -281,6 +281,72 @@ def test_float8_is_rendered_without_headers():
     assert "#include" not in src and "memcpy" not in src and "__builtin" not in src
 
 
+
+_HOST_SHIM = """#include <stdint.h>
+#include <string.h>
+#define __device__
+static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline double __longlong_as_double(long long u) { double d; memcpy(&d, &u, 8); return d; }
+static inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
+"""
+_HOST_WRAPPERS = """extern "C" {
+uint32_t f16_f32(uint16_t x) { return __float_as_uint(cv_f16_f32(x)); }
+uint16_t f32_f16(uint32_t u) { return cv_f32_f16(__uint_as_float(u)).bits; }
+uint64_t f32_f64(uint32_t u) { return (uint64_t)__double_as_longlong(cv_f32_f64(__uint_as_float(u))); }
+uint32_t f64_f32(uint64_t u) { return __float_as_uint(cv_f64_f32(__longlong_as_double((long long)u))); }
+}
+"""
+
+
+def test_float_conversions_keep_nans_as_the_cpu(tmp_path):
+    """The CUDA prelude's float conversions give the CPU device's bits for every nan, as x86
+    converts: sign and the payload's top bits kept, quieted (numpy's for quiet nans; the GPU's
+    cvt gives its canonical nan, so ml_dtypes' fp8 tables and float16 nans differed on an H200).
+    Their nan branches are compiled for the host here, the cvt instructions replaced by a marker
+    that the other values must reach."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler for the host")
+    from corvid.render.cuda import _PRELUDE
+    start, end = _PRELUDE.index("static inline __device__ float cv_f16_f32"), _PRELUDE.index("struct cv_complex64")
+    body = _PRELUDE[start:end]
+    body = body.replace('asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));', "f = __uint_as_float(0x12345678u);")
+    body = body.replace('asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));', "h.bits = 0x1234;")
+    body = body.replace("return (double)f;", "return __longlong_as_double(0x123456789LL);")
+    body = body.replace("return (float)d;", "return __uint_as_float(0x12345678u);")
+    assert "asm(" not in body and body.count("0x1234") == 4
+    (tmp_path / "conv.cpp").write_text(_HOST_SHIM + body + _HOST_WRAPPERS)
+    lib = tmp_path / "conv.so"
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "conv.cpp")], check=True)
+    so = ctypes.CDLL(str(lib))
+    for name, a, r in (("f16_f32", ctypes.c_uint16, ctypes.c_uint32), ("f32_f16", ctypes.c_uint32, ctypes.c_uint16),
+                       ("f32_f64", ctypes.c_uint32, ctypes.c_uint64), ("f64_f32", ctypes.c_uint64, ctypes.c_uint32)):
+        getattr(so, name).argtypes, getattr(so, name).restype = [a], r
+    rng = np.random.default_rng(0)
+    cases = [  # (function, source bits, numpy source dtype, numpy target dtype, target bits dtype, marker)
+        ("f16_f32", np.arange(1 << 16, dtype=np.uint16), np.float16, np.float32, np.uint32, 0x12345678),
+        ("f32_f16", rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32), np.float32, np.float16, np.uint16, 0x1234),
+        ("f32_f64", rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32), np.float32, np.float64, np.uint64, 0x123456789),
+        ("f64_f32", rng.integers(0, 1 << 63, 20000, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, 20000, dtype=np.uint64),
+         np.float64, np.float32, np.uint32, 0x12345678),
+    ]
+    for name, src, sdt, ddt, bits, marker in cases:
+        nan_exp = {np.float16: 0x7c00, np.float32: 0x7f800000, np.float64: 0x7ff0000000000000}[sdt]
+        mask = {np.float16: 0x7fff, np.float32: 0x7fffffff, np.float64: 0x7fffffffffffffff}[sdt]
+        src = np.concatenate([src, src[:5000] | src.dtype.type(nan_exp), np.array([nan_exp, nan_exp | 1], src.dtype)])
+        fn = getattr(so, name)
+        got = np.array([fn(int(v)) for v in src], bits)
+        isnan = (src & src.dtype.type(mask)) > src.dtype.type(nan_exp)
+        want = cv.Tensor(src.view(sdt), device="CPU").astype(np.dtype(ddt)).numpy().view(bits)
+        quiet = isnan & ((src & src.dtype.type((nan_exp >> 1) & ~nan_exp & mask)) != 0)
+        with np.errstate(invalid="ignore"):  # (numpy converts float16 in software: a signaling nan stays one)
+            np.testing.assert_array_equal(want[quiet], src[quiet].view(sdt).astype(ddt).view(bits), err_msg=name)
+        assert quiet.sum() > 20 and (isnan & ~quiet).sum() > 20 and (~isnan).sum() > 0, name
+        np.testing.assert_array_equal(got[isnan], want[isnan], err_msg=name)
+        assert (got[~isnan] == marker).all(), name  # (everything else goes to the cvt instruction)
+
+
 # --- the runtime, as far as it runs without a GPU ----------------------------------------------------
 def test_the_device_says_what_is_missing():
     try:

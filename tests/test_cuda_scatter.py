@@ -78,6 +78,7 @@ static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
+static inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
 """
 _HOST_F16 = {  # the prelude's two PTX conversions, as the host's _Float16 does them
     r'asm\("cvt\.f32\.f16 %0, %1;" : "=f"\(f\) : "h"\(x\)\);':

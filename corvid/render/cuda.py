@@ -16,7 +16,9 @@ statements and values and the work-group structure it shares with OpenCL
   the last block return at once -- safe because such a kernel has no barrier;
 * no headers: NVRTC ships no C library and no ``cuda_fp16.h`` (those come with a full toolkit),
   so the prelude typedefs the ``<stdint.h>`` names and converts float16 with PTX's ``cvt``
-  instructions; float16 is stored as ``cv_half``, a 16-bit struct that reads as a float (the C
+  instructions, except a nan, which every float conversion (float16, float32, float64) writes
+  on its bits as x86 converts it -- sign and the payload's top bits kept, quieted -- where
+  ``cvt`` gives the GPU's canonical nan (ml_dtypes' fp8 tables differed on an H200); float16 is stored as ``cv_half``, a 16-bit struct that reads as a float (the C
   renderer writes ``(float)p1[i]``), bfloat16 as ``uint16_t``, float8_e4m3fn and float8_e5m2 as
   ``uint8_t`` (converted on the bits by the C renderer's helpers,
   :func:`corvid.render.c.float8_helpers`: CUDA's own fp8 header is part of the toolkit); all are
@@ -62,12 +64,33 @@ typedef unsigned long long uint64_t;
 static inline __device__ long long cv_floordiv(long long a, long long b) { long long q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 static inline __device__ long long cv_clampi(long long i, long long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 static inline __device__ long long cv_floormod(long long a, long long b) { long long r = a % b; return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0); }
-static inline __device__ float cv_f16_f32(uint16_t x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
+// float conversions keep a nan's sign and the top bits of its payload, quieted, as x86's do (and
+// so numpy and ml_dtypes); the GPU's cvt instructions give their canonical nan instead
+static inline __device__ float cv_f16_f32(uint16_t x) {
+  if ((x & 0x7fffu) > 0x7c00u) return __uint_as_float(((uint32_t)(x & 0x8000u) << 16) | 0x7fc00000u | ((uint32_t)(x & 0x3ffu) << 13));
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f;
+}
 struct cv_half {  // a float16 in memory, read as a float
   uint16_t bits;
   __device__ operator float() const { return cv_f16_f32(bits); }
 };
-static inline __device__ cv_half cv_f32_f16(float f) { cv_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h; }
+static inline __device__ cv_half cv_f32_f16(float f) {
+  cv_half h; uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { h.bits = (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu)); return h; }
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h;
+}
+static inline __device__ double cv_f32_f64(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return __longlong_as_double((long long)(((uint64_t)(u & 0x80000000u) << 32) | 0x7ff8000000000000ULL | ((uint64_t)(u & 0x7fffffu) << 29)));
+  return (double)f;
+}
+static inline __device__ float cv_f64_f32(double d) {
+  uint64_t u = (uint64_t)__double_as_longlong(d);
+  if ((u & 0x7fffffffffffffffULL) > 0x7ff0000000000000ULL)
+    return __uint_as_float((uint32_t)((u >> 32) & 0x80000000u) | 0x7fc00000u | (uint32_t)((u >> 29) & 0x7fffffu));
+  return (float)d;
+}
 static inline __device__ float cv_bf16_f32(uint16_t x) { return __uint_as_float((uint32_t)x << 16); }
 static inline __device__ uint16_t cv_f32_bf16(float f) {
   uint32_t u = __float_as_uint(f);
@@ -217,6 +240,12 @@ class CUDARenderer(GPURenderer):
         return f"cv_f32_f16({expr})" if dt.name == "float16" else super()._to_storage(expr, dt)
 
     def _cast(self, x: str, src: DType, dst: DType) -> str:
+        if src.is_float and not src.is_complex and dst.is_float and not dst.is_complex:
+            s, d = compute_type(src), compute_type(dst)
+            if (s, d) == ("float", "double"):
+                return f"cv_f32_f64({x})"
+            if (s, d) == ("double", "float"):
+                return f"cv_f64_f32({x})"
         if src.is_float and src.name not in FLOAT8 and dst.is_int and (dst.itemsize < 4 or dst.is_unsigned):
             if dst.name == "uint64":
                 return f"cv_f2u64({x})"

@@ -402,8 +402,9 @@ class GPURenderer(CRenderer):
             self._complex_lib(dst)
             r = compute_type(dst.real_dtype)
             if src.is_complex:
-                return f"cv_complex(({r})({x}).x, ({r})({x}).y)"
-            return f"cv_complex(({r})({x}), ({r})0)"
+                re_, im = (self._cast(f"({x}).{p}", src.real_dtype, dst.real_dtype) for p in "xy")
+                return f"cv_complex({re_}, {im})"
+            return f"cv_complex({self._cast(x, src, dst.real_dtype)}, ({r})0)"
         if src.is_complex:  # numpy's cast: the real part (bool: either part nonzero)
             if dst.is_bool:
                 return f"(({x}).x != 0 || ({x}).y != 0)"
