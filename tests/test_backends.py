@@ -216,6 +216,24 @@ def test_scatter_every_mode_and_dtype_matches_the_cpu_bitwise(device, reduce):
         close(got, want)
 
 
+
+def test_a_long_1d_scatter_runs_on_many_work_items_in_index_order(device):
+    """A 1-D scatter splits its one column into ranges of rows, a work item each
+    (corvid/render/gpu.py: scatter_ranges); every update still reaches its element in index
+    order, past lavapipe's loop limit too (70,000 updates), bitwise as on the CPU."""
+    from corvid.ops.indexing import scatter_prim
+
+    rng = np.random.default_rng(11)
+    n, m = 100_003, 70_000
+    x, src = rng.standard_normal(n).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+    idx = rng.integers(-3, n + 3, m)
+    idx[:500] = idx[500:1000]  # (duplicates, whose sums and last writes depend on the order)
+    for reduce in ("set", "sum"):
+        got = scatter_prim(cv.Tensor(x, device=device), 0, cv.Tensor(idx, device=device), cv.Tensor(src, device=device),
+                           reduce).numpy()
+        want = scatter_prim(cv.Tensor(x), 0, cv.Tensor(idx), cv.Tensor(src), reduce).numpy()
+        assert got.tobytes() == want.tobytes(), reduce
+
 def test_setitem_and_accumulate(device):
     a = rand(7, 3)
     x = cv.Tensor(a, device=device)

@@ -26,6 +26,7 @@ import corvid as cv
 from corvid import dtype as dt
 from corvid.ops.indexing import scatter_prim
 from corvid.render.cuda import CUDARenderer, scatter_launch
+from corvid.render.gpu import SCATTER_ITEMS, SCATTER_SCANS
 from tests.test_cuda import _translation_unit, compiler  # noqa: F401  (compiler: a fixture)
 
 REDUCES = ("set", "sum", "prod", "max", "min")
@@ -54,13 +55,20 @@ def test_every_scatter_kernel_compiles_for_sm_90(compiler):  # noqa: F811
     build(tu)
 
 
-def test_the_launch_is_one_thread_per_output_column():
+def test_the_launch_is_one_thread_per_output_column_and_range_of_rows():
     dims = scatter_launch(3 * 1000)
     assert (dims.blocks, dims.threads, dims.points, dims.guarded) == (12, (256, 1, 1), 3000, True)
     assert scatter_launch(5).threads == (5, 1, 1) and scatter_launch(5).blocks == 1
-    src = CUDARenderer().render_scatter("k", "sum", dt.float32, 3, 10, 20, 1000, 1)
+    r = CUDARenderer()
+    src = r.render_scatter("k", "sum", dt.float32, 3, 10, 20, 1000, 1)
     assert "const long long w = (long long)blockIdx.x * 256 + (long long)threadIdx.x;" in src
-    assert "if (w >= O * I) return;" in src and 'extern "C" __global__ void __launch_bounds__(256) k(' in src
+    assert "if (w >= O * R * I) return;" in src and 'extern "C" __global__ void __launch_bounds__(256) k(' in src
+    assert "R = 2, c = 5;" in src and r.scatter_work_items(3, 10, 20, 1000) == 6000
+    # x[idx] = v on a long vector: thousands of threads, not one; bounded by the index reads
+    assert r.scatter_ranges(1, 10**6, 1000, 1) == SCATTER_ITEMS
+    assert r.scatter_ranges(1, 10**6, 10**6, 1) == SCATTER_SCANS // 10**6
+    assert r.scatter_ranges(1, 7, 5, 1) == 7 and r.scatter_ranges(2, 50257, 8192, 768) == 3  # (GPT-2's embedding)
+    assert r.scatter_ranges(1, 100, 10**9, 1) == 1
 
 
 # --- the CUDA sources, run on the host ---------------------------------------------------------------
@@ -143,7 +151,7 @@ def test_the_cuda_scatter_sources_compute_the_cpus_bits(reduce):
             want = scatter_prim(cv.Tensor(x), 1, cv.Tensor(idx), cv.Tensor(src), prim).numpy()
             source = r.render_scatter(f"scatter_{reduce}_{name}", reduce, dt.to_dtype(name), o, n, m, inner,
                                       1 if idx.ndim == 2 else inner)
-            cases.append((source, o * inner, x, idx, src, want))
+            cases.append((source, r.scatter_work_items(o, n, m, inner), x, idx, src, want))
     with tempfile.TemporaryDirectory() as tmp:
         lib = _host_library([c[0] for c in cases], tmp)
     for i, (_, items, x, idx, src, want) in enumerate(cases):

@@ -626,7 +626,7 @@ def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
         kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
         renderer = get_device(device).renderer
-        if hasattr(renderer, "render_scatter"):  # a GPU device's own template (one work item per column)
+        if hasattr(renderer, "render_scatter"):  # a GPU device's own template (one work item per column and range of rows)
             source = renderer.render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner)
         else:
             source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner,

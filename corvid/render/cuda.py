@@ -154,7 +154,8 @@ class CUDALaunch:
 
 
 def scatter_launch(items: int) -> CUDALaunch:
-    """The launch of a SCATTER kernel of ``items`` work items (one per output column): blocks of
+    """The launch of a SCATTER kernel of ``items`` work items (one per output column and range of
+    rows, :meth:`corvid.render.gpu.GPURenderer.scatter_work_items`): blocks of
     :data:`BLOCK_THREADS` threads, the last block's spare threads returning at once."""
     threads = max(min(BLOCK_THREADS, items), 1)
     blocks = -(-items // threads)

@@ -203,6 +203,22 @@ _COMPLEX_FN = {Op.EXP: "cv_cexp", Op.LOG: "cv_clog", Op.SQRT: "cv_csqrt", Op.SIN
                Op.ACOSH: "cv_cacosh", Op.ATANH: "cv_catanh", Op.POW: "cv_cpow"}
 
 
+SCATTER_BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "cv_bits128"}
+SCATTER_ITEMS = 4096  # work items a GPU's scatter aims at (a few per core of a GPU's SMs)
+SCATTER_SCANS = 1 << 26  # index reads a scatter allows itself in all (work items × updates each reads)
+
+
+def scatter_ranges(O: int, n: int, m: int, inner: int, items: int = SCATTER_ITEMS) -> int:
+    """Into how many ranges of rows a SCATTER kernel (``O`` outer, ``n`` rows, ``m`` updates,
+    ``inner`` columns) splits each output column: one work item per (column, range), so a 1-D
+    scatter (``x[idx] = v``) or an embedding table's gradient runs on about ``items`` work items,
+    not one per column. Each work item reads every index (it combines those in its range), so
+    the ranges are bounded by :data:`SCATTER_SCANS` index reads in all."""
+    columns = max(O * inner, 1)
+    budget = SCATTER_SCANS // max(columns * m, 1)
+    return max(1, min(n, -(-items // columns), budget))
+
+
 class GPURenderer(CRenderer):
     """Kernel IR → a GPU dialect of C (see the module docstring). Subclasses set the class
     attributes and implement the hooks marked below."""
@@ -420,6 +436,15 @@ class GPURenderer(CRenderer):
 
     # SCATTER: a fixed template (see _render_scatter) with these dialect hooks ------------------
     scatter_copies_x = True  # whether each work item copies its column of x (else the runtime copies x first)
+    scatter_items = SCATTER_ITEMS  # the work items a scatter aims at (a device running them one by one wants few)
+
+    def scatter_ranges(self, O: int, n: int, m: int, inner: int) -> int:
+        """Ranges of rows a SCATTER kernel of this shape splits its columns into (:func:`scatter_ranges`)."""
+        return scatter_ranges(O, n, m, inner, self.scatter_items)
+
+    def scatter_work_items(self, O: int, n: int, m: int, inner: int) -> int:
+        """The work items a SCATTER kernel of this shape launches (one per column and range)."""
+        return O * inner * self.scatter_ranges(O, n, m, inner)
 
     def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
                        idx_inner: int) -> str:
@@ -461,7 +486,6 @@ class GPURenderer(CRenderer):
 
 # --- SCATTER (see graph/node.py and corvid/render/c.py: render_scatter) --------------------------------
 
-SCATTER_BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "cv_bits128"}
 
 
 def scatter_combine(reduce: str, dtype: DType, t: str, d: str = "d", v: str = "v") -> str:
@@ -507,12 +531,14 @@ def compute_type_of(dtype: DType) -> str:
 
 def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
                    idx_inner: int) -> str:
-    """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output (work
-    item ``w = o * inner + r``) copies its column of ``x`` (or the runtime copies all of ``x``
-    first: ``scatter_copies_x``), then combines the updates into it in index order. The work item
-    owns every target it touches, so the result is deterministic and race-free without atomics, and each target sees exactly the CPU's sequence of operations
-    (the last ``"set"`` wins; float sums in index order are bitwise the CPU's). Out-of-range
-    indices are dropped."""
+    """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output and
+    range ``q`` of its rows (``R`` ranges of ``c`` rows, :meth:`GPURenderer.scatter_ranges`; work
+    item ``w = (o * R + q) * inner + r``, so neighbouring work items touch neighbouring elements)
+    copies its part of ``x`` (or the runtime copies all of ``x`` first: ``scatter_copies_x``),
+    then combines the updates that fall in its range into it, in index order. The work item owns
+    every target it touches, so the result is deterministic and race-free without atomics, and
+    each target sees exactly the CPU's sequence of operations (the last ``"set"`` wins; float
+    sums in index order are bitwise the CPU's). Out-of-range indices are dropped."""
     if dtype.name in ("float64", "complex128") and reduce != "set" and not getattr(self, "fp64", True):
         raise NotImplementedError(f"{dtype.name} on the CL device needs the cl_khr_fp64 extension, "
                                   "which this OpenCL device does not report")
@@ -525,17 +551,18 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
         load, store = "{p}[{i}]", "{p}[{i}] = {v};"
     idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
     combine = scatter_combine(reduce, dtype, st)
-    copy = f"  for ({L} t = 0; t < n; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];\n" \
+    copy = f"  for ({L} t = lo; t < hi; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];\n" \
         if self.scatter_copies_x else "  /* (x was copied into out before the launch) */\n"
+    R = self.scatter_ranges(O, n, m, inner)
     helpers = self._scatter_helpers(dtype) + (self.complex_lib(dtype) if dtype.is_complex and reduce != "set" else "")
     body = f"""{self._scatter_signature(name, st)} {{
-  const {L} O = {O}, n = {n}, m = {m}, I = {inner};
+  const {L} O = {O}, n = {n}, m = {m}, I = {inner}, R = {R}, c = {-(-n // R)};
   const {L} w = {self._scatter_id()};
-  if (w >= O * I) return;
-  const {L} o = w / I, r = w % I;
+  if (w >= O * R * I) return;
+  const {L} o = w / (R * I), r = w % I, lo = (w / I) % R * c, hi = lo + c < n ? lo + c : n;
 {copy}  for ({L} i = 0; i < m; i++) {{
     const {L} t = {idx};
-    if (t < 0 || t >= n) continue;  /* out of range: dropped */
+    if (t < lo || t >= hi) continue;  /* another work item's rows, or out of range (dropped) */
     const {L} e = (o * n + t) * I + r;
     const {ct} d = {load.format(p="out", i="e")};
     const {ct} v = {load.format(p="src", i="(o * m + i) * I + r")};

@@ -45,6 +45,7 @@ from ..graph.node import Op
 from ..graph.symbolic import And, Cmp, FloorDiv, Lin, Mod, Num, Sym, Var
 from .c import FLOAT8 as _FLOAT8
 from .c import _magnitude, narrow_rounded
+from .gpu import SCATTER_ITEMS, scatter_ranges
 from .wgsl_lib import HELPERS, with_deps
 
 WORKGROUP_SIZE = 64
@@ -180,7 +181,8 @@ class WGSLRenderer:
                        idx_inner: int) -> str:
         """WGSL for SCATTER (see corvid/render/c.py: render_scatter). The runtime copies ``x`` into
         the output first (a buffer copy, :class:`corvid.runtime.webgpu.WebGPUScatterProgram`);
-        then one invocation per output column ``(o, r)`` (``O * inner`` of them) combines the
+        then one invocation per output column ``(o, r)`` and range of its rows
+        (:meth:`scatter_ranges`: ``O * inner * R`` invocations) combines the
         updates into it in index order (a dispatch per chunk of :meth:`scatter_chunk` updates where
         the driver limits loops). An invocation owns every element it touches, so the
         result is deterministic and the same as the CPU's (the last ``"set"`` wins; float sums
@@ -202,15 +204,16 @@ class WGSLRenderer:
             raise NotImplementedError(f"WEBGPU: scatter {name} indexes more than 2**31 words")
         used: set[str] = set()
         k = "(o * m + i)" if idx_inner == 1 else "((o * m + i) * I + r)"
+        R = self.scatter_ranges(O, n, m, inner)
         lines = [f"  let w = (wg.y * nwg.x + wg.x) * {WORKGROUP_SIZE}u + lid;",
-                 f"  let O = {O}u; let n = {n}u; let m = {m}u; let I = {inner}u;",
-                 "  if (w >= O * I) { return; }",
-                 "  let o = w / I; let r = w % I;",
+                 f"  let O = {O}u; let n = {n}u; let m = {m}u; let I = {inner}u; let R = {R}u; let c = {-(-n // R)}u;",
+                 "  if (w >= O * R * I) { return; }",
+                 "  let o = w / (R * I); let r = w % I; let lo = (w / I) % R * c; let hi = min(n, lo + c);",
                  # (a dispatch per chunk of updates, each from its cv_first: see scatter_chunk)
                  f"  for (var i = cv_first; i < min(m, cv_first + {self.scatter_chunk(m)}u); i++) {{",
                  f"    let k = {k};",
                  "    let t = p2[2u * k]; ",
-                 "    if (p2[2u * k + 1u] != 0u || t >= n) { continue; }  // out of range (or negative): dropped",
+                 "    if (p2[2u * k + 1u] != 0u || t < lo || t >= hi) { continue; }  // another invocation's rows, or out of range (dropped)",
                  "    let e = (o * n + t) * I + r;",
                  "    let s = (o * m + i) * I + r;"]
         if size < 4:
@@ -243,6 +246,16 @@ class WGSLRenderer:
         entry = (f"@compute @workgroup_size({WORKGROUP_SIZE})\nfn {name}(@builtin(workgroup_id) wg: vec3<u32>, "
                  "@builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {")
         return "\n".join([*decls, "", *helpers, "", entry, *lines, "}", ""])
+
+    scatter_items = SCATTER_ITEMS  # the invocations a scatter aims at (corvid/render/gpu.py: scatter_ranges)
+
+    def scatter_ranges(self, O: int, n: int, m: int, inner: int) -> int:
+        """Ranges of rows a SCATTER shader splits its columns into, one invocation each (:func:`scatter_ranges`)."""
+        return scatter_ranges(O, n, m, inner, self.scatter_items)
+
+    def scatter_work_items(self, O: int, n: int, m: int, inner: int) -> int:
+        """The invocations a SCATTER shader of this shape runs (one per column and range)."""
+        return O * inner * self.scatter_ranges(O, n, m, inner)
 
     def scatter_chunk(self, m: int) -> int:
         """Updates one dispatch of a SCATTER kernel combines (each invocation loops over them):

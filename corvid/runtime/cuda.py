@@ -532,9 +532,8 @@ class CUDADevice(Device):
     def compile(self, kernel: Kernel, source: str) -> CUDAProgram:
         from ..engine.schedule import ScatterKernel
 
-        if isinstance(kernel, ScatterKernel):  # one thread per output column (render/gpu.py: _render_scatter)
-            O, _n, _m, inner = kernel.shape
-            dims = scatter_launch(O * inner)
+        if isinstance(kernel, ScatterKernel):  # one thread per output column and range of rows (render/gpu.py: _render_scatter)
+            dims = scatter_launch(self.renderer.scatter_work_items(*kernel.shape))
         elif not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the CUDA device cannot run {type(kernel).__name__} {kernel.name!r} "
                                       "(only kernels of the IR and scatter)")

@@ -103,7 +103,7 @@ class CLProgram(Program):
 class CLScatterProgram(CLProgram):
     """A SCATTER kernel (:func:`corvid.render.gpu._render_scatter`): ``x`` (the second buffer) is
     copied into the output (the first) by one buffer copy, then the kernel, one work item per
-    output column, combines the updates in (the queue is in order)."""
+    output column and range of its rows, combines the updates in (the queue is in order)."""
 
     def __init__(self, kernel: Any, queue: Any, columns: int, nbytes: int, cl: Any):
         super().__init__(kernel, queue, (columns,), None)
@@ -131,6 +131,8 @@ class CLDevice(Device):
         self.queue = cl.CommandQueue(self.context)
         self.allocator = CLAllocator(cl, self.context, self.queue)
         self.renderer = OpenCLRenderer(fp64="cl_khr_fp64" in self.cl_device.extensions.split())
+        if self.cl_device.type & cl.device_type.CPU:  # (PoCL runs work items on a few cores: a scatter wants a few each)
+            self.renderer.scatter_items = 4 * self.cl_device.max_compute_units
         # an OpenCL driver for a CPU (PoCL) runs a work-group's items one after the other on one
         # core: a work item should read a contiguous run, and a work-group reduce only adds
         # barriers; a GPU runs the items side by side and wants neighbours to read neighbours
@@ -143,10 +145,11 @@ class CLDevice(Device):
     def compile(self, kernel: Kernel, source: str) -> CLProgram:
         from ..engine.schedule import ScatterKernel
 
-        if isinstance(kernel, ScatterKernel):  # one work item per output column (render/gpu.py: _render_scatter)
-            O, n, _m, inner = kernel.shape
+        if isinstance(kernel, ScatterKernel):  # one work item per output column and range of rows (render/gpu.py: _render_scatter)
+            O, n, m, inner = kernel.shape
             return CLScatterProgram(self.cl.Kernel(self._build(kernel.name, source), kernel.name), self.queue,
-                                    O * inner, O * n * inner * kernel.dtype.itemsize, self.cl)
+                                    self.renderer.scatter_work_items(O, n, m, inner),
+                                    O * n * inner * kernel.dtype.itemsize, self.cl)
         if not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the CL device cannot run {type(kernel).__name__} {kernel.name!r} "
                                       "(only kernels of the IR and scatter)")

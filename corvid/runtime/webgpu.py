@@ -16,6 +16,7 @@ more than the adapter has raises (see :class:`corvid.render.wgsl.WGSLRenderer`).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -113,7 +114,7 @@ class WebGPUProgram(Program):
 class WebGPUScatterProgram(WebGPUProgram):
     """A SCATTER kernel (:meth:`corvid.render.wgsl.WGSLRenderer.render_scatter`): ``x`` (the
     second buffer) is copied into the output (the first) by a buffer copy, then the shader,
-    one invocation per output column, combines the updates in: one dispatch per chunk of updates
+    one invocation per output column and range of its rows, combines the updates in: one dispatch per chunk of updates
     (``pipelines``, each with its ``cv_first``), in order; all in one command buffer."""
 
     def __init__(self, name: str, device: Any, pipelines: list[Any], layout: Any, columns: int, nbytes: int):
@@ -166,6 +167,8 @@ class WebGPUDevice(Device):
         # a long reduce with few outputs runs as two kernels (corvid/ops/reduce.py): more
         # invocations share it, and each stays within a loop limit like lavapipe's
         self.split_reduces = "chunks" if str(info.get("adapter_type", "")).lower() == "cpu" else "strided"
+        if str(info.get("adapter_type", "")).lower() == "cpu":  # (a scatter wants a few invocations per core there)
+            self.renderer.scatter_items = 4 * (os.cpu_count() or 1)
         self._pipelines: dict[str, tuple[Any, Any]] = {}  # source -> (pipeline, bind group layout)
         self._fence: Any = None  # a small buffer that synchronize() reads
 
@@ -182,7 +185,8 @@ class WebGPUDevice(Device):
                     self._pipelines[key] = self._build(kernel.name, source, [True, False, False, False],
                                                        {"cv_first": first})
                 built.append(self._pipelines[key])
-            return WebGPUScatterProgram(kernel.name, self.device, [b[0] for b in built], built[0][1], O * inner,
+            return WebGPUScatterProgram(kernel.name, self.device, [b[0] for b in built], built[0][1],
+                                        self.renderer.scatter_work_items(O, n, m, inner),
                                         O * n * inner * kernel.dtype.itemsize)
         if not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the WEBGPU device cannot run {type(kernel).__name__} {kernel.name!r} "
