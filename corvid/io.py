@@ -484,7 +484,11 @@ def save(path: str | os.PathLike, obj: Any, metadata: Mapping[str, str] | None =
     A new file gets the permissions ``open`` would give; an existing one keeps its mode, and a
     symbolic link is written through. TypeError for a value that is not a tensor or a dtype the
     format cannot name; ValueError for an unknown extension or an ``.npz`` key that would be
-    unsafe as a zip member name (``"../x"``)."""
+    unsafe as a zip member name (``"../x"``). PyTorch's order, ``save(obj, path)``, is accepted too."""
+    if isinstance(obj, (str, os.PathLike)) and not isinstance(path, (str, os.PathLike)):
+        path, obj = obj, path  # (torch.save's order)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"save(path, obj): path must be a file name, got {type(path).__name__}")
     p = os.fspath(path)
     ext = os.path.splitext(p)[1].lower()
     if ext == ".safetensors":

@@ -139,3 +139,43 @@ def test_random_samplers_draw_on_the_default_device(device):
     assert cv.random.normal(k, (2,), device=device).device == device
     logits = cv.zeros((3, 4), device=device)
     assert cv.random.categorical(k, logits).device == device  # (where the logits are)
+
+
+def test_checkpoints_move_between_devices(device, tmp_path):
+    """A model and its Adam state trained on ``device``, saved (PyTorch's argument order too),
+    loaded on the CPU and back on ``device`` (``cv.load(device=)``: map_location): the copies
+    continue training exactly as the original does."""
+    cv.manual_seed(1)
+    nn, optim = cv.nn, cv.optim
+
+    def net():
+        return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    model = net().to(device)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    x = cv.Tensor(np.random.default_rng(0).random((16, 4), dtype=np.float32), device=device)
+
+    def step(m, o, x):
+        o.zero_grad()
+        (m(x) ** 2).mean().backward()
+        o.step()
+
+    for _ in range(2):
+        step(model, opt, x)
+    cv.save(model.state_dict(), tmp_path / "model.safetensors")  # (torch.save's order)
+    cv.save(tmp_path / "adam.safetensors", cv.optim.flatten_state_dict(opt.state_dict()))
+    assert {v.device for v in cv.load(tmp_path / "model.safetensors").values()} == {"CPU"}
+    copies = []
+    for where in ("CPU", device):
+        m = net().to(where)
+        m.load_state_dict(cv.load(tmp_path / "model.safetensors", device=where))
+        o = optim.Adam(m.parameters(), lr=1e-2)
+        o.load_state_dict(cv.load(tmp_path / "adam.safetensors"))  # (state goes to the parameters' device)
+        assert {p.device for p in m.parameters()} == {where}
+        assert {v.device for st in o.state.values() for v in st.values() if isinstance(v, cv.Tensor)} == {where}
+        copies.append((m, o, cv.Tensor(x.numpy(), device=where)))
+    step(model, opt, x)
+    for m, o, xm in copies:
+        step(m, o, xm)
+        for p, q in zip(m.parameters(), model.parameters()):
+            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-6, atol=1e-7)
