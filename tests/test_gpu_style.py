@@ -106,8 +106,60 @@ def test_gpu_heuristics_share_long_reduces_with_few_outputs():
     assert [str(o) for o in gpu_heuristics(full, max_group=64).opts] == ["group_local(0, 64)"]
     many = _base(_real(GPU_MANY_OUTPUTS, 1024).sum(axis=1))  # a work item per output fills a device
     assert gpu_heuristics(many).opts == ()
-    soft = _base(_real(4, 8192).softmax(-1))  # hoisted reduces: the work items would all run the columns
-    assert gpu_heuristics(soft).opts == ()
+    soft = _base(_real(4, 8192).softmax(-1))  # hoisted reduces: a work-group per row (rows_local)
+    assert [str(o) for o in gpu_heuristics(soft).opts] == ["rows_local(1, 256)"]
+    assert gpu_heuristics(soft, shared_reduce=False).opts == ()
+    assert [str(o) for o in gpu_heuristics(_base(_real(4, 96 * 2).softmax(-1))).opts] == ["rows_local(1, 64)"]
+    assert gpu_heuristics(_base(_real(64, 100).softmax(-1))).opts == ()  # (a short row: one work item)
+
+
+def _rows():
+    rng = np.random.default_rng(3)
+    x = cv.Tensor(rng.standard_normal((6, 256)).astype(np.float32)).realize()
+    w = cv.Tensor(rng.standard_normal(256).astype(np.float32)).realize()
+    ints = cv.Tensor(rng.integers(-1000, 1000, (5, 128)).astype(np.int32)).realize()
+    nan = rng.standard_normal((4, 128)).astype(np.float32)
+    nan[1, 77], nan[2, :] = np.nan, -np.inf
+    return {"softmax": x.softmax(-1), "log_softmax": x.log_softmax(-1),
+            "layer_norm": cv.nn.functional.layer_norm(x, (256,), w, w * 0.5),
+            "rms_norm": x * (x * x).mean(-1, keepdims=True).rsqrt() * w,
+            "int": ints * 3 - ints.sum(axis=1, keepdims=True) + ints.max(axis=1, keepdims=True),
+            "nan": ((lambda n: n.softmax(-1) + n.max(-1, keepdims=True))(cv.Tensor(nan).realize()), nan)}
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "rms_norm", "int", "nan"])
+def test_a_work_group_per_row_keeps_results(cl, name):
+    """rows_local: the items of a work-group reduce a row together (its max, sum, mean), then
+    each stores its own columns; the same values as the unoptimized kernel on the CPU (within
+    float rounding of the sums' order; integers and maxima exactly), for work-groups of 2..64."""
+    t = _rows()[name]
+    t, given = t if isinstance(t, tuple) else (t, None)
+    k0 = _base(t)
+    arrays = search.random_inputs(k0, seed=4) if given is None else [given]
+    want = _run("CPU", k0, arrays)
+    if given is not None:  # (nan in a row, a row of -inf: the softmax's nan rows, as numpy's)
+        rows = want.reshape(given.shape)
+        assert len(k0.params) == 2 and np.isnan(rows[1]).all() and np.isnan(rows[2]).all() and not np.isnan(rows[0]).any()
+    for width in (2, 4, 32, 64):
+        k = apply_opt(k0, Opt("rows_local", len(k0.loops) - 1, width))
+        src = cl.renderer.render(k)
+        assert src.count("barrier(CLK_LOCAL_MEM_FENCE)") >= 3 and "(the same work items)" in src
+        assert [lp.size for lp in launch(k).grid] == [k0.loops[0].size] and launch(k).local_size == (width,)
+        got = _run("CL", k, arrays)
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6, equal_nan=True, err_msg=str(width))
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=str(width))
+
+
+def test_a_work_group_per_row_is_refused_where_it_does_not_apply():
+    with pytest.raises(OptError, match="hoisted"):  # (a plain row sum: its reduce is per output)
+        apply_opt(_base(_real(8, 256).sum(axis=1)), Opt("rows_local", 0, 8))
+    soft = _base(_real(8, 256).softmax(-1))
+    with pytest.raises(OptError, match="innermost"):
+        apply_opt(soft, Opt("rows_local", 0, 8))
+    with pytest.raises(OptError, match="multiple"):
+        apply_opt(soft, Opt("rows_local", 1, 256))
 
 
 def test_cpu_like_devices_get_vector_columns_for_column_reduces():

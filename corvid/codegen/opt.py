@@ -23,6 +23,9 @@ counts the kernel's output loops (outermost first), except for ``unroll``, ``gro
   ``amount`` iterations, then a reduction of the partials (two-step reduce).
   ``group_local(axis, amount)`` the same with ``amount`` partials that the work items of a
   work-group compute side by side and combine in local memory (GPU-style backends).
+* ``rows_local(axis, amount)``: the innermost output loop ``axis``, which every reduce is hoisted
+  out of (a softmax's columns), split across ``amount`` work items that also share every reduce
+  loop (GPU-style backends only: a work-group per row instead of a work item).
 * ``upcast_reduce(axis, amount)``: reduce loop ``axis`` split into ``amount`` contiguous chunks
   reduced side by side in one loop (one accumulator per chunk, combined pairwise in order
   afterwards): independent add chains instead of one. Float32/float64 sums, maxima and minima.
@@ -71,6 +74,7 @@ SMALL_UPCAST = 16  # a matmul-like kernel's innermost output loop up to this siz
 GPU_MANY_OUTPUTS = 4096
 GPU_TILE = 8  # a GPU-style work item's register tile: up to 8 x 8 outputs
 GPU_MIN_ITEMS = 256  # ... while at least this many work items are left
+GPU_ROW_MIN = 128  # a row (softmax, norm) this long is shared by a work-group's items (rows_local)
 # a full sum of at least REDUCE_STREAMS_MIN elements reads REDUCE_STREAMS chunks side by side
 REDUCE_STREAMS = 2
 REDUCE_STREAMS_MIN = 1 << 12
@@ -320,12 +324,39 @@ def group_local(k: Kernel, axis: int, amount: int) -> Kernel:
     return _two_step(k, axis, amount, local=True)
 
 
-def _two_step(k: Kernel, axis: int, amount: int, local: bool) -> Kernel:
+def rows_local(k: Kernel, axis: int, amount: int) -> Kernel:
+    """The work items of a work-group share a row: output loop ``axis``, which every reduce is
+    hoisted out of (a softmax's or a norm's columns, whose row max, sum or mean each column
+    reads), is split as ``local`` splits it (item ``l`` takes the columns ``l, l + amount, ...``),
+    and every reduce loop that ``amount`` divides is shared by the same ``amount`` work items as
+    ``group_local`` shares one. GPU-style renderers give both the same work-item id (see
+    :func:`corvid.render.gpu.launch`): the items reduce the row together through local memory,
+    then each computes and stores its own columns, where otherwise one work item computed the
+    whole row. GPU-style devices only: the C renderer cannot run it."""
+    from .linearize import placement
+
+    lp = _output_loop(k, axis)
+    if axis != len(k.loops) - 1 or any(x.kind == "local" for x in k.loops + k.reduce_loops()):
+        raise OptError("rows_local: the innermost output loop of a kernel without work-group loops")
+    values, place = placement(k)
+    reduces = [u for u in values if u.op == "reduce"]
+    if not reduces or any(len(place[id(u)]) > axis for u in reduces):
+        raise OptError("rows_local: every reduce must be hoisted out of the loop")
+    shared = [x for x in reduce_loops(k) if x.size % amount == 0 and x.size > amount]
+    if not shared:
+        raise OptError(f"rows_local: no reduce loop is a multiple of {amount} (and longer)")
+    out = split(k, axis, amount, "local")
+    for x in shared:
+        out = _two_step(out, next(i for i, y in enumerate(reduce_loops(out)) if y.var == x.var), amount, True, many=True)
+    return out
+
+
+def _two_step(k: Kernel, axis: int, amount: int, local: bool, many: bool = False) -> Kernel:
     lp = _reduce_loop(k, axis)
     name = "group_local" if local else "group"
     if not 1 < amount < lp.size or lp.size % amount:
         raise OptError(f"{name}: {amount} must divide the reduce loop size {lp.size} and be smaller")
-    if local and any(x.kind == "local" for x in k.reduce_loops()):
+    if local and not many and any(x.kind == "local" for x in k.reduce_loops()):
         raise OptError("group_local: the kernel already has a work-group reduce")
     chunks = lp.size // amount
     if local:  # partial l takes the elements c*amount + l: the inner loop c walks with a stride
@@ -470,7 +501,7 @@ def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
 
 ACTIONS: dict[str, Callable[..., Kernel]] = {
     "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
-    "split": split, "local": local, "unroll": unroll, "group": group, "group_local": group_local,
+    "split": split, "local": local, "unroll": unroll, "group": group, "group_local": group_local, "rows_local": rows_local,
     "thread": thread, "pad": pad, "upcast_reduce": upcast_reduce, "stream": stream,
 }
 
@@ -543,8 +574,11 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
     * Work-group reduces (``shared_reduce``, a device with local memory): a long reduce with few
       outputs (a full sum, a norm, a row sum of a short, wide matrix) is shared by the work items
       of a work-group (``group_local``), where one work item per output would leave the device
-      idle. Only when every reduce is computed per output element: where a reduce is hoisted out
-      of an output loop (a softmax's row max) the work items would all run that loop.
+      idle. Only when every reduce is computed per output element.
+    * A work-group per row (``rows_local``, ``shared_reduce``): where the reduces are hoisted out of
+      the innermost output loop (a softmax's row max and sum, a norm's mean and variance), one
+      work item per row ran the whole row (8192 threads for a 8192^2 softmax on a 132-SM GPU);
+      the items of a work-group now reduce the row together and each stores its own columns.
     * Vector columns (``vector_lanes``, a device that runs a work item's loops one after another,
       such as PoCL on a CPU): a reduce whose output loop reads its input contiguously (a sum over
       a leading axis) gets vectors of that many lanes across the outputs, as on the CPU
@@ -558,7 +592,7 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
 
     values, place = placement(k)
     if any(len(place[id(u)]) < len(k.loops) for u in values if u.op == "reduce"):
-        return k
+        return _rows_shared(k, max_group) if shared_reduce else k
     tiled = _register_tiles(k, values)
     if tiled is not k:
         return tiled
@@ -573,6 +607,22 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
         return k
     width = next((w for w in (256, 128, 64, 32, 16) if w <= max_group and lp.size % w == 0 and w < lp.size), 0)
     return apply_opt(k, Opt("group_local", axis, width)) if width else k
+
+
+def _rows_shared(k: Kernel, max_group: int) -> Kernel:
+    """A work-group per row (``rows_local``) for a kernel whose reduces are hoisted out of its
+    innermost output loop (softmax, norms), rows of at least :data:`GPU_ROW_MIN`: the widest
+    work-group that divides the row and one of its reduce loops; else ``k``."""
+    if not k.loops or k.loops[-1].size < GPU_ROW_MIN:
+        return k
+    for width in (256, 128, 64, 32):
+        if width > max_group or k.loops[-1].size % width:
+            continue
+        try:
+            return apply_opt(k, Opt("rows_local", len(k.loops) - 1, width))
+        except OptError:
+            continue
+    return k
 
 
 def _register_tiles(k: Kernel, values: list[U]) -> Kernel:

@@ -43,6 +43,9 @@ class Launch:
 
     grid: tuple[Loop, ...]
     local: tuple[Loop, ...]
+    # (reduce loop, output loop): a work-group reduce's loop whose partials are indexed by the
+    # id of a "local" output loop (the ``rows_local`` action): it takes no dimension of its own
+    aliases: tuple[tuple[Loop, Loop], ...] = ()
 
     @property
     def local_size(self) -> tuple[int, ...] | None:
@@ -67,11 +70,13 @@ def launch(k: Kernel, max_grid: int | None = GRID_DIMS) -> Launch:
     """The grid of ``k`` (see the module docstring): at most ``max_grid`` output loops become
     work-group ids (None: all that may; CUDA flattens them into one block index).
     NotImplementedError for more than :data:`GRID_DIMS` ``"local"`` loops."""
-    local = tuple(lp for lp in k.loops if lp.kind == "local") + \
-        tuple({lp.var: lp for lp in k.reduce_loops() if lp.kind == "local"}.values())
+    values, place = placement(k)
+    out_local = tuple(lp for lp in k.loops if lp.kind == "local")
+    reduce_local = tuple({lp.var: lp for lp in k.reduce_loops() if lp.kind == "local"}.values())
+    aliases = _aliases(k, out_local, reduce_local, values, place)
+    local = out_local + tuple(lp for lp in reduce_local if lp not in dict(aliases))
     if len(local) > GRID_DIMS:
         raise NotImplementedError(f"GPU renderer: {len(local)} work-group dimensions (at most {GRID_DIMS})")
-    values, place = placement(k)
     # a reduce computed outside some output loop (placed above it) keeps that loop in the work item
     shallowest = min((len(place[id(u)]) for u in values if u.op == "reduce"), default=len(k.loops))
     grid: list[Loop] = []
@@ -79,7 +84,23 @@ def launch(k: Kernel, max_grid: int | None = GRID_DIMS) -> Launch:
         if lp.kind == "local":
             break
         grid.append(lp)
-    return Launch(tuple(grid), local)
+    return Launch(tuple(grid), local, aliases)
+
+
+def _aliases(k: Kernel, out_local: tuple[Loop, ...], reduce_local: tuple[Loop, ...], values: list[U],
+             place: dict[int, tuple]) -> tuple[tuple[Loop, Loop], ...]:
+    """The work-group reduce loops that share the id of the one ``"local"`` output loop (the
+    ``rows_local`` action): of its size, and every reduce over them computed outside that loop
+    (so the items reduce together, then use the total in their own columns)."""
+    if len(out_local) != 1:
+        return ()
+    row = out_local[0]
+    out = []
+    for lp in reduce_local:
+        users = [u for u in values if u.op == "reduce" and lp in u.arg[1]]
+        if lp.size == row.size and users and all(row.var not in place[id(u)] for u in users):
+            out.append((lp, row))
+    return tuple(out)
 
 
 def kernel_dtypes(k: Kernel) -> set[DType]:
@@ -251,7 +272,9 @@ class GPURenderer(CRenderer):
         self.index_t = self.long_type if big else "int"
         self.launch = launch(k, self.max_grid)
         self.shared_decls: list[str] = []  # work-group arrays, declared at kernel scope (OpenCL allows no other)
-        self._shared_reduce = {lp.var for lp in self.launch.local if lp not in k.loops}
+        self._shared_reduce = {lp.var for lp in self.launch.local if lp not in k.loops} | \
+            {lp.var for lp, _ in self.launch.aliases}
+        self._alias = {lp.var: row.var for lp, row in self.launch.aliases}
         self._emit_grid(linearize(k), list(self.launch.grid))
         body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self.shared_decls, *self._ids(),
                           *self.lines, "}", ""])
@@ -281,7 +304,9 @@ class GPURenderer(CRenderer):
         """Lines at the top of the kernel that read the ids it needs: each ``"local"`` loop's
         variable (:meth:`_local_id`), and whatever :meth:`_grid_index` reads."""
         return [f"  {self.index_t} {self._var(lp.var)} = ({self.index_t}){self._local_id(d)};"
-                for d, lp in enumerate(self.launch.local)]
+                for d, lp in enumerate(self.launch.local)] + \
+            [f"  {self.index_t} {self._var(lp.var)} = {self._var(row.var)};  // (the same work items)"
+             for lp, row in self.launch.aliases]
 
     def _grid_index(self, pos: int) -> str:
         """The value of grid loop ``pos`` (0: the outermost of ``self.launch.grid``)."""
@@ -315,9 +340,10 @@ class GPURenderer(CRenderer):
         lp = next(x for x in u.arg[1] if x.kind == "local")
         dims = self.launch.local
         stride = {x.var: math.prod(y.size for y in dims[j + 1:]) for j, x in enumerate(dims)}
+        own = self._alias.get(lp.var, lp.var)  # (the dimension its partials are indexed by)
         mine = " + ".join(f"{self._var(x.var)} * {stride[x.var]}" for x in dims)
-        first = " + ".join(f"{self._var(x.var)} * {stride[x.var]}" for x in dims if x.var != lp.var) or "0"
-        acc, t, step = self._name(u), self._type(u), stride[lp.var]
+        first = " + ".join(f"{self._var(x.var)} * {stride[x.var]}" for x in dims if x.var != own) or "0"
+        acc, t, step = self._name(u), self._type(u), stride[own]
         arr = f"{acc}_parts"
         self.shared_decls.append(f"  {self.shared} {t} {arr}[{math.prod(x.size for x in dims)}];")
         lid, top = self._var(lp.var), 1 << (lp.size - 1).bit_length()
@@ -350,8 +376,8 @@ class GPURenderer(CRenderer):
         for s in stmts:
             if isinstance(s, For) and s.loop.kind == "local":  # a work-item id, declared at the top
                 self._emit_block(s.body, depth)
-            elif isinstance(s, StoreStmt) and self._shared_reduce:
-                self.lines.append("  " * depth + f"if ({' && '.join(f'{self._var(v)} == 0' for v in self._shared_reduce)}) {{")
+            elif isinstance(s, StoreStmt) and self._gates(s):
+                self.lines.append("  " * depth + f"if ({' && '.join(f'{self._var(v)} == 0' for v in self._gates(s))}) {{")
                 self._emit_store(s, depth + 1)
                 self.lines.append("  " * depth + "}")
             elif isinstance(s, StoreStmt):
@@ -360,6 +386,13 @@ class GPURenderer(CRenderer):
                 super()._emit_block([s], depth)
                 if isinstance(s, AccFinal) and any(lp.kind == "local" for lp in s.u.arg[1]):
                     self._emit_shared_reduce(s.u, "  " * depth)
+
+    def _gates(self, s: StoreStmt) -> list:
+        """The work-group reduce ids a store is made at 0 of: every one, except those that share
+        the id of a ``"local"`` output loop that the store's index uses (each item stores its own
+        columns there)."""
+        used = s.store.index.vars()
+        return sorted((v for v in self._shared_reduce if self._alias.get(v) not in used), key=lambda v: v.name)
 
     def _pragma(self, s: For) -> str:
         return ""
