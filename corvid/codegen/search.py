@@ -221,7 +221,8 @@ GPU_GROUPS = (16, 32, 64, 128, 256)   # work items sharing a reduce (group_local
 def gpu_candidate_opts(k: Kernel, max_group: int = 1024) -> list[Opt]:
     """The GPU-style actions worth trying next on ``k`` (each may still raise OptError when
     applied, or give a kernel the renderer refuses): register tiles (``upcast``), work-group
-    dimensions (``local``), a reduce shared by a work-group (``group_local``), the loop order
+    dimensions (``local``), a reduce shared by a work-group (``group_local``), a row shared by
+    one (``rows_local``, where the reduces are hoisted out of the innermost loop), the loop order
     (``permute``: which loop neighbouring threads walk) and ``pad``; work-groups of at most
     ``max_group`` work items and 3 dimensions. None of the CPU's vectors, threads or unrolls
     (GPU renderers print none of them)."""
@@ -244,6 +245,9 @@ def gpu_candidate_opts(k: Kernel, max_group: int = 1024) -> list[Opt]:
         for r, lp in enumerate(reduce_loops(k)):
             out += [Opt("group_local", r, g) for g in GPU_GROUPS
                     if lp.size % g == 0 and g < lp.size and items * g <= max_group]
+    if not local and k.loops and reduce_loops(k):  # (a work-group per row; OptError unless the reduces are hoisted)
+        out += [Opt("rows_local", len(k.loops) - 1, g) for g in GPU_GROUPS
+                if k.loops[-1].size % g == 0 and g < k.loops[-1].size and g <= max_group]
     return out
 
 
