@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..amp import narrow
 from ..creation import empty
 from ..tensor import Tensor
 from . import init
@@ -32,7 +33,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         raise ValueError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
                          "(expected input (*, in) and weight (out, in))")
     out = x @ weight.T
-    return out if bias is None else out + bias
+    return out if bias is None else out + narrow(bias)[0]  # (under autocast the bias too is bfloat16/float16)
 
 
 def reset_affine(weight: Tensor, bias: Tensor | None) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtype as dt
+from ..amp import float32_op
 from ..creation import arange
 from ..engine import capture
 from ..ops.elementwise import where
@@ -92,6 +93,7 @@ def _class_axis_shape(x: Tensor, axis: int) -> tuple[int, ...]:
 
 
 # --- regression ---------------------------------------------------------------------------------------
+@float32_op
 def mse_loss(input: Any, target: Any, *, reduction: str = "mean", weight: Any = None) -> Tensor:
     """Squared error ``(input - target)**2``, reduced.
 
@@ -105,6 +107,7 @@ def mse_loss(input: Any, target: Any, *, reduction: str = "mean", weight: Any = 
     return _weighted((x - y).square(), weight, reduction, True)
 
 
+@float32_op
 def l1_loss(input: Any, target: Any, *, reduction: str = "mean", weight: Any = None) -> Tensor:
     """Absolute error ``|input - target|``, reduced (``weight`` as in :func:`mse_loss`).
 
@@ -115,6 +118,7 @@ def l1_loss(input: Any, target: Any, *, reduction: str = "mean", weight: Any = N
     return _weighted((x - y).abs(), weight, reduction, True)
 
 
+@float32_op
 def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 1.0, weight: Any = None) -> Tensor:
     """``0.5 d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``, with ``d = input - target``.
 
@@ -131,6 +135,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
     return _weighted(where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta)), weight, reduction, False)
 
 
+@float32_op
 def smooth_l1_loss(input: Any, target: Any, *, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``; ``beta=0`` is the L1 loss.
 
@@ -180,6 +185,7 @@ def _class_targets(logp: Tensor, target: Any, weight: Any, ignore_index: int) ->
     return picked, w, hit
 
 
+@float32_op
 def nll_loss(input: Any, target: Any, weight: Any = None, *, ignore_index: int = -100,
              reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices: ``-weight[t] * input[n, t]`` for log-probabilities.
@@ -201,6 +207,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, *, ignore_index: int =
     return _reduce(loss, reduction)
 
 
+@float32_op
 def cross_entropy(input: Any, target: Any, weight: Any = None, *, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy between logits and targets: ``nll_loss(log_softmax(input, 1), target)``,
@@ -247,6 +254,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *, ignore_index: 
     return _reduce(loss, reduction)
 
 
+@float32_op
 def binary_cross_entropy(input: Any, target: Any, weight: Any = None, *, reduction: str = "mean") -> Tensor:
     """``-weight * (t log p + (1 - t) log(1 - p))`` for probabilities ``p = input`` in [0, 1].
 
@@ -263,6 +271,7 @@ def binary_cross_entropy(input: Any, target: Any, weight: Any = None, *, reducti
     return _reduce(loss, reduction)
 
 
+@float32_op
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None, *, reduction: str = "mean",
                                      pos_weight: Any = None) -> Tensor:
     """Binary cross entropy on logits ``x``: ``-weight * (pw t log s(x) + (1 - t) log(1 - s(x)))``
@@ -286,6 +295,7 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
     return _reduce(loss, reduction)
 
 
+@float32_op
 def kl_div(input: Any, target: Any, *, reduction: str = "mean", log_target: bool = False) -> Tensor:
     """Kullback-Leibler divergence ``target * (log target - input)`` for log-probabilities ``input``.
 
@@ -380,6 +390,7 @@ def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0
 _UNREACHABLE = 1e30
 
 
+@float32_op
 def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification loss: ``-log`` of the total probability of every

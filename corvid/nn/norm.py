@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..amp import float32_op
 from ..autograd import no_grad
 from ..creation import ones, zeros
 from ..dtype import finfo, int64
@@ -85,6 +86,7 @@ def _normalize(x: Tensor, axes: tuple[int, ...], eps: float, mean: Tensor | None
     return (x - mean) * (var + eps).rsqrt()
 
 
+@float32_op
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
                bias: Tensor | None = None, training: bool = False, momentum: float | Tensor = 0.1,
                eps: float = 1e-5) -> Tensor:
@@ -125,6 +127,7 @@ def _trailing(x: Tensor, normalized_shape: int | Sequence[int], what: str) -> tu
     return tuple(range(x.ndim - len(shape), x.ndim))
 
 
+@float32_op
 def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing axes ``normalized_shape`` of each sample, then ``* weight +
@@ -137,6 +140,7 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
     return _affine(_normalize(x, _trailing(x, normalized_shape, "layer_norm"), eps), weight, bias)
 
 
+@float32_op
 def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """``x / sqrt(mean(x²) + eps) * weight`` over the trailing axes ``normalized_shape`` (no mean
@@ -152,6 +156,7 @@ def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tenso
     return y if weight is None else y * weight
 
 
+@float32_op
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Split the ``C`` channels of ``(N, C, *spatial)`` into ``num_groups`` groups and normalize
@@ -170,6 +175,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     return _affine(y, _channel_view(weight, x.ndim), _channel_view(bias, x.ndim))
 
 
+@float32_op
 def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
                   weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .. import dtype as dt
+from ..amp import narrow as amp_narrow
 from ..transforms.custom import custom_vjp
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     >>> conv(cv.ones(1, 1, 4, 4), cv.ones(2, 1, 3, 3)).shape
     (1, 2, 2, 2)
     """
-    x, w = _tensor(x), _tensor(w)
+    x, w = amp_narrow(_tensor(x), _tensor(w))  # (under autocast: the product in bfloat16/float16)
     nd = _check_weight(x, w, groups, "conv", transposed=False)
     kernel = w.shape[2:]
     st = _ints(stride, nd, "conv: stride")
@@ -204,7 +205,7 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     pads = _pads(padding, nd, kernel, st, dil, "conv")
     out_sz = _out_sizes(x, kernel, st, dil, pads, "conv", w)
     if bias is not None:
-        bias = _tensor(bias)
+        (bias,) = amp_narrow(_tensor(bias))
         if bias.shape != (w.shape[0],):
             raise ValueError(f"conv: bias of shape {bias.shape} does not match the {w.shape[0]} output channels")
     if 0 in (x.shape[1], *kernel):
@@ -401,7 +402,8 @@ def conv_transpose(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Int
     >>> conv_transpose(cv.ones(1, 2, 3, 3), cv.ones(2, 4, 2, 2), stride=2).shape
     (1, 4, 6, 6)
     """
-    x, w = _tensor(x), _tensor(w)
+    x, w = amp_narrow(_tensor(x), _tensor(w))  # (under autocast: the product in bfloat16/float16)
+    bias = None if bias is None else amp_narrow(_tensor(bias))[0]
     nd = _check_weight(x, w, groups, "conv_transpose", transposed=True)
     kernel = w.shape[2:]
     st = _ints(stride, nd, "conv_transpose: stride")

@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .. import dtype as dt
+from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
 from ..graph.node import Op, node
 from .elementwise import where
@@ -359,7 +360,7 @@ class ReduceMixin:
 
     def logsumexp(self: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` computed stably (shifted by the max)."""
-        x = _real_float(self)
+        (x,) = widen(_real_float(self))
         m = x.max(axis, keepdims=True)
         m = where(m.isinf(), 0.0, m)
         out = (x - m).exp().sum(axis, keepdims=True).log() + m
@@ -367,12 +368,12 @@ class ReduceMixin:
 
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
-        x = _real_float(self)
+        (x,) = widen(_real_float(self))
         e = (x - x.max(axis, keepdims=True)).exp()
         return e / e.sum(axis, keepdims=True)
 
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
-        x = _real_float(self)
+        (x,) = widen(_real_float(self))
         shifted = x - x.max(axis, keepdims=True)
         return shifted - shifted.exp().sum(axis, keepdims=True).log()
 
@@ -383,6 +384,8 @@ class ReduceMixin:
 
         if not isinstance(other, Tensor):
             other = Tensor(other, device=self.device)
+        if _AUTOCAST.get() is not None:  # (mixed precision: the product in bfloat16/float16)
+            self, other = narrow(self, other)
         if self.ndim == 0 or other.ndim == 0:
             raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes {self.shape} and {other.shape}")
         a = self.reshape(1, -1) if self.ndim == 1 else self
@@ -396,7 +399,11 @@ class ReduceMixin:
             # tiles; the float32 result is stored, so that the rounding to ``common`` is a kernel of
             # its own and the matmul stores vectors)
             a32, b32 = a.astype(dt.float32).contiguous(), b.astype(dt.float32).contiguous()
-            out = a32.matmul(b32).contiguous().astype(common)
+            token = _AUTOCAST.set(None)  # (this float32 product is the narrow one's value: autocast must not narrow it)
+            try:
+                out = a32.matmul(b32).contiguous().astype(common)
+            finally:
+                _AUTOCAST.reset(token)
         else:
             out = _matmul(a, b, common)
         if self.ndim == 1:

@@ -56,6 +56,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..amp import _AUTOCAST
 from ..engine.capture import Recorder as _Recorder, recording as _recording
 from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
@@ -403,7 +404,7 @@ class Jitted:
             if n.traced:  # a requires_grad leaf, or a value of an enclosing transform: the general path
                 return None
             sig.append((n.shape, n.dtype, a.device))
-        return tuple(sig)
+        return (*sig, _AUTOCAST.get())  # (a trace under autocast computes in another dtype)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast_key(args, kwargs)
@@ -427,7 +428,7 @@ class Jitted:
         dyn = [x for x in leaves if is_t(x)]
         if any(_under_transform(t) for t in dyn):
             return self.fun(*args, **kwargs)  # inside grad/jvp/vmap tracing: become part of that trace
-        key = (tree, tuple(_leaf_key(x) for x in leaves))
+        key = (tree, tuple(_leaf_key(x) for x in leaves), _AUTOCAST.get())
         cap = self._program(key)
         if cap is None:
             with self._trace_lock:
