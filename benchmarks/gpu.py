@@ -16,8 +16,9 @@ child from the next row, and the failure's output tail is printed).
 3. **corvid vs PyTorch** (:data:`ROWS`): matmul 4096² in float32/bfloat16/float16, the 5-op
    elementwise chain and the sum on 64M float32, softmax and layer norm over 8192², conv2d
    32×64×56² 3×3 → 64, ``x + 1`` on 1024 elements (dispatch latency), the MNIST CNN's training
-   step (batch 128, Adam; corvid jitted, torch eager) and a GPT-2 block's forward (8×256×768, 12
-   heads; corvid jitted, torch eager under inference_mode). corvid on ``--device`` and PyTorch on
+   step (batch 128, Adam; corvid jitted, torch eager), a GPT-2 block's forward (8×256×768, 12
+   heads; corvid jitted, torch eager under inference_mode) and GPT-2 small's training step in
+   bfloat16 mixed precision (batch 8×1024, AdamW; corvid's autocast, torch.autocast). corvid on ``--device`` and PyTorch on
    the same GPU (the CPU when corvid's device is not CUDA or torch has no CUDA), in one process,
    on the same inputs; every timed call ends in a device synchronize. PyTorch runs with TF32 off
    (matmul and cuDNN): both sides compute in float32. The first call of each (compilation, with
@@ -1260,6 +1261,76 @@ def _block(ctx: Ctx) -> Bench:
     return Bench(calls, 0.0, check, compiled)
 
 
+def _gpt2_train(ctx: Ctx) -> Bench:
+    """GPT-2 small's training step in bfloat16 mixed precision, the same batch every step (the
+    loss must fall): corvid as examples/gpt.py trains (``Trainer(amp=cv.bfloat16)``: cv.autocast,
+    float32 weights and AdamW state, one jitted step), torch eager under
+    ``torch.autocast(dtype=torch.bfloat16)`` with ``torch.optim.AdamW`` (the same architecture:
+    :func:`benchmarks.models._torch_gpt`, scaled dot-product attention). 12 layers, width 768,
+    12 heads, GPT-2's vocabulary, batch 8 x 1024 tokens; --quick: 2 layers, width 64, 2 x 64."""
+    import corvid as cv
+    import examples.gpt as gpt
+
+    from .models import _Sizes, _torch_gpt
+
+    s = _Sizes(512, 64, 64, 2, 2, 2) if ctx.quick else _Sizes(50257, 1024, 768, 12, 12, 8)
+    ids = _rng().integers(0, s.vocab, (s.batch, s.ctx + 1))
+    losses: dict[str, list[float]] = {"corvid": [], "torch": []}
+    calls: dict[str, Callable[[], Any]] = {}
+    state: dict[str, Any] = {}
+    if ctx.with_corvid:
+        cv.manual_seed(0)
+        config = gpt.GPTConfig(vocab_size=s.vocab, block_size=s.ctx, n_embd=s.d, n_head=s.heads, n_layer=s.layers)
+        with cv.default_device(ctx.device):
+            state["trainer"] = gpt.Trainer(gpt.GPT(config), lr=3e-4, amp=cv.bfloat16)
+        x = cv.Tensor(ids[:, :-1], device=ctx.device).realize()
+        y = cv.Tensor(ids[:, 1:], device=ctx.device).realize()
+
+        def corvid_call() -> Any:
+            loss = state["trainer"].step(x, y).realize()
+            ctx.cv_sync()
+            if not losses["corvid"]:
+                losses["corvid"].append(loss.item())
+            return loss
+
+        calls["corvid"] = corvid_call
+    if ctx.torch is not None:
+        torch = ctx.torch
+        torch.manual_seed(0)
+        tmodel = _torch_gpt(s).to(ctx.tdev)
+        opt = torch.optim.AdamW(tmodel.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        tx_ = torch.from_numpy(ids[:, :-1]).to(ctx.tdev)
+        ty = torch.from_numpy(ids[:, 1:]).to(ctx.tdev)
+        kind = "cuda" if str(ctx.tdev).startswith("cuda") else "cpu"
+
+        def torch_call() -> Any:
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(kind, dtype=torch.bfloat16):
+                logits = tmodel(tx_)
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, s.vocab), ty.reshape(-1))
+            loss.backward()
+            opt.step()
+            ctx.t_sync()
+            if not losses["torch"]:
+                losses["torch"].append(loss.item())
+            return loss
+
+        calls["torch"] = torch_call
+
+    def check(outs: dict[str, Any]) -> str | None:
+        if "corvid" in outs and state["trainer"]._step.traces != 1:
+            return f"corvid's step was traced {state['trainer']._step.traces} times, expected once"
+        for who, first in losses.items():
+            if who in outs:
+                last = float(outs[who].item())
+                if not (math.isfinite(last) and last < first[0]):
+                    return f"{who}'s loss did not fall: {first[0]:.4f} -> {last:.4f}"
+        return None
+
+    n_params = 12 * s.layers * s.d * s.d + s.vocab * s.d  # (the matrices: what the products' FLOPs count)
+    return Bench(calls, 6.0 * n_params * s.batch * s.ctx, check)
+
+
 ROWS: list[GPURow] = [
     _matmul_row("float32", 1e-4),
     _matmul_row("bfloat16", 1.5e-2),
@@ -1273,6 +1344,9 @@ ROWS: list[GPURow] = [
     GPURow("cnn_train_step", "MNIST CNN training step, batch 128, Adam (corvid: jit; torch: eager)", "step",
            _cnn_step, compile_note="not tried (a training step)"),
     GPURow("transformer_block", "GPT-2 block forward 8x256x768, 12 heads (corvid: jit; torch: eager)", "step", _block),
+    GPURow("gpt2_train_bf16", "GPT-2 small training step, batch 8x1024, bfloat16 autocast, AdamW (corvid: jit; "
+           "torch: eager)", "step", _gpt2_train, dtype="bfloat16", repeat=5,
+           compile_note="not tried (a training step)"),
 ]
 
 

@@ -213,7 +213,7 @@ def _torch_gpt(s: _Sizes) -> Any:
             self.ln_f = nn.LayerNorm(s.d)
 
         def forward(self, idx: torch.Tensor) -> torch.Tensor:
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.h:
                 x = block(x)
             return self.ln_f(x) @ self.wte.weight.T

@@ -55,6 +55,7 @@ sys.path.insert(0, REPO)
 
 import corvid as cv  # noqa: E402
 from corvid import nn  # noqa: E402
+from corvid.dtype import to_dtype  # noqa: E402
 from corvid.nn import functional as F  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "tinyshakespeare", "input.txt")
@@ -281,8 +282,14 @@ class Trainer:
     """
 
     def __init__(self, model: GPT, lr: float = 1e-3, weight_decay: float = 0.1,
-                 betas: tuple[float, float] = (0.9, 0.95)) -> None:
+                 betas: tuple[float, float] = (0.9, 0.95), amp: Any = None) -> None:
         self.model = model
+        # amp=cv.bfloat16: mixed precision (cv.autocast: products in bfloat16, float32 weights and
+        # state); float16 would need loss scaling, which this functional step does not do
+        self.amp = None if amp is None else to_dtype(amp)
+        if self.amp not in (None, cv.bfloat16):
+            raise ValueError(f"Trainer(amp=...) trains in bfloat16 mixed precision, not {self.amp.name} "
+                             "(float16 needs loss scaling: cv.amp.GradScaler with an Optimizer)")
         named = dict(model.named_parameters())
         self.params = ({k: v.detach() for k, v in named.items() if v.ndim >= 2},
                        {k: v.detach() for k, v in named.items() if v.ndim < 2})
@@ -294,8 +301,9 @@ class Trainer:
     def _update(self, params: tuple[dict, dict], state: tuple[dict, dict], x: cv.Tensor, y: cv.Tensor
                 ) -> tuple[tuple[dict, dict], tuple[dict, dict], cv.Tensor]:
         def loss_of(p: tuple[dict, dict]) -> cv.Tensor:
-            logits = nn.functional_call(self.model, p, x)
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            with cv.autocast(dtype=self.amp or cv.bfloat16, enabled=self.amp is not None):
+                logits = nn.functional_call(self.model, p, x)
+                return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
         loss, grads = cv.value_and_grad(loss_of)(params)
         (p0, s0), (p1, s1) = (tx.update(g, s, p) for tx, g, s, p in zip(self.tx, grads, state, params))
@@ -431,7 +439,7 @@ def train(args: argparse.Namespace, text: str) -> tuple[GPT, CharTokenizer]:
     n_params = sum(p.size for p in model.parameters())
     print(f"data: {len(text):,} characters, {tok.vocab_size} distinct; {config}, {n_params:,} parameters",
           flush=True)
-    trainer = Trainer(model, lr=args.lr, weight_decay=args.weight_decay)
+    trainer = Trainer(model, lr=args.lr, weight_decay=args.weight_decay, amp=cv.bfloat16 if args.amp else None)
     rng = np.random.default_rng(args.seed)
     steps = progress(range(1, args.steps + 1), args.steps, "training")
     write = getattr(steps, "write", print)  # tqdm.write keeps the bar intact
@@ -468,6 +476,8 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--prompt", default="\n")
     p.add_argument("--device", default=None,
                    help="CPU, CUDA, CL, WEBGPU (default: $CORVID_DEVICE, else the fastest that starts here)")
+    p.add_argument("--amp", action="store_true",
+                   help="bfloat16 mixed precision (cv.autocast): products in bfloat16, weights in float32")
     args = p.parse_args(argv)
     device = pick_device(args.device)
     print(f"device: {device}", flush=True)

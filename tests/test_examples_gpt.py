@@ -271,6 +271,26 @@ def test_training_on_tinyshakespeare_lowers_the_loss():
 
 
 @needs_data
+def test_training_in_bfloat16_mixed_precision_lowers_the_loss_as_float32_does():
+    with open(gpt.DEFAULT_DATA, encoding="utf-8") as f:
+        text = f.read()
+    tok = gpt.CharTokenizer(text)
+    data = np.array(tok.encode(text[:200_000]), np.int64)
+    runs = {}
+    for amp in (None, cv.bfloat16):
+        cv.manual_seed(0)
+        trainer = gpt.Trainer(gpt.GPT(gpt.GPTConfig(vocab_size=tok.vocab_size, **TRAIN)), lr=1e-2, amp=amp)
+        rng = np.random.default_rng(0)
+        runs[amp] = [trainer.step(*gpt.get_batch(data, 8, 16, rng)).item() for _ in range(30)]
+        assert all(p.dtype == cv.float32 for d in trainer.params for p in d.values())
+    full, half = runs[None], runs[cv.bfloat16]
+    assert half != full and np.mean(half[-5:]) < half[0] - 0.6
+    assert abs(np.mean(half[-5:]) - np.mean(full[-5:])) < 0.15, (half, full)
+    with pytest.raises(ValueError, match="loss scaling"):
+        gpt.Trainer(gpt.GPT(CONFIG), amp=cv.float16)
+
+
+@needs_data
 def test_command_line_trains_saves_and_samples(tmp_path, capsys):
     ckpt = str(tmp_path / "char.safetensors")
     args = ["--steps", "2", "--batch-size", "8", "--block-size", "16", "--n-embd", "32", "--n-head", "2",

@@ -103,10 +103,10 @@ static inline long long cv_floordiv(long long a, long long b) { long long q = a 
 static inline long long cv_clampi(long long i, long long hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 static inline long long cv_floormod(long long a, long long b) { long long r = a % b; return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0); }
 static inline float cv_bf16_f32(uint16_t x) { uint32_t u = (uint32_t)x << 16; float f; memcpy(&f, &u, 4); return f; }
-static inline uint16_t cv_f32_bf16(float f) {
+static inline uint16_t cv_f32_bf16(float f) {  /* (a nan quieted; a mask, not a branch: loops over it vectorize) */
   uint32_t u; memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  uint32_t nan = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+  return (uint16_t)((nan & ((u >> 16) | 0x40u)) | (~nan & ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)));
 }
 """
 
