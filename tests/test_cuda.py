@@ -385,3 +385,23 @@ def test_nvrtc_builds_are_cached_on_disk(tmp_path, monkeypatch):
     assert again.cubin(src, ARCH, "exp") == cubin and path.read_bytes() == cubin
     with pytest.raises(CUDAError, match="could not compile kernel broken(.|\n)*--- source ---"):
         compiler.cubin(src.replace("expf(", "no_such_function("), ARCH, "broken")
+
+
+def test_the_attention_kernels_compile_for_sm_90(compiler):
+    """corvid/nn/flash.py's three kernels (forward, dq, dk/dv), causal or masked, for the head
+    sizes GPT-2 and Llama use: PoCL checks their values (tests/test_flash_attention.py), this
+    their CUDA spelling, registers and shared memory (48 KiB static at most)."""
+    build, _ = compiler
+    r, sources = CUDARenderer(), []
+    for kind in ("fwd", "dq", "dkdv"):
+        for d, dv, causal, mask in ((64, 64, True, None), (128, 128, False, (2, 1, 1, 1024)), (80, 32, False, (1, 1, 512, 1024))):
+            shapes = [(2, 12, 512, d), (2, 12, 1024, d), (2, 12, 1024, dv)] + ([mask] if mask else [])
+            if kind != "fwd":
+                shapes += [(2, 12, 512, dv), (2, 12, 512), (2, 12, 512)]
+            params = {"kind": kind, "causal": causal, "scale": d ** -0.5, "has_mask": mask is not None}
+            src, groups, threads, flops = r.render_attention(f"attention_{kind}_{d}_{int(causal)}", params, shapes)
+            assert "#include" not in src and "__builtin" not in src and "__syncthreads();" in src
+            assert threads == 64 and groups == 24 * (8 if kind != "dkdv" else 16) and flops > 0
+            sources.append(src)
+    tu, _ = _translation_unit(sources)
+    build(tu)

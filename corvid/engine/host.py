@@ -34,12 +34,15 @@ from ..graph.node import Node, Op, node
 class HostOp:
     """A named host function. Equal names (and ``params``) mean the same computation, which is
     what the schedule and kernel caches key on. ``fn(*arrays, **dict(params))`` returns one array
-    or a tuple of them; ``batched`` says it accepts leading batch dimensions on every input."""
+    or a tuple of them; ``batched`` says it accepts leading batch dimensions on every input.
+    ``template`` names a device kernel template computing the same outputs (a device whose
+    renderer has ``render_<template>`` runs that instead of ``fn``: see :class:`TemplateKernel`)."""
 
-    __slots__ = ("name", "fn", "params", "batched")
+    __slots__ = ("name", "fn", "params", "batched", "template")
 
-    def __init__(self, name: str, fn: Callable[..., Any], params: tuple = (), batched: bool = False):
-        self.name, self.fn, self.params, self.batched = name, fn, tuple(params), batched
+    def __init__(self, name: str, fn: Callable[..., Any], params: tuple = (), batched: bool = False,
+                 template: str | None = None):
+        self.name, self.fn, self.params, self.batched, self.template = name, fn, tuple(params), batched, template
 
     def _key(self) -> tuple:
         return (self.name, self.params)
@@ -108,6 +111,24 @@ class HostKernel:
     def estimates(self) -> tuple[int, int]:
         nbytes = sum(math.prod(s) * d.itemsize for s, d in self.in_specs) + self.out_size * self.out_dtype.itemsize
         return 0, nbytes
+
+
+class TemplateKernel:
+    """What the schedule shows for a host op that a device runs as a kernel template of its
+    renderer (``render_<template>``: one source for the op and its input shapes): the source is
+    launched as ``groups`` work-groups of ``threads`` work items, over the packed output then the
+    inputs, as every kernel is."""
+
+    def __init__(self, name: str, in_specs: list[tuple[tuple[int, ...], DType]], out_size: int, out_dtype: DType,
+                 groups: int, threads: int, flops: int = 0):
+        self.name, self.in_specs, self.out_size, self.out_dtype = name, in_specs, out_size, out_dtype
+        self.groups, self.threads, self.flops = groups, threads, flops
+        self.loops: list = []
+        self.vector_width = 1
+
+    def estimates(self) -> tuple[int, int]:
+        nbytes = sum(math.prod(s) * d.itemsize for s, d in self.in_specs) + self.out_size * self.out_dtype.itemsize
+        return self.flops, nbytes
 
 
 class HostProgram:

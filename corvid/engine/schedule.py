@@ -29,6 +29,7 @@ thread while it was being made, since the plan then mixes two states of the grap
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections import OrderedDict
@@ -564,13 +565,24 @@ def _family(device: str) -> str:
 
 
 def _host_kernel(root: Node, device: str) -> ScheduledKernel:
-    from .host import HostKernel, HostProgram
+    from .host import HostKernel, HostProgram, TemplateKernel
 
     inputs = list(root.src)
     key = (device, "host", root.arg, root.dtype, root.shape, tuple((n.shape, n.dtype) for n in inputs))
+    op = root.arg.op
+    render = getattr(get_device(device).renderer, f"render_{op.template}", None) if op.template else None
+    if render is not None:  # the device's own kernel for this op (its numpy function is the fallback)
+        def make_template() -> _Compiled:
+            name = f"{op.name}_{hashlib.sha1(repr(key[1:]).encode()).hexdigest()[:10]}"  # (the same in every process)
+            source, groups, threads, flops = render(name, dict(op.params), [n.shape for n in inputs])
+            kernel = TemplateKernel(name, [(n.shape, n.dtype) for n in inputs], root.numel, root.dtype, groups,
+                                    threads, flops)
+            return _Compiled(kernel, source)  # type: ignore[arg-type]
+
+        compiled = _cached((_family(device), "template") + key[1:], make_template)
+        return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
 
     def make() -> _Compiled:
-        op = root.arg.op
         kernel = HostKernel(f"host_{op.name}", [(n.shape, n.dtype) for n in inputs], root.numel, root.dtype)
         compiled = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
         compiled.programs[device] = HostProgram(root.arg, kernel, device)  # type: ignore[assignment]

@@ -1,7 +1,9 @@
 """Attention: ``F.scaled_dot_product_attention`` and :class:`MultiheadAttention`.
 
 Both compute ``softmax(q @ k.T * scale + mask) @ v`` from ordinary tensor ops (a few fused
-kernels). The softmax is *safe*: a query whose keys are all masked out gets weights 0 (output
+kernels); on the CL and CUDA devices, without dropout or a float mask (and, for
+:class:`MultiheadAttention`, with ``need_weights=False``), as one flash-attention-style kernel
+that never stores the scores (:mod:`corvid.nn.flash`), forward and backward. The softmax is *safe*: a query whose keys are all masked out gets weights 0 (output
 0) instead of NaN, as torch's ``scaled_dot_product_attention`` does.
 
 Mask conventions differ between the two PyTorch APIs, and corvid keeps each one's: in
@@ -26,7 +28,7 @@ from ..ops.elementwise import where
 from ..ops.manipulation import repeat, tril
 from ..ops.movement import cat
 from ..tensor import Tensor
-from . import init
+from . import flash, init
 from .dropout import dropout
 from .linear import Linear, linear
 from .module import Module, shape_error
@@ -93,10 +95,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             raise ValueError(f"scaled_dot_product_attention: {hk} key/value heads must divide {hq} query heads")
         k, v = repeat(k, hq // hk, axis=-3), repeat(v, hq // hk, axis=-3)
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    mask = None if attn_mask is None else attn_mask if isinstance(attn_mask, Tensor) else Tensor(attn_mask)
+    given = (mask, None) if mask is not None and mask.dtype.is_bool else (None, mask)
+    if flash.can_fuse(q, k, v, *given, dropout_p):  # (a GPU-style device: one kernel, no score matrix)
+        return flash.attention(q, k, v, given[0], is_causal, s)
     scores = (q * s) @ k.mT
     keep, add = (_causal(q.shape[-2], k.shape[-2], q.device), None) if is_causal else (None, None)
-    if attn_mask is not None:
-        keep, add = _merge_mask(keep, add, attn_mask if isinstance(attn_mask, Tensor) else Tensor(attn_mask), True)
+    if mask is not None:
+        keep, add = _merge_mask(keep, add, mask, True)
     if add is not None:
         scores = scores + add
     weights = masked_softmax(scores, keep)
@@ -246,6 +252,11 @@ class MultiheadAttention(Module):
             k = cat([k, zeros(n, heads, 1, d, dtype=k.dtype, device=k.device)], axis=2)
             v = cat([v, zeros(n, heads, 1, d, dtype=v.dtype, device=v.device)], axis=2)
             keep, add = _extend_masks(keep, add)
+        dropping = self.training and self.dropout > 0.0
+        if not need_weights and flash.can_fuse(q, k, v, keep, add, self.dropout if dropping else 0.0):
+            out = flash.attention(q, k, v, keep, False, 1.0 / math.sqrt(d)).transpose(1, 2).reshape(n, length, self.embed_dim)
+            out = self.out_proj(out)
+            return (out.squeeze(0) if unbatched else out if self.batch_first else out.transpose(0, 1)), None
         scores = (q * (1.0 / math.sqrt(d))) @ k.mT
         if add is not None:
             scores = scores + add

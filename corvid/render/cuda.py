@@ -229,6 +229,13 @@ class CUDARenderer(GPURenderer):
         return (f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}({t}* __restrict__ out, '
                 f"const {t}* __restrict__ x, const int64_t* __restrict__ idx, const {t}* __restrict__ src)")
 
+    def _template_signature(self, name: str, n_inputs: int, threads: int) -> str:
+        args = ", ".join(["float* __restrict__ p0"] + [f"const float* __restrict__ p{i + 1}" for i in range(n_inputs)])
+        return f'extern "C" __global__ void __launch_bounds__({threads}) {name}({args})'
+
+    def _group_id(self) -> str:
+        return "blockIdx.x"
+
     def _scatter_id(self) -> str:
         return f"(long long)blockIdx.x * {BLOCK_THREADS} + (long long)threadIdx.x"
 

@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from ..codegen.ir import Kernel, Loop, U
 from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
 from ..dtype import DType
@@ -479,6 +481,19 @@ class GPURenderer(CRenderer):
         """The work items a SCATTER kernel of this shape launches (one per column and range)."""
         return O * inner * self.scatter_ranges(O, n, m, inner)
 
+    def render_attention(self, name: str, params: dict, shapes: list[tuple[int, ...]]) -> tuple[str, int, int, int]:
+        """The fused attention kernels (:func:`_render_attention`), a template of host ops
+        (corvid/nn/flash.py): ``(source, work-groups, work items per group, flops)``."""
+        return _render_attention(self, name, params, shapes)
+
+    def _template_signature(self, name: str, n_inputs: int, threads: int) -> str:
+        """The declaration of a template kernel over float32 buffers: the output, then ``n_inputs``."""
+        raise NotImplementedError
+
+    def _group_id(self) -> str:
+        """The work-group's index (one dimension)."""
+        raise NotImplementedError
+
     def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
                        idx_inner: int) -> str:
         """The source of a SCATTER kernel (see :func:`_render_scatter`), launched over ``O * inner``
@@ -605,4 +620,164 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
 }}
 """
     return self._prelude() + "typedef struct { uint64_t lo, hi; } cv_bits128;\n" + helpers + body
+
+
+
+# --- ATTENTION: a flash-attention-style template (see corvid/nn/flash.py) -------------------------------
+
+ATTENTION_THREADS = 64  # query (or key) rows per work-group: one per work item
+ATTENTION_TILE_FLOATS = 4096  # local memory per tile of keys (or queries): 16 KiB of float32
+
+
+def attention_shapes(kind: str, shapes: list[tuple[int, ...]], has_mask: bool) -> dict:
+    """The sizes the attention template is specialized for, from its inputs' shapes (q, k, v,
+    [mask], [do, lse, delta]): leading dims, Tq, Tk, D, Dv and the mask's strides."""
+    q, k, v = shapes[:3]
+    lead, tq, d, tk, dv = q[:-2], q[-2], q[-1], k[-2], v[-1]
+    out = {"lead": lead, "bh": math.prod(lead), "tq": tq, "tk": tk, "d": d, "dv": dv}
+    if has_mask:
+        m = shapes[3]
+        strides, acc = [], 1
+        for size in reversed(m):
+            strides.append(acc if size != 1 else 0)
+            acc *= size
+        strides = strides[::-1]
+        out["mask_lead"] = tuple(strides[:-2])  # (0 where the mask broadcasts over that leading dim)
+        out["mask_row"] = strides[-2]  # 0: one row for every query (a padding mask)
+    return out
+
+
+def _attention_moff(self: GPURenderer, s: dict) -> list[str]:
+    """Lines computing ``moff``, the mask's offset for the work-group's (leading index) ``bh``."""
+    L = self.long_type
+    lines = [f"  {L} cv_rem = bh, moff = 0;"]
+    for size, stride in reversed(list(zip(s["lead"], s["mask_lead"]))):
+        if stride:
+            lines.append(f"  moff += (cv_rem % {size}) * {stride};")
+        lines.append(f"  cv_rem /= {size};")
+    return lines
+
+
+def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[tuple[int, ...]]
+                     ) -> tuple[str, int, int, int]:
+    """(source, work-groups, work items per group, flops) of one attention kernel (``params["kind"]``:
+    ``"fwd"``, ``"dq"`` or ``"dkdv"``), float32 throughout (see corvid/nn/flash.py).
+
+    ``fwd`` and ``dq``: a work item per query row ``i``, :data:`ATTENTION_THREADS` rows per
+    work-group; the group loads tiles of keys and values into local memory (barriers around each
+    tile), and each item runs through the tile's keys with its own running maximum ``m``, sum
+    ``l`` and output row (``fwd``: ``out = acc / l``, and ``lse = m + log l``), or recomputes
+    ``p = exp(s - lse)`` and adds ``ds * k`` into its ``dq`` row. ``dkdv``: a work item per key
+    row, tiles of queries (their scaled rows, output gradients, lse and delta), adding ``p * do``
+    into ``dv`` and ``ds * q`` into ``dk``. The causal mask ends a group's key loop at its last
+    row (``fwd``, ``dq``) or starts its query loop at its first key (``dkdv``); a boolean mask
+    arrives as an additive one (0 or -inf) with its own broadcast strides. Keys whose score is
+    ``-inf`` are skipped, so a query that sees none gets zeros."""
+    kind, causal, has_mask = params["kind"], params["causal"], params["has_mask"]
+    s = attention_shapes(kind, shapes, has_mask)
+    T, L = ATTENTION_THREADS, self.long_type
+    TQ, TK, D, DV, BH = s["tq"], s["tk"], s["d"], s["dv"], s["bh"]
+    scale = repr(float(np.float32(params["scale"]))) + "f"
+    sfx = self.math_suffix
+    mask = [f"        s += p4[moff + ({L})i * {s['mask_row']} + j];"] if has_mask else []
+    extra = 4 if has_mask else 3  # (where do, lse and delta start)
+    rows = TQ if kind != "dkdv" else TK
+    nb = -(-rows // T)
+    head = [f"{self._template_signature(name, len(shapes), T)} {{",
+            f"  const int t = (int){self._local_id(0)};",
+            f"  const {L} g = ({L}){self._group_id()};",
+            f"  const {L} bh = g / {nb};",
+            f"  const int r0 = (int)(g % {nb}) * {T};"]
+    if has_mask:
+        head += _attention_moff(self, s)
+    if kind in ("fwd", "dq"):
+        tile = max(8, min(64, ATTENTION_TILE_FLOATS // (D + DV)))
+        body = [f"  {self.shared} float ks[{tile * D}];", f"  {self.shared} float vs[{tile * DV}];",
+                "  const int i = r0 + t;", f"  const int live = i < {TQ};",
+                f"  float qv[{D}];",
+                f"  for (int d = 0; d < {D}; d++) qv[d] = live ? p1[(bh * {TQ} + i) * {D} + d] * {scale} : 0.0f;"]
+        if kind == "fwd":
+            body += [f"  float acc[{DV}];", f"  for (int d = 0; d < {DV}; d++) acc[d] = 0.0f;",
+                     "  float m = -__builtin_inff(), l = 0.0f;"]
+        else:
+            body += [f"  float dov[{DV}], dq[{D}];",
+                     f"  for (int d = 0; d < {DV}; d++) dov[d] = live ? p{extra + 1}[(bh * {TQ} + i) * {DV} + d] : 0.0f;",
+                     f"  for (int d = 0; d < {D}; d++) dq[d] = 0.0f;",
+                     f"  const float li = live ? p{extra + 2}[bh * {TQ} + i] : 0.0f;",
+                     f"  const float di = live ? p{extra + 3}[bh * {TQ} + i] : 0.0f;"]
+        end = f"(r0 + {T} < {TK} ? r0 + {T} : {TK})" if causal else str(TK)
+        body += [f"  for (int j0 = 0; j0 < {end}; j0 += {tile}) {{",
+                 f"    for (int e = t; e < {tile * D}; e += {T}) {{ const int jj = j0 + e / {D}; "
+                 f"ks[e] = jj < {TK} ? p2[(bh * {TK} + jj) * {D} + e % {D}] : 0.0f; }}",
+                 f"    for (int e = t; e < {tile * DV}; e += {T}) {{ const int jj = j0 + e / {DV}; "
+                 f"vs[e] = jj < {TK} ? p3[(bh * {TK} + jj) * {DV} + e % {DV}] : 0.0f; }}",
+                 f"    {self.barrier}",
+                 "    if (live) {",
+                 f"      for (int jj = 0; jj < {tile}; jj++) {{",
+                 "        const int j = j0 + jj;",
+                 f"        if (j >= {TK}{' || j > i' if causal else ''}) break;",
+                 "        float s = 0.0f;",
+                 f"        for (int d = 0; d < {D}; d++) s += qv[d] * ks[jj * {D} + d];",
+                 *mask,
+                 "        if (s == -__builtin_inff()) continue;"]
+        if kind == "fwd":
+            body += ["        const float mn = s > m ? s : m;",
+                     f"        const float c = exp{sfx}(m - mn), p = exp{sfx}(s - mn);",
+                     "        l = l * c + p;",
+                     f"        for (int d = 0; d < {DV}; d++) acc[d] = acc[d] * c + p * vs[jj * {DV} + d];",
+                     "        m = mn;"]
+        else:
+            body += [f"        const float p = exp{sfx}(s - li);",
+                     "        float dp = 0.0f;",
+                     f"        for (int d = 0; d < {DV}; d++) dp += dov[d] * vs[jj * {DV} + d];",
+                     "        const float ds = p * (dp - di);",
+                     f"        for (int d = 0; d < {D}; d++) dq[d] += ds * ks[jj * {D} + d];"]
+        body += ["      }", "    }", f"    {self.barrier}", "  }", "  if (!live) return;"]
+        if kind == "fwd":
+            body += ["  const float inv = l > 0.0f ? 1.0f / l : 0.0f;",
+                     f"  for (int d = 0; d < {DV}; d++) p0[(bh * {TQ} + i) * {DV} + d] = acc[d] * inv;",
+                     f"  p0[{BH * TQ * DV} + bh * {TQ} + i] = l > 0.0f ? m + log{sfx}(l) : -__builtin_inff();"]
+        else:
+            body += [f"  for (int d = 0; d < {D}; d++) p0[(bh * {TQ} + i) * {D} + d] = dq[d] * {scale};"]
+        flops = 2 * BH * TQ * TK * (D + DV) * (1 if kind == "fwd" else 2) // (2 if causal else 1)
+    else:  # dkdv
+        tile = max(8, min(64, ATTENTION_TILE_FLOATS // (D + DV + 2)))
+        body = [f"  {self.shared} float qs[{tile * D}];", f"  {self.shared} float dos[{tile * DV}];",
+                f"  {self.shared} float ls[{tile}];", f"  {self.shared} float dls[{tile}];",
+                "  const int j = r0 + t;", f"  const int live = j < {TK};",
+                f"  float kv[{D}], vv[{DV}], dk[{D}], dv[{DV}];",
+                f"  for (int d = 0; d < {D}; d++) {{ kv[d] = live ? p2[(bh * {TK} + j) * {D} + d] : 0.0f; dk[d] = 0.0f; }}",
+                f"  for (int d = 0; d < {DV}; d++) {{ vv[d] = live ? p3[(bh * {TK} + j) * {DV} + d] : 0.0f; dv[d] = 0.0f; }}",
+                f"  for (int i0 = {'r0' if causal else '0'}; i0 < {TQ}; i0 += {tile}) {{",
+                f"    for (int e = t; e < {tile * D}; e += {T}) {{ const int ii = i0 + e / {D}; "
+                f"qs[e] = ii < {TQ} ? p1[(bh * {TQ} + ii) * {D} + e % {D}] * {scale} : 0.0f; }}",
+                f"    for (int e = t; e < {tile * DV}; e += {T}) {{ const int ii = i0 + e / {DV}; "
+                f"dos[e] = ii < {TQ} ? p{extra + 1}[(bh * {TQ} + ii) * {DV} + e % {DV}] : 0.0f; }}",
+                f"    for (int e = t; e < {tile}; e += {T}) {{ const int ii = i0 + e; "
+                f"ls[e] = ii < {TQ} ? p{extra + 2}[bh * {TQ} + ii] : 0.0f; dls[e] = ii < {TQ} ? p{extra + 3}[bh * {TQ} + ii] : 0.0f; }}",
+                f"    {self.barrier}",
+                "    if (live) {",
+                f"      for (int ii = 0; ii < {tile}; ii++) {{",
+                "        const int i = i0 + ii;",
+                f"        if (i >= {TQ}) break;",
+                *(["        if (i < j) continue;"] if causal else []),
+                "        float s = 0.0f;",
+                f"        for (int d = 0; d < {D}; d++) s += qs[ii * {D} + d] * kv[d];",
+                *mask,
+                "        if (s == -__builtin_inff()) continue;",
+                f"        const float p = exp{sfx}(s - ls[ii]);",
+                f"        for (int d = 0; d < {DV}; d++) dv[d] += p * dos[ii * {DV} + d];",
+                "        float dp = 0.0f;",
+                f"        for (int d = 0; d < {DV}; d++) dp += dos[ii * {DV} + d] * vv[d];",
+                "        const float ds = p * (dp - dls[ii]);",
+                f"        for (int d = 0; d < {D}; d++) dk[d] += ds * qs[ii * {D} + d];",
+                "      }", "    }", f"    {self.barrier}", "  }",
+                "  if (!live) return;",
+                f"  for (int d = 0; d < {D}; d++) p0[(bh * {TK} + j) * {D} + d] = dk[d];",
+                f"  for (int d = 0; d < {DV}; d++) p0[{BH * TK * D} + (bh * {TK} + j) * {DV} + d] = dv[d];"]
+        flops = 4 * BH * TQ * TK * (D + DV) // (2 if causal else 1)
+    text = "\n".join(head + body + ["}", ""])
+    for c, spelled in self.spellings:
+        text = text.replace(c, spelled)
+    return self._prelude() + text, BH * nb, T, flops
 

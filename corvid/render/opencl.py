@@ -184,6 +184,13 @@ class OpenCLRenderer(GPURenderer):
     def _scatter_id(self) -> str:
         return "(long)get_global_id(0)"
 
+    def _template_signature(self, name: str, n_inputs: int, threads: int) -> str:
+        args = ", ".join(["__global float* restrict p0"] + [f"__global const float* restrict p{i + 1}" for i in range(n_inputs)])
+        return f"__kernel __attribute__((reqd_work_group_size({threads}, 1, 1))) void {name}({args})"
+
+    def _group_id(self) -> str:
+        return "get_group_id(0)"
+
     def _scatter_load_narrow(self, dtype: DType) -> str:
         if dtype.name == "float16":  # (vload_half needs no cl_khr_fp16)
             return "vload_half({i}, (__global const half*){p})"

@@ -60,6 +60,7 @@ import numpy as np
 from ..codegen.ir import Kernel, Opt
 from ..codegen.opt import gpu_heuristics
 from ..render.cuda import CUDALaunch, CUDARenderer, cuda_launch, scatter_launch
+from ..render.gpu import Launch
 from .compiler import _cache_folder, _entry_digest, _open_private, _read_fd, _write_private
 from .device import Allocator, Device, Program
 
@@ -532,8 +533,12 @@ class CUDADevice(Device):
     def compile(self, kernel: Kernel, source: str) -> CUDAProgram:
         from ..engine.schedule import ScatterKernel
 
+        from ..engine.host import TemplateKernel
+
         if isinstance(kernel, ScatterKernel):  # one thread per output column and range of rows (render/gpu.py: _render_scatter)
             dims = scatter_launch(self.renderer.scatter_work_items(*kernel.shape))
+        elif isinstance(kernel, TemplateKernel):  # (a host op's template: its own blocks and threads)
+            dims = CUDALaunch(Launch((), ()), kernel.groups, (kernel.threads, 1, 1), kernel.groups)
         elif not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the CUDA device cannot run {type(kernel).__name__} {kernel.name!r} "
                                       "(only kernels of the IR and scatter)")

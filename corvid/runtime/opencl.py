@@ -150,6 +150,14 @@ class CLDevice(Device):
             return CLScatterProgram(self.cl.Kernel(self._build(kernel.name, source), kernel.name), self.queue,
                                     self.renderer.scatter_work_items(O, n, m, inner),
                                     O * n * inner * kernel.dtype.itemsize, self.cl)
+        from ..engine.host import TemplateKernel
+
+        if isinstance(kernel, TemplateKernel):  # (a host op's template: its own work-groups)
+            if kernel.threads > self.cl_device.max_work_group_size:
+                raise RuntimeError(f"kernel {kernel.name}: a work-group of {kernel.threads} work items is more than "
+                                   f"{self.cl_device.name} allows ({self.cl_device.max_work_group_size})")
+            return CLProgram(self.cl.Kernel(self._build(kernel.name, source), kernel.name), self.queue,
+                             (kernel.groups * kernel.threads,), (kernel.threads,))
         if not isinstance(kernel, Kernel):
             raise NotImplementedError(f"the CL device cannot run {type(kernel).__name__} {kernel.name!r} "
                                       "(only kernels of the IR and scatter)")

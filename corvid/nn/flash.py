@@ -1,0 +1,147 @@
+"""Fused attention on GPU-style devices: one kernel, the scores never stored.
+
+``scaled_dot_product_attention`` on the CL and CUDA devices (float32 work; float16 and bfloat16
+inputs are widened first) computes ``softmax(q @ k.T * scale + mask) @ v`` with a
+flash-attention-style streaming softmax (:func:`corvid.render.gpu.render_attention`): each work
+item owns a query row, the work-group loads tiles of keys and values into local memory, and the
+row keeps a running maximum, sum and output, so memory grows with the sequence, not its square.
+The backward pass is two more kernels of the same kind (one per query row for ``dq``, one per
+key row for ``dk`` and ``dv``), recomputing the probabilities from the forward's log-sum-exp:
+no atomics, deterministic. The values are the composite's (:mod:`corvid.nn.attention`) within
+float32 rounding: a query whose keys are all masked out gets zeros and zero gradients.
+
+Each kernel is a host op (:mod:`corvid.engine.host`) with a template: on a device whose renderer
+has ``render_attention`` the template runs; anywhere else (and as the tests' reference) the
+numpy function below computes the same thing on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import dtype as dt
+from ..engine.host import HostOp, host_call
+from ..ops.elementwise import where
+from ..tensor import Tensor
+from ..transforms.custom import custom_vjp
+
+MAX_HEAD = 256  # head sizes up to this run fused (a work item keeps a row of q and of the output in registers)
+
+
+def _scores(q: np.ndarray, k: np.ndarray, mask: np.ndarray | None, causal: bool, scale: float) -> np.ndarray:
+    s = np.matmul((q * np.float32(scale)).astype(np.float32), np.swapaxes(k, -1, -2))
+    if mask is not None:
+        s = s + mask
+    if causal:
+        tq, tk = s.shape[-2:]
+        s = np.where(np.tril(np.ones((tq, tk), bool)), s, -np.inf)
+    return s
+
+
+def _host(*arrays: np.ndarray, kind: str, causal: bool, scale: float, has_mask: bool) -> Any:
+    """The host version of the three kernels (the whole score matrix at once)."""
+    q, k, v = arrays[:3]
+    mask = arrays[3] if has_mask else None
+    rest = arrays[4 if has_mask else 3:]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        s = _scores(q, k, mask, causal, scale)
+        if kind == "fwd":
+            m = s.max(-1, keepdims=True)
+            m = np.where(np.isneginf(m), 0, m)
+            e = np.exp(s - m)
+            total = e.sum(-1, keepdims=True)
+            out = np.matmul(e / np.where(total == 0, 1, total), v)
+            lse = np.where(total[..., 0] == 0, -np.inf, m[..., 0] + np.log(np.where(total == 0, 1, total))[..., 0])
+            return out.astype(np.float32), lse.astype(np.float32)
+        do, lse, delta = rest
+        p = np.where(np.isneginf(s), 0, np.exp(s - lse[..., None]))
+        ds = p * (np.matmul(do, np.swapaxes(v, -1, -2)) - delta[..., None])
+        if kind == "dq":
+            return (np.matmul(ds, k) * np.float32(scale)).astype(np.float32)
+        dk = np.matmul(np.swapaxes(ds, -1, -2), q * np.float32(scale))
+        dv = np.matmul(np.swapaxes(p, -1, -2), do)
+        return dk.astype(np.float32), dv.astype(np.float32)
+
+
+def _op(kind: str, causal: bool, scale: float, has_mask: bool) -> HostOp:
+    return HostOp(f"attention_{kind}", _host, (("kind", kind), ("causal", bool(causal)), ("scale", float(scale)),
+                                              ("has_mask", bool(has_mask))), batched=True, template="attention")
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    ins = [q, k, v] + ([mask] if mask is not None else [])
+    lead, tq, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
+    out, lse = host_call(_op("fwd", causal, scale, mask is not None), *ins,
+                         outputs=[(lead + (tq, dv), dt.float32), (lead + (tq,), dt.float32)])
+    return out, lse
+
+
+@custom_vjp
+def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
+    return _forward(q, k, v, mask, causal, scale)[0]
+
+
+def _attention_fwd(q, k, v, mask, causal, scale):
+    out, lse = _forward(q, k, v, mask, causal, scale)
+    return out, (q, k, v, mask, causal, scale, out, lse)
+
+
+def _attention_bwd(res, g):
+    q, k, v, mask, causal, scale, out, lse = res
+    g = g.astype(dt.float32).contiguous()
+    delta = (g * out).sum(-1)
+    ins = [q, k, v] + ([mask] if mask is not None else []) + [g, lse, delta]
+    (dq,) = host_call(_op("dq", causal, scale, mask is not None), *ins, outputs=[(q.shape, dt.float32)])
+    dk, dv = host_call(_op("dkdv", causal, scale, mask is not None), *ins,
+                       outputs=[(k.shape, dt.float32), (v.shape, dt.float32)])
+    return dq, dk, dv, None, None, None
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def fused(device: str) -> bool:
+    """Whether ``device``'s renderer runs the attention template (CL, CUDA)."""
+    from ..runtime.device import get_device
+
+    try:
+        return hasattr(get_device(device).renderer, "render_attention")
+    except Exception:  # (a device that does not start has no renderer to ask)
+        return False
+
+
+def can_fuse(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, add: Tensor | None, dropout_p: float) -> bool:
+    """Whether the fused kernels serve this call: a device that has them, float operands of equal
+    leading shape, heads of at most :data:`MAX_HEAD`, no dropout and no float mask (its gradient
+    is the composite's business)."""
+    if dropout_p > 0.0 or add is not None or not fused(q.device):
+        return False
+    if not all(t.dtype.is_float and t.dtype.name != "float64" for t in (q, k, v)):
+        return False
+    if q.ndim < 3 or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        return False
+    if max(q.shape[-1], v.shape[-1]) > MAX_HEAD or 0 in q.shape + k.shape + v.shape:
+        return False
+    return keep is None or keep.ndim <= q.ndim
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, causal: bool, scale: float) -> Tensor:
+    """The fused ``scaled_dot_product_attention`` (see :func:`can_fuse`): ``keep`` a boolean mask
+    (True: the key takes part) broadcastable to ``(..., Tq, Tk)``, or None."""
+    dtype = q.dtype
+    q, k, v = (t.astype(dt.float32).contiguous() for t in (q, k, v))
+    mask = None
+    if keep is not None:
+        shape = (1,) * (q.ndim - keep.ndim) + keep.shape
+        tk = k.shape[-2]
+        keep = keep.reshape(shape)
+        full = shape[:-1] + (tk,)  # (the key axis whole; the others may stay 1: broadcast in the kernel)
+        mask = where(keep.expand(full), 0.0, -math.inf).astype(dt.float32).contiguous()  # (0: kept, -inf: not)
+    out = _attention(q, k, v, mask, bool(causal), float(scale))
+    return out.astype(dtype) if dtype != dt.float32 else out
+
+
+__all__ = ["attention", "can_fuse", "fused"]
