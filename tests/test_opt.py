@@ -359,6 +359,47 @@ def test_beam_search_finds_a_correct_faster_kernel_and_caches_it(fresh_cache, mo
     assert y2.schedule() == [] and sched._cache  # (realized) and the kernel came from the cache
 
 
+def test_a_search_stops_at_its_time_budget_and_keeps_the_best_so_far(fresh_cache, monkeypatch):
+    k = _base(_real(64, 64) @ _real(64, 64, seed=1))
+    t0 = time.perf_counter()
+    quick = search.beam_search(k, "CPU", 2, seconds=0.0)  # (no round starts: the starts only)
+    assert quick.stopped == "time" and quick.candidates <= 2 and time.perf_counter() - t0 < 30
+    assert quick.opts == apply_heuristics(k).opts or quick.opts == ()
+    full = search.beam_search(k, "CPU", 2)
+    assert full.stopped == "" and full.candidates > quick.candidates
+    monkeypatch.setenv("CORVID_BEAM_SECONDS", "soon")
+    with pytest.raises(ValueError, match="CORVID_BEAM_SECONDS"):
+        search.search_seconds()
+    monkeypatch.setenv("CORVID_BEAM_SECONDS", "2.5")
+    assert search.search_seconds() == 2.5
+
+
+def test_the_same_kernel_at_another_size_starts_from_its_siblings_actions(fresh_cache, monkeypatch):
+    """A searched kernel's winner is kept for its family too (its source without numbers): the
+    next size starts from it and, when it wins there too, refines it for one round only."""
+    small, big = _base(_real(64, 64) @ _real(64, 64, seed=1)), _base(_real(96, 64) @ _real(64, 64, seed=1))
+    assert search.family_key(small, "CPU") == search.family_key(big, "CPU")
+    assert search.search_key(small, "CPU") != search.search_key(big, "CPU")
+    assert search.family_key(_base(_real(64, 64).sum(axis=1)), "CPU") != search.family_key(small, "CPU")
+    seen = []
+    real = search.beam_search
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+        seen.append((kwargs.get("seed"), result))
+        return result
+
+    monkeypatch.setattr(search, "beam_search", spy)
+    db = search.SearchCache()
+    first = search._search_once(small, "CPU", 2, db, search.search_key(small, "CPU"))
+    assert seen[-1][0] is None and db.get(search.family_key(small, "CPU")) == first
+    search._search_once(big, "CPU", 2, db, search.search_key(big, "CPU"))
+    assert seen[-1][0] == first  # (the sibling's actions were offered as a start)
+    assert seen[-1][1].seeded or first == apply_heuristics(big).opts  # (and timed there, unless the heuristics' own)
+    if seen[-1][1].seeded and seen[-1][1].opts == first:
+        assert seen[-1][1].candidates < seen[0][1].candidates  # (one refining round, not a search)
+
+
 def test_beam_env_and_corrupt_database_is_rebuilt(fresh_cache, monkeypatch):
     db = fresh_cache / "search.sqlite"
     db.write_bytes(b"this is not a database" * 100)

@@ -24,8 +24,13 @@ dropped: its neighbours are as slow). Each round applies every legal next action
 compiler runs as separate processes from a thread pool), runs each on the same random inputs,
 drops a candidate whose result differs from the unoptimized kernel's or whose first run takes
 ``CUTOFF`` times longer than the fastest so far (the time limit), and keeps the ``N`` fastest. It
-stops when a round brings no candidate faster than the best by ``MIN_GAIN`` or after
-``MAX_ROUNDS``.
+stops when a round brings no candidate faster than the best by ``MIN_GAIN``, after
+``MAX_ROUNDS``, or once it has run ``CORVID_BEAM_SECONDS`` (default 30 s: the best found so far
+is kept; candidates are compiled and timed in batches, the budget checked between them). The
+winner is stored under the kernel's key and under its family's (:func:`family_key`: the same
+source with every number left out), so the same kernel at another size (the next layer, another
+batch) starts from its sibling's actions and, when they still win, refines them for one round
+instead of searching again.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import sqlite3
 import stat
 import threading
@@ -55,6 +61,7 @@ from .opt import (ACTIONS, OptError, apply_heuristics, apply_opt, apply_opts, ca
 from .passes import finalize
 
 MAX_ROUNDS = 8
+SEARCH_SECONDS = 30.0  # a kernel's search stops once it has run this long (CORVID_BEAM_SECONDS)
 MIN_GAIN = 0.01      # a round must beat the best time by 1% to go on
 CUTOFF = 4.0         # a candidate whose first run is this many times slower than the best is dropped
 RUNS = 5             # timed runs per candidate (the minimum counts)
@@ -101,6 +108,22 @@ def beam_width() -> int:
         raise ValueError(f"CORVID_BEAM must be an integer, got {raw!r}") from None
 
 
+def search_seconds() -> float:
+    """How long one kernel's search may run (``CORVID_BEAM_SECONDS``, default :data:`SEARCH_SECONDS`):
+    past it the search keeps the best found so far. ValueError for a value that is not a
+    non-negative number."""
+    raw = os.environ.get("CORVID_BEAM_SECONDS", "").strip()
+    if not raw:
+        return SEARCH_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"CORVID_BEAM_SECONDS must be a number of seconds, got {raw!r}") from None
+    if not value >= 0:
+        raise ValueError(f"CORVID_BEAM_SECONDS must be >= 0, got {raw!r}")
+    return value
+
+
 def optimize(k: Kernel, device: str) -> Kernel:
     """``k`` (lowered, loops merged, no actions yet) with its actions: the heuristics', or, with a
     beam width, the cached or newly searched ones."""
@@ -144,9 +167,12 @@ def _search_once(k: Kernel, device: str, width: int, db: SearchCache, key: str) 
         # a search that ended between our lookup and taking the key has stored its result
         opts = db.get(key)
         if opts is None or not _applies(k, opts):
-            result = beam_search(k, device, width)
+            family = family_key(k, device)
+            sibling = db.get(family)  # (the same kernel at other sizes: its actions start the search)
+            result = beam_search(k, device, width, seed=sibling if sibling and _applies(k, sibling) else None)
             opts = result.opts
             db.put(key, opts, result.seconds)
+            db.put(family, opts, result.seconds)
     except BaseException as exc:
         with _searches_lock:
             del _searches[key]
@@ -180,6 +206,18 @@ def search_key(k: Kernel, device: str) -> str:
 
         ident += find_toolchain().key()
     return hashlib.sha256((ident + "\0" + dev.renderer.render(k)).encode()).hexdigest()
+
+
+def family_key(k: Kernel, device: str) -> str:
+    """What identifies a kernel's family on a device: :func:`search_key` with every number of
+    the unoptimized source (sizes, strides, constants) left out, so that the same kernel at
+    another size (a matmul of another width, the next layer's norm) finds the actions searched
+    for a sibling and starts from them."""
+    dev = get_device(device)
+    identity = getattr(dev, "search_identity", None)
+    ident = identity() if identity is not None else device
+    shape_free = re.sub(r"\b\d+(\.\d*)?([eE][-+]?\d+)?[fFuUlL]*\b", "#", dev.renderer.render(k))
+    return "family:" + hashlib.sha256((ident + "\0" + shape_free).encode()).hexdigest()
 
 
 # --- candidates ---------------------------------------------------------------------------------------
@@ -345,10 +383,17 @@ class SearchResult:
     seconds: float       # the winner's time
     baseline: float      # the unoptimized kernel's time
     candidates: int      # kernels compiled and timed
+    stopped: str = ""    # why the search ended early: "time" (its budget), "" otherwise
+    seeded: bool = False  # whether a sibling's actions (the same kernel at another size) were a start
 
 
-def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) -> SearchResult:
-    """The fastest action sequence found for ``k`` on ``device`` (see the module docstring)."""
+def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS, seed: tuple[Opt, ...] | None = None,
+                seconds: float | None = None) -> SearchResult:
+    """The fastest action sequence found for ``k`` on ``device`` (see the module docstring).
+    ``seed``: actions found for a sibling (:func:`family_key`), a start beside the heuristics';
+    when they win at the start, one round refines them. ``seconds``: the budget
+    (:func:`search_seconds`): past it, no new round starts and no new candidate is timed."""
+    deadline = time.monotonic() + (search_seconds() if seconds is None else seconds)
     dev = get_device(device)
     candidates, heuristics = _actions(dev)
     runner = _make_runner(k, device)
@@ -372,15 +417,31 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
         got = _safe(runner.run)(compile_one(h), CUTOFF * base)
         if got is not None and _same(got[0], want):
             start.append((got[1], h))
+    seeded = False
+    if seed and seed != h.opts:
+        try:
+            s = apply_opts(k, seed)
+        except OptError:
+            s = None
+        got = None if s is None else _safe(runner.run)(compile_one(s), CUTOFF * base)
+        if got is not None and _same(got[0], want):
+            start.append((got[1], s))
+            seeded = True
     start.sort(key=lambda x: x[0])
     best_t, best = start[0]
+    if seeded and best.opts == seed:
+        rounds = min(rounds, 1)  # (a sibling's winner wins here too: refine it, do not search again)
     # a kernel CUTOFF times slower than the best is no starting point (its neighbours are as slow)
     beam_ = [x for x in start if x[0] <= CUTOFF * best_t][:width]
     seen = {x[1].opts for x in start}
     tried = len(start)
     pool = ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1))
+    stopped = ""
     try:
         for _ in range(rounds):
+            if time.monotonic() >= deadline:
+                stopped = "time"
+                break
             cands: list[Kernel] = []
             for _, kb in beam_:
                 for opt in candidates(kb):
@@ -393,21 +454,27 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
                         cands.append(c)
             if not cands:
                 break
-            # rendered in this thread (a renderer keeps per-kernel state while it renders), then
-            # compiled side by side
-            jobs = [_safe(render)(c) for c in cands]
-            programs = list(pool.map(_safe(compile_rendered), jobs))
             timed: list[tuple[float, Kernel]] = []
             fastest = best_t
-            for c, prog in zip(cands, programs):
-                if prog is None:
-                    continue
-                tried += 1
-                got = _safe(runner.run)(prog, CUTOFF * fastest)  # the time limit: CUTOFF x the fastest so far
-                if got is None or not _same(got[0], want):
-                    continue
-                timed.append((got[1], c))
-                fastest = min(fastest, got[1])
+            batch = 2 * max(os.cpu_count() or 1, 2)  # (compiled side by side; the budget is checked between batches)
+            for first in range(0, len(cands), batch):
+                if time.monotonic() >= deadline:
+                    stopped = "time"
+                    break
+                part = cands[first:first + batch]
+                # rendered in this thread (a renderer keeps per-kernel state while it renders),
+                # then compiled side by side
+                jobs = [_safe(render)(c) for c in part]
+                programs = list(pool.map(_safe(compile_rendered), jobs))
+                for c, prog in zip(part, programs):
+                    if prog is None:
+                        continue
+                    tried += 1
+                    got = _safe(runner.run)(prog, CUTOFF * fastest)  # the time limit: CUTOFF x the fastest so far
+                    if got is None or not _same(got[0], want):
+                        continue
+                    timed.append((got[1], c))
+                    fastest = min(fastest, got[1])
             if not timed:
                 break
             timed.sort(key=lambda x: x[0])
@@ -418,7 +485,7 @@ def beam_search(k: Kernel, device: str, width: int, rounds: int = MAX_ROUNDS) ->
                 break
     finally:
         pool.shutdown()
-    return SearchResult(best.opts, best_t, base, tried)
+    return SearchResult(best.opts, best_t, base, tried, stopped, seeded)
 
 
 def _safe(fn: Callable[..., Any]) -> Callable[..., Any]:
