@@ -169,7 +169,8 @@ def _search_once(k: Kernel, device: str, width: int, db: SearchCache, key: str) 
         if opts is None or not _applies(k, opts):
             family = family_key(k, device)
             sibling = db.get(family)  # (the same kernel at other sizes: its actions start the search)
-            result = beam_search(k, device, width, seed=sibling if sibling and _applies(k, sibling) else None)
+            seeded = sibling is not None and _applies(k, sibling)
+            result = beam_search(k, device, width, seed=sibling) if seeded else beam_search(k, device, width)
             opts = result.opts
             db.put(key, opts, result.seconds)
             db.put(family, opts, result.seconds)
