@@ -139,7 +139,9 @@ class CLDevice(Device):
         self.cpu_like = bool(self.cl_device.type & cl.device_type.CPU)
         # a long reduce with few outputs runs as two kernels (corvid/ops/reduce.py), so that
         # more than one work-group (core, compute unit) takes part
-        self.split_reduces = "chunks" if self.cpu_like else "strided"
+        # (contiguous chunks on a GPU too: a work-group shares each partial, its items reading
+        # neighbouring elements; strided partials are for one work item per partial: WEBGPU's)
+        self.split_reduces = "chunks"
         self._programs: dict[str, Any] = {}  # source -> built cl.Program
 
     def compile(self, kernel: Kernel, source: str) -> CLProgram:
