@@ -235,4 +235,80 @@ class GradScaler:
         self._growth_tracker = int(state.get("_growth_tracker", 0))
 
 
-__all__ = ["GradScaler", "autocast", "autocast_dtype"]
+class DynamicLossScale:
+    """Loss scaling for float16 in a functional (jitted) step, with no host synchronization: the
+    state is a pytree of two 0-d tensors, the overflow check a 0-d bool tensor, and a skipped step
+    keeps the old parameters and optimizer state by a select, not a Python branch, so a
+    ``cv.jit`` step is traced once::
+
+        ls = cv.amp.DynamicLossScale()
+        scale_state = ls.init()
+
+        @cv.jit
+        def step(params, opt_state, scale_state, x, y):
+            def loss_fn(p):
+                with cv.autocast(dtype=cv.float16):
+                    return ls.scale(loss(p, x, y), scale_state)
+            grads = cv.grad(loss_fn)(params)
+            grads, finite = ls.unscale(grads, scale_state)
+            new_params, new_state = tx.update(grads, opt_state, params)
+            params, opt_state = ls.select(finite, (new_params, new_state), (params, opt_state))
+            return params, opt_state, ls.update(scale_state, finite)
+
+    The scale halves after a step whose gradients hold an inf or nan and doubles after
+    ``growth_interval`` good steps in a row, as :class:`GradScaler`'s does."""
+
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000):
+        GradScaler(init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
+                   growth_interval=growth_interval)  # (the same checks of the arguments)
+        self.init_scale, self.growth_factor, self.backoff_factor = float(init_scale), float(growth_factor), float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+
+    def init(self, device: str | None = None) -> dict[str, Any]:
+        """``{"scale": float32 0-d, "good_steps": int32 0-d}`` on ``device`` (default: the default device)."""
+        from .tensor import Tensor
+
+        return {"scale": Tensor(self.init_scale, dtype=dt.float32, device=device),
+                "good_steps": Tensor(0, dtype=dt.int32, device=device)}
+
+    @staticmethod
+    def scale(loss: Any, state: dict[str, Any]) -> Any:
+        """``loss`` times the scale."""
+        return loss * state["scale"].astype(loss.dtype)
+
+    @staticmethod
+    def unscale(grads: Any, state: dict[str, Any]) -> tuple[Any, Any]:
+        """(``grads`` divided by the scale, a 0-d bool tensor: whether every gradient is finite)."""
+        from .tree import tree_leaves, tree_map
+
+        inv = 1.0 / state["scale"]
+        out = tree_map(lambda g: g * inv.astype(g.dtype), grads)
+        finite = None
+        for g in tree_leaves(out):
+            ok = g.isfinite().all()
+            finite = ok if finite is None else finite & ok
+        from .tensor import Tensor
+
+        return out, (Tensor(True, device=state["scale"].device) if finite is None else finite)
+
+    @staticmethod
+    def select(finite: Any, new: Any, old: Any) -> Any:
+        """``new`` where ``finite``, else ``old`` (pytrees of one structure): a skipped step."""
+        from .ops.elementwise import where
+        from .tree import tree_map
+
+        return tree_map(lambda a, b: where(finite, a, b), new, old)
+
+    def update(self, state: dict[str, Any], finite: Any) -> dict[str, Any]:
+        """The scale state after a step whose gradients were ``finite`` (or not)."""
+        from .ops.elementwise import where
+
+        good = where(finite, state["good_steps"] + 1, 0).astype(dt.int32)
+        grow = good >= self.growth_interval
+        scale = where(finite, where(grow, state["scale"] * self.growth_factor, state["scale"]),
+                      state["scale"] * self.backoff_factor).astype(dt.float32)
+        return {"scale": scale, "good_steps": where(grow, 0, good).astype(dt.int32)}
+
+
+__all__ = ["DynamicLossScale", "GradScaler", "autocast", "autocast_dtype"]

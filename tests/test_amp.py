@@ -194,3 +194,39 @@ def test_autocast_matches_pytorch_on_the_cpu():
         got = cv.Tensor(a) @ cv.Tensor(b)
     assert str(ref.dtype) == "torch.bfloat16" and got.dtype == cv.bfloat16
     np.testing.assert_allclose(got.astype(cv.float32).numpy(), ref.float().numpy(), rtol=1e-2, atol=1e-2)
+
+
+def test_a_jitted_float16_step_scales_its_loss_without_a_host_sync():
+    """DynamicLossScale in a functional jitted step: overflowed steps leave parameters and
+    optimizer state as they were and halve the scale; good ones train; one trace."""
+    cv.manual_seed(3)
+    model = cv.nn.Sequential(cv.nn.Linear(10, 32), cv.nn.ReLU(), cv.nn.Linear(32, 4))
+    tx = cv.optim.Adam.functional(lr=3e-3)
+    ls = cv.amp.DynamicLossScale(init_scale=2.0 ** 40, growth_interval=3)
+    x, y = (cv.Tensor(a) for a in _blobs(128))
+
+    @cv.jit
+    def step(model, opt_state, scale_state):
+        def loss_fn(m):
+            with cv.autocast(dtype=cv.float16):
+                return ls.scale(cv.nn.functional.cross_entropy(m(x), y), scale_state)
+        scaled, grads = cv.value_and_grad(loss_fn)(model)
+        grads, finite = ls.unscale(grads, scale_state)
+        new = tx.update(grads, opt_state, model)
+        model, opt_state = ls.select(finite, new, (model, opt_state))
+        return model, opt_state, ls.update(scale_state, finite), scaled / scale_state["scale"], finite
+
+    opt_state, scale_state = tx.init(model), ls.init()
+    w0 = model[0].weight.numpy().copy()
+    model, opt_state, scale_state, loss, finite = step(model, opt_state, scale_state)
+    assert not finite.item() and scale_state["scale"].item() == 2.0 ** 39  # (overflowed: skipped)
+    np.testing.assert_array_equal(model[0].weight.numpy(), w0)
+    scales, losses = [], []
+    for _ in range(40):
+        model, opt_state, scale_state, loss, finite = step(model, opt_state, scale_state)
+        scales.append(scale_state["scale"].item())
+        losses.append(loss.item()) if finite.item() else None
+    assert step.traces == 1
+    assert min(scales) < 2.0 ** 20 and losses and losses[-1] < 0.5 * losses[0]
+    grew = [b / a for a, b in zip(scales, scales[1:]) if b > a]
+    assert grew and all(g == 2.0 for g in grew)  # (after 3 good steps in a row)
