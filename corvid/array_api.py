@@ -75,7 +75,7 @@ __all__ = [
     "reshape", "roll", "squeeze", "stack", "tile", "unstack",
     # searching, sorting, sets, indexing
     "argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where", "sort", "argsort", "unique_all",
-    "unique_counts", "unique_inverse", "unique_values", "take", "take_along_axis",
+    "unique_counts", "unique_inverse", "unique_values", "isin", "take", "take_along_axis",
     # linear algebra in the main namespace
     "matmul", "matrix_transpose", "tensordot", "vecdot",
 ]
@@ -219,7 +219,7 @@ _KINDS = {
 }
 
 
-def isdtype(dtype: DTypeLike, kind: DTypeLike | str | tuple, /) -> bool:
+def isdtype(dtype: DTypeLike, kind: DTypeLike | str | tuple) -> bool:
     """Whether ``dtype`` is of ``kind``: a dtype, a kind name (``'bool'``, ``'signed integer'``,
     ``'unsigned integer'``, ``'integral'``, ``'real floating'``, ``'complex floating'``,
     ``'numeric'``), or a tuple of those. ValueError for an unknown kind name."""
@@ -493,6 +493,32 @@ def count_nonzero(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) ->
     return x.ne(0).sum(axis, keepdims, dt.int64)
 
 
+# --- sets ----------------------------------------------------------------------------------------------
+def isin(x1: Tensor | int, x2: Tensor | int, /, *, invert: bool = False) -> Tensor:
+    """True where an element of ``x1`` equals some element of ``x2`` (``invert=True``: equals none),
+    a bool tensor of ``x1``'s shape (0-d for a scalar ``x1``). Equality is :func:`equal`'s after
+    promotion: nan is in nothing, -0 is in a set holding +0. One of the two must be a tensor
+    (TypeError otherwise).
+
+    Every pair is compared in one fused reduce, ``O(x1.size * x2.size)`` work and no sort: lazy and
+    the same on every device. (``searchsorted`` counts by comparison too, so a sorted ``x2`` would
+    save nothing.)
+
+    >>> isin(asarray([1, 2, 3]), asarray([3, 1])).tolist()
+    [True, False, True]
+    """
+    if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
+        raise TypeError(f"isin needs a tensor for x1 or x2, got {type(x1).__name__} and {type(x2).__name__}")
+    # (a scalar is compared as it is: exactly, even a Python int beyond the tensor's dtype)
+    if not isinstance(x2, Tensor):
+        found = x1.eq(x2)
+    elif not isinstance(x1, Tensor):
+        found = x2.eq(x1).any()
+    else:
+        found = x1[..., None].eq(x2.reshape(-1)).any(-1)
+    return found.logical_not() if invert else found
+
+
 # --- linear algebra in the main namespace --------------------------------------------------------------
 def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
     """Matrix product (numpy semantics for 1-d operands and batch broadcasting)."""
@@ -532,7 +558,10 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     ax = normalize_axis(axis, len(shape))
     if a.ndim and b.ndim and a.shape[ax - len(shape)] != b.shape[ax - len(shape)]:
         raise ValueError(f"vecdot: axis {axis} has sizes {a.shape} and {b.shape} that differ")
-    return (a.conj() * b).sum(ax)
+    products = a.conj() * b
+    # the standard's promotion and no wider: uint8 vectors give a uint8 dot product (wrapping as
+    # uint8 arithmetic does), where a plain sum would accumulate in uint64
+    return products.sum(ax, dtype=None if products.dtype.is_bool else products.dtype)
 
 
 # --- inspection ----------------------------------------------------------------------------------------
@@ -545,12 +574,12 @@ class _Info:
     def default_device(self) -> str:
         return canonical_device(None)
 
-    def devices(self) -> list[str]:
-        """The devices that start here, fastest first (:func:`corvid.devices`); ``CPU:1`` and the
-        other logical devices work when named too (see ``docs/devices.md``)."""
+    def devices(self) -> tuple[str, ...]:
+        """The devices that start here, fastest first (:func:`corvid.devices`, as the standard's
+        tuple); ``CPU:1`` and the other logical devices work when named too (see ``docs/devices.md``)."""
         from .runtime.device import devices
 
-        return devices()
+        return tuple(devices())
 
     def default_dtypes(self, *, device: str | None = None) -> dict[str, DType]:
         canonical_device(device)
