@@ -58,20 +58,28 @@ def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = N
     return _leaf(Tensor._from_node(out, canonical_device(device)), requires_grad)
 
 
-def zeros(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
+def zeros(shape: Any = (), *dims: int, dtype: DTypeLike | None = None, device: str | None = None,
           requires_grad: bool = False) -> Tensor:
-    """Zeros of ``shape`` (``zeros(2, 3)`` or ``zeros((2, 3))``), default float32."""
-    return full(_varargs(shape), 0.0 if dtype is None else 0, dtype or dt.default_float, device, requires_grad)
+    """Zeros of ``shape``, default float32: ``zeros((2, 3))`` or ``zeros(shape=(2, 3))`` (the Array
+    API's signature), or ``zeros(2, 3)`` (PyTorch's); ``zeros()`` is 0-d. TypeError for a shape
+    that is not ints, ValueError for a negative dimension.
+
+    >>> zeros(2, 3).shape == zeros(shape=(2, 3)).shape == (2, 3)
+    True
+    """
+    return full(_varargs((shape, *dims)), 0.0 if dtype is None else 0, dtype or dt.default_float, device, requires_grad)
 
 
-def ones(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
-    return full(_varargs(shape), 1.0 if dtype is None else 1, dtype or dt.default_float, device, requires_grad)
+def ones(shape: Any = (), *dims: int, dtype: DTypeLike | None = None, device: str | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """Ones of ``shape`` (spelled as for :func:`zeros`), default float32."""
+    return full(_varargs((shape, *dims)), 1.0 if dtype is None else 1, dtype or dt.default_float, device, requires_grad)
 
 
-def empty(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
+def empty(shape: Any = (), *dims: int, dtype: DTypeLike | None = None, device: str | None = None,
           requires_grad: bool = False) -> Tensor:
     """Uninitialized values in the Array API sense; corvid gives zeros (a constant costs nothing)."""
-    return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(shape, *dims, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def rand(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
@@ -86,6 +94,7 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
 
 
 def _varargs(shape: tuple[Any, ...]) -> Any:
+    """The shape in ``f(2, 3)`` or ``f((2, 3))``, given the positional arguments."""
     return shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
 
 
