@@ -921,12 +921,44 @@ def _default_rtol(x: Tensor, rtol: float | None) -> float:
     return max(x.shape[-2:]) * dt.finfo(_float_dtype(x).real_dtype).eps if rtol is None else float(rtol)
 
 
-def pinv(x: Tensor, /, *, rtol: float | None = None) -> Tensor:
+def pinv(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
     """The Moore-Penrose pseudo-inverse of each matrix of ``x`` (..., M, N), shape (..., N, M).
-    Singular values at most ``rtol`` times the largest count as zero; ``rtol`` (a float) defaults
-    to ``max(M, N) · eps`` of the result dtype."""
+    Singular values at most ``rtol`` times the largest count as zero; ``rtol`` defaults to
+    ``max(M, N) · eps`` of the result dtype, and is a float or a tensor that broadcasts to the stack's
+    shape (...): a cutoff per matrix (ValueError for one that does not).
+
+    >>> pinv(asarray([[2.0, 0.0], [0.0, 1e-9]]), rtol=asarray(1e-6)).tolist()
+    [[0.5, 0.0], [0.0, 0.0]]
+    """
     x = _matrix(x, "pinv")
+    if isinstance(rtol, Tensor):
+        batch = x.shape[:-2]
+        if not _broadcasts_to(rtol.shape, batch):
+            raise ValueError(f"linalg.pinv: rtol of shape {rtol.shape} does not broadcast to the stack shape "
+                             f"{batch} of x {x.shape}")
+        if x.size == 0:  # no matrix, or no singular value: nothing to cut
+            rtol = None
+        elif rtol.size == 1:
+            rtol = float(rtol.reshape(()))
+        else:
+            return _pinv_per_matrix(x, rtol)
     return _back(_pinv(_on_host(x), _default_rtol(x, rtol)), x)
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    try:
+        return broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
+def _pinv_per_matrix(x: Tensor, rtol: Tensor) -> Tensor:
+    """``pinv`` with a cutoff per matrix, from the SVD: ``V diag(1/s) Uᴴ`` over the kept ``s``
+    (differentiable through the SVD's rules)."""
+    u, s, vh = svd(x, full_matrices=False)
+    keep = s > s.max(-1, keepdims=True) * rtol.astype(s.dtype)[..., None]
+    inv_s = where(keep, 1 / where(keep, s, 1.0), 0.0)
+    return _H(vh) @ (inv_s[..., :, None] * _H(u))
 
 
 def lstsq(x1: Tensor, x2: Tensor, /, *, rtol: float | None = None) -> Tensor:
