@@ -79,7 +79,7 @@ def test_namespace_info():
     assert caps["boolean indexing"]  # exercised here so the claim stays true
     x = cv.asarray([1, 2, 3])
     assert x[x > 1].tolist() == [2, 3]
-    assert info.default_device() == "CPU" and info.devices() == cv.devices() and "CPU" in info.devices()
+    assert info.default_device() == "CPU" and info.devices() == tuple(cv.devices()) and "CPU" in info.devices()
     assert info.default_dtypes() == {"real floating": cv.float32, "complex floating": cv.complex64,
                                      "integral": cv.int64, "indexing": cv.int64}
     assert set(info.dtypes(kind="real floating").values()) == {cv.float32, cv.float64}
@@ -126,6 +126,8 @@ def test_binary_float64_special_values(name):
     a, b = np.meshgrid(np.array(SPECIAL), np.array(SPECIAL))
     with np.errstate(all="ignore"):
         want = getattr(np, NUMPY_NAME.get(name, name))(a, b)
+        if name == "floor_divide":  # the standard's, not Python's: inf // 2 = inf, -3 // inf = -0
+            want = np.where(np.isinf(a) != np.isinf(b), a / b, want)
     got = getattr(cv, name)(cv.asarray(a), cv.asarray(b)).numpy()
     if name in ("atan2", "hypot", "logaddexp"):
         np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)

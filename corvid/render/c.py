@@ -56,11 +56,11 @@ COLLAPSE_BELOW = 64  # a parallel loop with fewer iterations shares the threads 
 # exact constant c (the sum is exact there), keep the sum at least this, multiply by exp(-c))
 _EXP_UNDERFLOW = {"float": ("-87.34", "24.0", "-82.0", "3.775134544279098e-11"),
                   "double": ("-708.4", "48.0", "-700.0", "1.4251640827409352e-21")}
-# complex ops that are C99 <complex.h> functions (glibc has them all; libmvec has no complex forms)
-_COMPLEX_MATH = {Op.SQRT: "csqrt", Op.EXP: "cexp", Op.LOG: "clog", Op.SIN: "csin", Op.COS: "ccos", Op.TAN: "ctan",
+# complex ops that are C99 <complex.h> functions (glibc has them all; libmvec has no complex forms);
+# tanh and tan go through _complex_tanh_helpers
+_COMPLEX_MATH = {Op.SQRT: "csqrt", Op.EXP: "cexp", Op.LOG: "clog", Op.SIN: "csin", Op.COS: "ccos",
                  Op.ASIN: "casin", Op.ACOS: "cacos", Op.ATAN: "catan", Op.SINH: "csinh", Op.COSH: "ccosh",
-                 Op.TANH: "ctanh", Op.ASINH: "casinh", Op.ACOSH: "cacosh", Op.ATANH: "catanh", Op.POW: "cpow",
-                 Op.ABS: "cabs"}
+                 Op.ASINH: "casinh", Op.ACOSH: "cacosh", Op.ATANH: "catanh", Op.POW: "cpow", Op.ABS: "cabs"}
 # non-temporal vector loads (vmovntdqa) for streamed sums (the ``stream`` action): x86 only, the
 # widest that the kernel's -march=native allows; without them CV_NT_BYTES stays undefined and sums
 # read as usual. Compiler builtins, not <immintrin.h>, whose parsing took ~150 ms per kernel
@@ -198,19 +198,41 @@ def narrow_rounded(k: Kernel) -> set[int]:
 
 
 def _float_helpers(t: str, sfx: str) -> str:
-    """numpy's floor_divide / remainder for floats (fmod based, sign follows the divisor)."""
+    """numpy's remainder for floats (fmod based, the sign follows the divisor) and floor_divide,
+    which is numpy's but for the Array API standard's special cases: with a zero divisor or an
+    infinite (or nan) operand the result is the IEEE quotient (inf // 2 = inf, -3 // inf = -0, where
+    numpy gives nan and -1 as Python does). ``x - x != 0`` tests for inf and nan without <math.h>."""
     return f"""static inline {t} cv_fmod_{t}({t} a, {t} b) {{
   {t} m = fmod{sfx}(a, b);
   if (m != 0) {{ if ((b < 0) != (m < 0)) m += b; }} else m = copysign{sfx}(0, b);
   return m;
 }}
 static inline {t} cv_fdiv_{t}({t} a, {t} b) {{
-  if (b == 0) return a / b;
+  if (b == 0 || a - a != 0 || b - b != 0) return a / b;
   {t} m = fmod{sfx}(a, b), d = (a - m) / b;
   if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
   if (d == 0) return copysign{sfx}(0, a / b);
   {t} f = floor{sfx}(d);
   return (d - f > 0.5) ? f + 1 : f;
+}}
+"""
+
+
+def _complex_tanh_helpers(t: str, r: str) -> str:
+    """Complex tanh and tan (``-i tanh(iz)``, as the standard defines it and numpy computes it) on
+    glibc's ctanh, which keeps C99's sign for tanh(inf + iy): that of sin(2y). The Array API
+    standard gives ``1 + 0i`` for every finite positive y (``tanh(conj(z)) = conj(tanh(z))`` and
+    oddness give the other signs): the imaginary zero takes y's sign, on every device (the GPU
+    renderers' cv_ctanh checks the same cases first)."""
+    f = "f" if r == "float" else ""
+    return f"""static inline {t} cv_ctanh_{r}({t} z) {{
+  {r} x = __real__ z, y = __imag__ z;
+  if (x - x != 0 && x == x) return __builtin_complex(__builtin_copysign{f}(1, x), __builtin_copysign{f}(0, y));
+  return ctanh{f}(z);
+}}
+static inline {t} cv_ctan_{r}({t} z) {{
+  {t} w = cv_ctanh_{r}(__builtin_complex(-__imag__ z, __real__ z));
+  return __builtin_complex(__imag__ w, -__real__ w);
 }}
 """
 
@@ -298,8 +320,8 @@ def render_const(value, dt: DType) -> str:
     if dt.is_float:
         v = float(value)
         sfx = "f" if t == "float" else ""
-        if math.isnan(v):
-            return f"__builtin_nan{sfx}(\"\")"
+        if math.isnan(v):  # (a nan keeps its sign: signbit(-nan) is True)
+            return f"(-__builtin_nan{sfx}(\"\"))" if math.copysign(1.0, v) < 0 else f"__builtin_nan{sfx}(\"\")"
         if math.isinf(v):
             return f"(-__builtin_inf{sfx}())" if v < 0 else f"__builtin_inf{sfx}()"
         return f"{v!r}{sfx}" if v >= 0 or v != 0 else f"-0.0{sfx}"
@@ -1139,6 +1161,11 @@ class CRenderer:
             return f"__imag__ ({a[0]})"
         if op is Op.CONJ:
             return f"__builtin_conj{sfx}({a[0]})"
+        if op in (Op.TANH, Op.TAN):
+            r, t = compute_type(in_dt.real_dtype), compute_type(in_dt)
+            self.complex_math["ctanh" + sfx] = f"{t} ctanh{sfx}({t});"
+            self.helpers.setdefault(f"cth_{r}", _complex_tanh_helpers(t, r))
+            return f"cv_c{'tanh' if op is Op.TANH else 'tan'}_{r}({a[0]})"
         if op in _COMPLEX_MATH:
             name, t = _COMPLEX_MATH[op] + sfx, compute_type(in_dt)
             ret = compute_type(dt)

@@ -109,6 +109,8 @@ static inline __device__ uint64_t cv_f2u64(double x) {  // as x86 converts (nump
 # functions; nan and inf are written as their bits (NVRTC has no math_constants.h).
 _C_TO_CUDA = (("_Bool", "bool"), ("static inline ", "static inline __device__ "),
               ("__builtin_fmaf(", "fmaf("), ("__builtin_fma(", "fma("),
+              ('(-__builtin_nanf(""))', "__int_as_float(0xffc00000)"),
+              ('(-__builtin_nan(""))', "__longlong_as_double(0xfff8000000000000LL)"),
               ('__builtin_nanf("")', "__int_as_float(0x7fc00000)"),
               ('__builtin_nan("")', "__longlong_as_double(0x7ff8000000000000LL)"),
               ("__builtin_inff()", "__int_as_float(0x7f800000)"),

@@ -158,7 +158,10 @@ _COMPLEX_LIB = """{fn} {t} cv_complex({r} a, {r} b) {{ {t} c; c.x = a; c.y = b; 
 {fn} {t} cv_ccos({t} a) {{ return cv_complex(cos{f}(a.x) * cosh{f}(a.y), -(sin{f}(a.x) * sinh{f}(a.y))); }}
 {fn} {t} cv_csinh({t} a) {{ return cv_complex(sinh{f}(a.x) * cos{f}(a.y), cosh{f}(a.x) * sin{f}(a.y)); }}
 {fn} {t} cv_ccosh({t} a) {{ return cv_complex(cosh{f}(a.x) * cos{f}(a.y), sinh{f}(a.x) * sin{f}(a.y)); }}
-{fn} {t} cv_ctanh({t} a) {{
+{fn} {t} cv_ctanh({t} a) {{  /* the Array API's special cases first (render/c.py: _complex_tanh_helpers) */
+  if (a.x - a.x != 0 && a.x == a.x) return cv_complex(copysign{f}(({r})1, a.x), copysign{f}(({r})0, a.y));
+  if (a.y == 0) return cv_complex(tanh{f}(a.x), a.y);
+  if (a.y - a.y != 0) return cv_complex(a.x == 0 ? a.x : a.y - a.y, a.y - a.y);  /* (y infinite or nan) */
   if (fabs{f}(a.x) > {big}) {{  /* tanh(x) is +-1; the imaginary part underflows */
     {r} e = exp{f}(-2 * fabs{f}(a.x));
     return cv_complex(copysign{f}(({r})1, a.x), 4 * sin{f}(a.y) * cos{f}(a.y) * e);

@@ -87,6 +87,8 @@ _ROUND_HALF = """static inline float cv_round_f16(float v) {
 # C spellings the inherited C renderer writes, and their OpenCL C equivalents (applied to the
 # rendered body and helpers; the prelude above is written in OpenCL C already)
 _C_TO_CL = (("long long", "long"), ("__builtin_fmaf(", "fma("), ("__builtin_fma(", "fma("),
+            ('(-__builtin_nanf(""))', "as_float(0xffc00000u)"),
+            ('(-__builtin_nan(""))', "as_double(0xfff8000000000000UL)"),
             ('__builtin_nanf("")', "NAN"), ('__builtin_nan("")', "((double)NAN)"),
             ("__builtin_inff()", "INFINITY"), ("__builtin_inf()", "((double)INFINITY)"),
             ("float _Complex", "float2"), ("double _Complex", "double2"), ("__builtin_complex(", "cv_complex("))

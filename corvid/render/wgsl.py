@@ -463,8 +463,10 @@ class WGSLRenderer:
             v = np.float32(value)
             if v == 0:
                 return "(-cv_zero)" if np.signbit(v) else "cv_zero"
-            if np.isnan(v) or np.isinf(v):
-                return f"bitcast<f32>({int(v.view(np.uint32)) if not np.isnan(v) else 0x7fc00000}u)"
+            if np.isnan(v):  # (the quiet nan, keeping the sign: signbit(-nan) is True)
+                return f"bitcast<f32>({0xffc00000 if np.signbit(v) else 0x7fc00000}u)"
+            if np.isinf(v):
+                return f"bitcast<f32>({int(v.view(np.uint32))}u)"
             return f"{float(v)!r}f"
         v = int(value)
         if kind in ("i64", "u64"):

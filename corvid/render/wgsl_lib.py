@@ -73,7 +73,9 @@ _F = {
   if (ea > 0) { return bitcast<f32>(sign | (u32(ea) << 23u) | (ma & 0x7fffffu)); }
   return bitcast<f32>(sign | (ma >> u32(1 - ea)));
 }""", ()),
-    # numpy's remainder and floor_divide for floats (the sign of a remainder follows the divisor)
+    # numpy's remainder and floor_divide for floats (the sign of a remainder follows the divisor),
+    # floor_divide with the Array API standard's special cases: a zero divisor or an infinite
+    # operand gives the IEEE quotient (inf // 2 = inf, -3 // inf = -0; numpy: nan and -1)
     "cv_fmod_floor": ("""fn cv_fmod_floor(a: f32, b: f32) -> f32 {
   var m = cv_fmod(a, b);
   if (cv_isnan(m)) { return m; }
@@ -85,14 +87,14 @@ _F = {
   return m;
 }""", ("cv_fmod", "cv_copysign", "cv_isnan")),
     "cv_fdiv_floor": ("""fn cv_fdiv_floor(a: f32, b: f32) -> f32 {
-  if (b == 0.0) { return a / b; }
+  if (b == 0.0 || cv_isinf(a) || cv_isinf(b)) { return a / b; }
   let m = cv_fmod(a, b);
   var d = (a - m) / b;
   if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { d -= 1.0; }
   if (d == 0.0) { return cv_copysign(0.0, a / b); }
   let f = floor(d);
   return select(f, f + 1.0, d - f > 0.5);
-}""", ("cv_fmod", "cv_copysign")),
+}""", ("cv_fmod", "cv_copysign", "cv_isinf")),
     # log: x = 2^e * m with m in [sqrt(1/2), sqrt(2)); log(m) = 2 atanh(s), s = (m - 1) / (m + 1),
     # |s| < 0.172, by its series to s^11 (the next term is below float32's rounding). Returns
     # (e, log(m)) so log2 of a power of two is exact.
@@ -718,6 +720,12 @@ _C64 = {
   return vec2<f32>(cv_cosh(a.x) * cv_cos(a.y), cv_sinh(a.x) * cv_sin(a.y));
 }""", ("cv_sin", "cv_cos", "cv_sinh", "cv_cosh")),
     "cv_ctanh": ("""fn cv_ctanh(a: vec2<f32>) -> vec2<f32> {
+  if (cv_isinf(a.x)) { return vec2<f32>(cv_copysign(1.0, a.x), cv_copysign(0.0, a.y)); }
+  if (a.y == 0.0) { return vec2<f32>(cv_tanh(a.x), a.y); }
+  if (cv_isinf(a.y) || cv_isnan(a.y)) {
+    let nan = bitcast<f32>(0x7fc00000u);
+    return vec2<f32>(select(nan, a.x, a.x == 0.0), nan);
+  }
   if (abs(a.x) > 9.0) {
     let e = cv_exp(-2.0 * abs(a.x));
     return vec2<f32>(cv_copysign(1.0, a.x), 4.0 * cv_sin(a.y) * cv_cos(a.y) * e);
@@ -728,7 +736,8 @@ _C64 = {
   let rho = cv_sqrt(1.0 + s * s);
   let den = 1.0 + beta * s * s;
   return vec2<f32>(beta * rho * s / den, t / den);
-}""", ("cv_exp", "cv_copysign", "cv_sin", "cv_cos", "cv_tan", "cv_sinh", "cv_sqrt")),
+}""", ("cv_exp", "cv_copysign", "cv_sin", "cv_cos", "cv_tan", "cv_sinh", "cv_sqrt", "cv_tanh", "cv_isinf",
+       "cv_isnan")),
     "cv_ctan": ("""fn cv_ctan(a: vec2<f32>) -> vec2<f32> {
   let w = cv_ctanh(vec2<f32>(-a.y, a.x));
   return vec2<f32>(w.y, -w.x);
