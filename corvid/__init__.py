@@ -53,3 +53,4 @@ def __getattr__(name: str):
 
         return show_config
     raise AttributeError(f"module 'corvid' has no attribute {name!r}")
+from .ops import torch_methods as _torch_methods  # noqa: E402,F401  (PyTorch's Tensor methods; last: it overrides)
