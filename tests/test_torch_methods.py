@@ -4,6 +4,9 @@ Most cases run the same code on a corvid and a torch tensor (the point of the mo
 by changing the import) and compare values, dtypes and, for float inputs, gradients of a
 weighted sum of the outputs."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -675,3 +678,11 @@ def test_docstrings_and_names():
         assert method.__doc__ and "\n" in method.__doc__
     assert "dim=" in cv.Tensor.sum.__doc__ and cv.Tensor.sum.__name__ == "sum"
     assert cv.Tensor.add_.__name__ == "add_" and cv.Tensor.int.__doc__.endswith("one already).")
+
+
+def test_docs_pytorch_md_examples_run():
+    text = (Path(__file__).resolve().parent.parent / "docs" / "pytorch.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/pytorch.md", "exec"), {})
