@@ -483,6 +483,44 @@ def test_numpy_forms_stay_where_corvid_relies_on_them():
         t.squeeze(1)
 
 
+EXISTING = [  # methods corvid had, checked for PyTorch's meaning: nothing here needed changing
+    (lambda x: x.transpose(0, 2), (2, 3, 4)), (lambda x: x.transpose(-1, -2), (2, 3, 4)),
+    (lambda x: x[:, :1].expand(-1, 5), (3, 2)), (lambda x: x.expand(2, 3, 4), (3, 1)),
+    (lambda x: x.reshape(4, -1), (2, 3, 4)), (lambda x: x.reshape((6, 4)), (2, 3, 4)),
+    (lambda x: x.flatten(1), (2, 3, 4)), (lambda x: x.flatten(0, 1), (2, 3, 4)), (lambda x: x.flatten(), ()),
+    (lambda x: x.clamp(-1.0, 1.0), (2, 3)), (lambda x: x.clamp(max=0.5), (2, 3)),
+    (lambda x: x.argmax(1, True), (2, 3)), (lambda x: x.unsqueeze(-1), (2, 3)), (lambda x: x.cumsum(1), (2, 3)),
+    (lambda x: x.roll(2, 1), (2, 3)), (lambda x: x.roll((1, 2), (0, 1)), (2, 3)), (lambda x: x.flip(-1), (2, 3)),
+    (lambda x: x.softmax(-1), (2, 3)), (lambda x: x.log_softmax(0), (2, 3)), (lambda x: x.logsumexp(0), (2, 3)),
+    (lambda x: x.any(), (2, 3)), (lambda x: x.prod(1), (2, 3)), (lambda x: x.topk(2), (2, 3)),
+    (lambda x: x.chunk(2, 1), (2, 3)), (lambda x: x.split([1, 2], 1), (2, 3)), (lambda x: x.permute(1, 0), (2, 3)),
+    (lambda x: x.squeeze(), (1, 3, 1)), (lambda x: x.diagonal(), (3, 3)), (lambda x: x.tril(), (3, 3)),
+    (lambda x: x.remainder(2.0), (2, 3)), (lambda x: x.pow(2), (2, 3)), (lambda x: x.sign(), (2, 3)),
+    (lambda x: x.round(decimals=1), (2, 3)), (lambda x: x.mT, (2, 3)), (lambda x: x.T, (2, 3)),
+    (lambda x: x.matmul(x.mT), (2, 3)), (lambda x: x.cummax(0), (2, 3)),
+    (lambda x: x.gather(0, _idx(x, [[1, 0]])), (2, 2)), (lambda x: x.scatter(0, _idx(x, [[1, 0]]), 5.0), (2, 2)),
+]
+
+
+@pytest.mark.parametrize("fn,shape", EXISTING)
+def test_existing_methods_match_pytorch(fn, shape):
+    compare(fn, arr(shape))
+
+
+def test_existing_methods_on_integers_match_pytorch():
+    compare(lambda x, lo: x.clamp(min=lo), arr((3, 4)), arr((4,)))
+    compare(lambda x: x.clamp(min=1), arr((5,), np.int64), grad=False)
+    compare(lambda x: x.clamp(min=0.5), arr((5,), np.int64), grad=False)
+    compare(lambda x: x.cumsum(0), arr((4,), np.bool_), grad=False)
+    compare(lambda x: x.cumsum(0), arr((4,), np.int8), grad=False)
+    compare(lambda x: x.sum(), arr((4,), np.int8), grad=False)
+    compare(lambda x: x.floor_divide(2), arr((5,), np.int64, -9, 9), grad=False)
+    compare(lambda x: x.abs(), arr((3,), np.int8), grad=False)
+    compare(lambda x: x.argsort(), arr((5,), np.int32), grad=False, torch_fn=lambda x: x.argsort(stable=True))
+    compare(lambda x: x.mean(), arr((4,), np.float16), rtol=1e-3)
+    compare(lambda x: x.nan_to_num(), np.array([NAN, INF, -INF, 1.0], np.float32))
+
+
 # --- linear algebra -------------------------------------------------------------------------------------
 def test_products():
     compare(lambda x, y: x.mm(y), arr((3, 4)), arr((4, 2)))
