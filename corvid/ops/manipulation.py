@@ -91,13 +91,14 @@ def expand_dims(x: Tensor, axis: int | Sequence[int] = 0) -> Tensor:
     return x.reshape(tuple(shape))
 
 
-def broadcast_arrays(*tensors: Tensor) -> list[Tensor]:
-    """Every input broadcast to their common shape (views). ValueError if the shapes conflict."""
+def broadcast_arrays(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Every input broadcast to their common shape (views), a tuple as the Array API and numpy 2
+    give it. ValueError if the shapes conflict."""
     from ..tensor import broadcast_shapes
 
     ts = [_tensor(t) for t in tensors]
     shape = broadcast_shapes(*(t.shape for t in ts))
-    return [t.broadcast_to(shape) for t in ts]
+    return tuple(t.broadcast_to(shape) for t in ts)
 
 
 def unstack(x: Tensor, axis: int = 0) -> tuple[Tensor, ...]:
@@ -243,9 +244,10 @@ def triu(x: Tensor, k: int = 0) -> Tensor:
     return where(_tri_mask(x, k, False), x, x._const(0, x.dtype, ()))
 
 
-def meshgrid(*tensors: Tensor, indexing: str = "xy") -> list[Tensor]:
-    """Coordinate grids from 1-D tensors (numpy semantics). ``indexing='xy'`` swaps the first two
-    output axes (Cartesian), ``'ij'`` keeps input order (matrix). Outputs are broadcast views."""
+def meshgrid(*tensors: Tensor, indexing: str = "xy") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors (numpy semantics), a tuple as the Array API and numpy 2
+    give it. ``indexing='xy'`` swaps the first two output axes (Cartesian), ``'ij'`` keeps input
+    order (matrix). Outputs are broadcast views."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     ts = [_tensor(t) for t in tensors]
@@ -261,7 +263,7 @@ def meshgrid(*tensors: Tensor, indexing: str = "xy") -> list[Tensor]:
         view = [1] * len(ts)
         view[pos] = t.shape[0]
         out.append(t.reshape(tuple(view)).expand(tuple(shape)))
-    return out
+    return tuple(out)
 
 
 def rot90(x: Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> Tensor:
