@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
 
 
+class ArgumentError(ValueError, RuntimeError):
+    """An argument the operation cannot take. PyTorch raises RuntimeError for these (``clamp()``
+    without bounds, ``flip((0, 0))``, an integer to a negative integer power) and numpy ValueError,
+    so this is both: code written for either catches it."""
+
+
 def _as_float(x: Tensor) -> Tensor:
     return x if x.dtype.is_float or x.dtype.is_complex else x.astype(dt.default_float)
 
@@ -109,13 +115,39 @@ class ElementwiseMixin:
         out = self._elementwise(Op.MUL, other, name="multiply")
         return out if not out.dtype.is_bool else self._elementwise(Op.AND, other)
 
-    def div(self: Tensor, other: Any) -> Tensor:
-        """True division; integer inputs give the default float dtype."""
+    def div(self: Tensor, other: Any, rounding_mode: str | None = None) -> Tensor:
+        """True division; integer inputs give the default float dtype.
+
+        ``rounding_mode`` (PyTorch's): ``"floor"`` rounds the quotient toward -inf (as
+        :meth:`floor_divide`), ``"trunc"`` toward zero; both keep the promoted dtype, so integers
+        give integers (bools int8, as ``floor_divide``). Integer division by zero gives 0 there
+        (PyTorch raises, but the divisor is only known when the kernel runs). Their derivative is
+        0. ArgumentError for another mode, TypeError for complex operands.
+
+        >>> cv.Tensor([7, -7]).div(2, rounding_mode="trunc").tolist()
+        [3, -3]
+        """
         from ..tensor import result_type
 
         common = result_type(self, other)
-        return self._elementwise(Op.DIV, other, dtype=common if common.is_float or common.is_complex
-                                 else dt.default_float)
+        if rounding_mode is None:
+            return self._elementwise(Op.DIV, other, dtype=common if common.is_float or common.is_complex
+                                     else dt.default_float)
+        if rounding_mode == "floor":
+            return _torch_floor(self, other, self.floor_divide(other))
+        if rounding_mode != "trunc":
+            raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        if common.is_complex:
+            raise TypeError(f"div: rounding_mode='trunc' is not defined for complex operands ({common.name})")
+        if common.is_float:
+            return self.div(other).trunc()  # (PyTorch's definition: the rounded quotient, truncated)
+        floor = self.floor_divide(other)
+        if not common.is_int or common.is_unsigned:
+            return floor
+        # the floor is one below the truncation where the exact quotient is negative and not whole:
+        # a non-zero remainder (which has the divisor's sign) whose sign differs from the dividend's
+        rem = self.remainder(other)
+        return where(rem.ne(0) & ((self < 0) ^ (rem < 0)), floor + 1, floor)
 
     def floor_divide(self: Tensor, other: Any) -> Tensor:
         """Floor division (numpy semantics; integer division by zero gives 0)."""
@@ -137,10 +169,10 @@ class ElementwiseMixin:
         """``self ** other``. Integer powers use exact integer math. bool operands give int8.
 
         An integer power with a negative exponent known when the op is built (a Python or numpy
-        integer, or a list or array holding one) raises ValueError, as numpy and PyTorch do. In a
-        tensor exponent a negative value is only known when the kernel runs: it gives 0 (1 for
-        base 1, 1 or -1 by parity for base -1), what truncating ``1 / base**-e`` gives, as
-        PyTorch's integer pow does.
+        integer, or a list or array holding one) raises :class:`ArgumentError` (a ValueError, as
+        numpy's, and a RuntimeError, as PyTorch's). In a tensor exponent a negative value is only
+        known when the kernel runs: it gives 0 (1 for base 1, 1 or -1 by parity for base -1), what
+        truncating ``1 / base**-e`` gives, as PyTorch's integer pow does.
 
         >>> (cv.Tensor([2, 1, -1]) ** cv.Tensor([-1, -1, -1])).tolist()
         [0, 1, -1]
@@ -156,8 +188,8 @@ class ElementwiseMixin:
             else:
                 negative = isinstance(other, (list, tuple, np.ndarray)) and bool((np.asarray(other) < 0).any())
             if negative:
-                raise ValueError(f"power: integers to negative integer powers are not allowed ({self.dtype.name} "
-                                 f"tensor ** {other!r}); use a float base (x.astype(float32) ** {other!r})")
+                raise ArgumentError(f"power: Integers to negative integer powers are not allowed ({self.dtype.name} "
+                                    f"tensor ** {other!r}); use a float base (x.astype(float32) ** {other!r})")
         return self._elementwise(Op.POW, other, name="power")
 
     def rsub(self: Tensor, other: Any) -> Tensor:
@@ -285,7 +317,17 @@ class ElementwiseMixin:
             inside = self <= max if inside is None else inside & (self <= max)
         return out if inside is None else where(inside, self, out)
 
-    clamp = clip
+    def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+        """PyTorch's ``clamp``: :meth:`clip`, except that :class:`ArgumentError` is raised when both
+        bounds are None (``clip`` returns ``self`` then, as numpy and the Array API do).
+
+        >>> cv.Tensor([-1.0, 2.0]).clamp(min=0.0).tolist()
+        [0.0, 2.0]
+        """
+        if min is None and max is None:
+            raise ArgumentError("clamp: At least one of 'min' or 'max' must not be None "
+                                "(clip(None, None) returns the tensor unchanged)")
+        return self.clip(min, max)
 
     def where(self: Tensor, a: Any, b: Any) -> Tensor:
         """``a`` where self is true, else ``b``."""
@@ -293,17 +335,16 @@ class ElementwiseMixin:
 
     # --- logic and bits ----------------------------------------------------------------------------
     def _bitwise(self: Tensor, op: Op, other: Any, name: str) -> Tensor:
-        out = self._elementwise(op, other, name=name)
+        out = self._elementwise(op, _bit_pattern(self, other), name=name)
         _check_kind(name, out, "int", "bool")
         return out
 
     def __and__(self, other): return self._bitwise(Op.AND, other, "bitwise_and")  # noqa: E704
     def __or__(self, other): return self._bitwise(Op.OR, other, "bitwise_or")  # noqa: E704
     def __xor__(self, other): return self._bitwise(Op.XOR, other, "bitwise_xor")  # noqa: E704
-    def __rand__(self, other): return self._operand_like(other)._bitwise(Op.AND, self, "bitwise_and")  # noqa: E704
-    def __ror__(self, other): return self._operand_like(other)._bitwise(Op.OR, self, "bitwise_or")  # noqa: E704
-    def __rxor__(self, other): return self._operand_like(other)._bitwise(Op.XOR, self, "bitwise_xor")  # noqa: E704
 
+    # and, or and xor commute: the reflected forms are the same ops
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
     bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
 
     def __lshift__(self, other): return self._shift(Op.SHL, other)  # noqa: E704
@@ -483,6 +524,31 @@ class ElementwiseMixin:
         """``log(1 + exp(beta*x)) / beta`` computed without overflow."""
         x = _as_float(self) * beta
         return (x.maximum(0) + (-x.abs()).exp().log1p()) / beta
+
+
+def _bit_pattern(t: Tensor, value: Any) -> Any:
+    """The operand of a bitwise op on ``t``: a Python int outside the range of ``t``'s integer
+    dtype is read as a bit pattern of that width, wrapped (as PyTorch: ``int32 | 0xFFFFFFFF`` is
+    ``int32 | -1``; numpy 2 raises OverflowError). Anything else is returned as is, an int that no
+    64-bit integer holds too (the operand's OverflowError follows)."""
+    if type(value) is not int or not t.dtype.is_int:
+        return value
+    info = dt.iinfo(t.dtype)
+    if info.min <= value <= info.max or not -(1 << 63) <= value < (1 << 64):
+        return value
+    return (value - info.min) % (1 << info.bits) + info.min
+
+
+def _torch_floor(a: Tensor, b: Any, floor: Tensor) -> Tensor:
+    """``floor`` (``a // b``) with PyTorch's (and Python's) values where an operand is infinite:
+    ``inf // 2`` is nan and ``-5 // inf`` is -1 (the floor of -0.0...), where ``//`` gives the
+    Array API standard's IEEE quotient (inf and -0.0). Finite operands, and a zero divisor, agree."""
+    if not floor.dtype.is_float:
+        return floor
+    a, b = a.astype(floor.dtype), a._operand(b, floor.dtype)
+    a_inf, b_inf = a.isinf(), b.isinf()
+    below_zero = b_inf & a.isfinite() & a.ne(0) & ((a < 0) ^ (b < 0))  # a finite quotient just below 0
+    return where(a_inf & b.isfinite() & b.ne(0), math.nan, where(below_zero, -1.0, floor))
 
 
 def _ordered(cmp: Tensor) -> Tensor:
