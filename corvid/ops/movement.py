@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..graph.node import Op, node
+from .elementwise import ArgumentError
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -43,12 +44,16 @@ def check_size(shape: tuple[int, ...], itemsize: int, what: str | None = None) -
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
-    """Map a possibly negative axis into ``range(ndim)``; IndexError naming the ndim if out of range."""
+    """Map a possibly negative axis into ``range(ndim)``; IndexError naming the ndim if out of range.
+
+    A 0-d tensor takes axis 0 and -1 (as PyTorch, which treats it as one axis of size 1 here),
+    both mapped to 0: callers reduce or move over nothing."""
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    span = max(ndim, 1)
+    if not -span <= axis < span:
         raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dimension{'s' if ndim != 1 else ''}")
-    return axis % ndim if ndim else 0
+    return axis % span
 
 
 class MovementMixin:
@@ -85,6 +90,8 @@ class MovementMixin:
         """Swap two dimensions (default: the last two)."""
         order = list(range(self.ndim))
         a, b = normalize_axis(dim0, self.ndim), normalize_axis(dim1, self.ndim)
+        if not order:  # a 0-d tensor: its only "axis" swapped with itself
+            return self
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -157,13 +164,14 @@ class MovementMixin:
         return self._move(Op.SHRINK, b, tuple(hi - lo for lo, hi in b))
 
     def flip(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
-        """Reverse the order of elements along ``axis`` (all axes if None). ValueError when an
-        axis is named twice (``(0, 0)``, ``(0, -2)`` of a matrix), as numpy and PyTorch."""
+        """Reverse the order of elements along ``axis`` (all axes if None). :class:`ArgumentError`
+        (a ValueError, as numpy's, and a RuntimeError, as PyTorch's) when an axis is named twice
+        (``(0, 0)``, ``(0, -2)`` of a matrix). A 0-d tensor takes axis 0 or -1 and is returned."""
         axes = range(self.ndim) if axis is None else [axis] if isinstance(axis, int) else axis
         named = [normalize_axis(a, self.ndim) for a in axes]
         if len(set(named)) != len(named):
-            raise ValueError(f"flip: axis {tuple(axes)} names an axis more than once (tensor of shape {self.shape})")
-        norm = tuple(a for a in sorted(named) if self.shape[a] > 1)
+            raise ArgumentError(f"flip: axis {tuple(axes)} names an axis more than once (tensor of shape {self.shape})")
+        norm = tuple(a for a in sorted(named) if self.ndim and self.shape[a] > 1)
         return self._move(Op.FLIP, norm, self.shape) if norm else self
 
     def squeeze(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
@@ -171,6 +179,8 @@ class MovementMixin:
         if axis is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         axes = {normalize_axis(a, self.ndim) for a in ([axis] if isinstance(axis, int) else axis)}
+        if self.ndim == 0:  # (axis 0 or -1: nothing to remove)
+            return self
         for a in axes:
             if self.shape[a] != 1:
                 raise ValueError(f"cannot squeeze axis {a} of size {self.shape[a]} (shape {self.shape})")
@@ -185,9 +195,9 @@ class MovementMixin:
 
     def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Merge dimensions ``start_dim..end_dim`` (inclusive) into one."""
+        s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
         if e < s:
             raise ValueError(f"flatten: end_dim {end_dim} is before start_dim {start_dim}")
         return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
@@ -253,7 +263,10 @@ class MovementMixin:
         return x.reshape(tuple(out_shape))
 
     def split(self: Tensor, sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
-        """Split along ``axis`` into pieces of ``sizes`` (an int: equal pieces, the last may be smaller)."""
+        """Split along ``axis`` into pieces of ``sizes`` (an int: equal pieces, the last may be smaller).
+        ValueError for a 0-d tensor, which has no axis to split."""
+        if self.ndim == 0:
+            raise ValueError("split: a 0-d tensor has no axis to split; reshape it to (1,) first")
         a = normalize_axis(axis, self.ndim)
         n = self.shape[a]
         if isinstance(sizes, int):
@@ -274,6 +287,8 @@ class MovementMixin:
         """Split into ``chunks`` nearly equal pieces along ``axis`` (as torch.chunk)."""
         if chunks <= 0:
             raise ValueError(f"chunk count must be positive, got {chunks}")
+        if self.ndim == 0:
+            raise ValueError("chunk: a 0-d tensor has no axis to split; reshape it to (1,) first")
         n = self.shape[normalize_axis(axis, self.ndim)]
         return self.split(max(-(-n // chunks), 1), axis)
 

@@ -314,7 +314,15 @@ class ReduceMixin:
 
     def var(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
         """Variance with ``correction`` (alias ``ddof``) subtracted from the count. For a complex
-        tensor it is the real mean of ``|x - mean|**2`` (as numpy; the result is real)."""
+        tensor it is the real mean of ``|x - mean|**2`` (as numpy; the result is real).
+
+        With ``correction >= N`` (N the reduced count) the sum of squares is divided by 0, as
+        numpy and PyTorch do: inf where it is positive, nan where it is 0 (an empty axis, equal
+        values) or nan. (Both also warn; this is lazy and does not.)
+
+        >>> cv.Tensor([1.0, 2.0]).var(correction=2).item()
+        inf
+        """
         c = correction if ddof is None else ddof
         x = self if self.dtype.is_complex else _real_float(self)
         if x.dtype in _NARROW_FLOATS:  # computed in float32, rounded once (as PyTorch: no overflow in the squares)
@@ -322,7 +330,8 @@ class ReduceMixin:
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         dev = x - x.mean(axis, keepdims=True)
         sq = dev.real * dev.real + dev.imag * dev.imag if x.dtype.is_complex else dev * dev
-        return sq.sum(axis, keepdims) * (1 / (n - c) if n - c > 0 else math.nan)
+        total = sq.sum(axis, keepdims)
+        return total * (1 / (n - c)) if n - c > 0 else total / 0.0
 
     def std(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
         return self.var(axis, keepdims, correction, ddof).sqrt()
@@ -332,6 +341,8 @@ class ReduceMixin:
 
         if axis is None:
             x, ax = self.reshape(-1), 0
+        elif self.ndim == 0:  # axis 0 or -1 (IndexError otherwise): one element, at index 0
+            x, ax = self.reshape(1), normalize_axis(axis, 0)
         else:
             x, ax = self, normalize_axis(axis, self.ndim)
         n = x.shape[ax]
@@ -347,7 +358,7 @@ class ReduceMixin:
         rev = (n - 1 - rev).reshape(shape)
         first = where(hit, rev, -1)._reduce("max", ax, True)
         out = (n - 1) - first
-        if axis is None:
+        if axis is None or self.ndim == 0:
             return out.reshape((1,) * self.ndim if keepdims else ())
         return out if keepdims else out.squeeze(ax)
 
