@@ -41,6 +41,7 @@ import numpy as np
 from .. import dtype as dt
 from ..engine import capture
 from ..graph.node import Node, Op, node, toposort
+from .elementwise import ArgumentError
 from .elementwise import where as _where3
 from .movement import cat, normalize_axis
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+_MISSING = object()  # (an argument not given, where None is a value)
 
 
 # --- small builders -----------------------------------------------------------------------------------
@@ -273,12 +275,18 @@ def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
     if axis is None:
         x, axis = x.reshape(-1), 0
     a = normalize_axis(axis, x.ndim)
+    if x.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: one element)
+        x = x.reshape(1)
     return _take(x, _checked(_int_index(indices, x, "take: indices"), x.shape[a], a), a)
 
 
 def index_select(x: Tensor, axis: int, index: Any) -> Tensor:
     """Torch ``index_select``: ``take`` with a 1-d index along ``axis`` (ValueError otherwise)."""
     idx = _int_index(index, x, "index_select: index")
+    if x.ndim == 0:  # (as torch: one index, a 0-d result)
+        if idx.size != 1:
+            raise ValueError(f"index_select: a 0-d tensor takes one index, got shape {idx.shape}")
+        return take(x, idx.reshape(()), axis)
     if idx.ndim != 1:
         raise ValueError(f"index_select: index must be 1-d, got shape {idx.shape}")
     return take(x, idx, axis)
@@ -316,6 +324,8 @@ def gather(x: Tensor, axis: int, index: Any) -> Tensor:
     """
     idx = _int_index(index, x, "gather: index")
     a = normalize_axis(axis, x.ndim)
+    if x.ndim == 0 and idx.ndim <= 1:  # (as torch: one element along axis 0 or -1; the index's shape)
+        return take_along_axis(x.reshape(1), idx.reshape(-1), 0).reshape(idx.shape)
     _check_torch_shapes("gather", x, idx, a)
     part = x.shrink(tuple((0, idx.shape[d]) if d != a else (0, s) for d, s in enumerate(x.shape)))
     return take_along_axis(part, idx, a)
@@ -359,16 +369,34 @@ def _src_like(src: Any, x: Tensor) -> Tensor:
     return s.astype(x.dtype)
 
 
-def scatter(x: Tensor, axis: int, index: Any, src: Any) -> Tensor:
+# torch scatter's reduce names -> scatter_reduce's (x's own value always takes part)
+_SCATTER_REDUCE = {None: "set", "add": "sum", "multiply": "prod"}
+
+
+def scatter(x: Tensor, axis: int, index: Any, src: Any = _MISSING, *, value: Any = _MISSING,
+            reduce: str | None = None) -> Tensor:
     """Torch ``scatter`` (out of place): a copy of ``x`` with ``out[index[i][j]][j] = src[i][j]``
     for ``axis=0`` (and so on). ``src`` is a tensor at least as large as ``index`` or a scalar,
-    cast to ``x``'s dtype. Duplicate indices: the last one along ``axis`` wins.
+    cast to ``x``'s dtype; ``value=`` names a scalar instead. Duplicate indices: the last one
+    along ``axis`` wins. ``reduce="add"`` or ``"multiply"`` combines each ``src`` element into
+    the target instead, ``x``'s value included (``scatter_reduce``'s ``"sum"``/``"prod"``).
+
+    TypeError unless exactly one of ``src`` and ``value`` is given; :class:`ArgumentError` for
+    another ``reduce``.
 
     >>> import corvid as cv
     >>> cv.scatter(cv.zeros((2, 3)), 1, cv.Tensor([[2], [0]]), 5.0).tolist()
     [[0.0, 0.0, 5.0], [5.0, 0.0, 0.0]]
+    >>> cv.ones(3).scatter(0, cv.Tensor([0, 0, 2]), value=2.0, reduce="add").tolist()
+    [5.0, 1.0, 3.0]
     """
-    return _torch_scatter(x, axis, index, src, "set", True)
+    if (src is _MISSING) == (value is _MISSING):
+        raise TypeError("scatter: give the values to write as src or as value=, exactly one of them")
+    mode = _SCATTER_REDUCE.get(reduce) if reduce is None or isinstance(reduce, str) else None
+    if mode is None:
+        raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r} (scatter_reduce "
+                            f"takes {', '.join(map(repr, _REDUCTIONS))})")
+    return _torch_scatter(x, axis, index, value if src is _MISSING else src, mode, True)
 
 
 def scatter_reduce(x: Tensor, axis: int, index: Any, src: Any, reduce: str, include_self: bool = True) -> Tensor:
@@ -433,9 +461,6 @@ def nonzero(x: Tensor) -> tuple[Tensor, ...]:
         raise RuntimeError("nonzero (and boolean-mask indexing) has a result whose shape depends on the values; "
                            "it cannot be traced by jit or vmap. Use where(mask, x, other) instead")
     return tuple(_tensor_cls()(a.astype(np.int64), device=x.device) for a in np.nonzero(x.numpy()))
-
-
-_MISSING = object()
 
 
 def where(condition: Any, x: Any = _MISSING, y: Any = _MISSING) -> Any:
