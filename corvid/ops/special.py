@@ -162,12 +162,18 @@ def i0(x: Tensor) -> Tensor:
 
 
 def logaddexp(a: Tensor, b: Any) -> Tensor:
-    """``log(exp(a) + exp(b))`` without overflow; equal infinities give that infinity."""
+    """``log(exp(a) + exp(b))`` without overflow; equal infinities give that infinity.
+
+    Symmetric in ``a`` and ``b``, its gradient too: where they are equal each gets half (as
+    PyTorch; ``maximum`` splits a tie and ``abs`` has slope 0 at 0).
+
+    >>> import corvid as cv
+    >>> cv.grad(lambda a: cv.logaddexp(a, cv.Tensor(1.0)))(cv.Tensor(1.0)).item()
+    0.5
+    """
     a, b = _float_pair(a, b)
-    m = a.maximum(b)
-    same = a.eq(b)
-    gap = where(same, 0.0, (a - b).abs())  # inf - inf would be nan in the unused branch
-    return where(same, a + math.log(2), m + (-gap).exp().log1p())
+    gap = where(a.eq(b), 0.0, a - b).abs()  # (inf - inf would be nan, in the value or the gradient)
+    return a.maximum(b) + (-gap).exp().log1p()
 
 
 def hypot(a: Tensor, b: Any) -> Tensor:
