@@ -143,8 +143,45 @@ def _pads(padding: Any, nd: int, kernel: tuple[int, ...], stride: tuple[int, ...
             raise ValueError(f"{what}: padding='same' needs stride 1, got stride {stride}")
         total = [d * (k - 1) for k, d in zip(kernel, dilation)]
         return tuple((t // 2, t - t // 2) for t in total)  # the extra element goes after, as torch
-    p = _ints(padding, nd, f"{what}: padding", lo=0)
-    return tuple((q, q) for q in p)
+    return _side_pads(padding, nd, what)
+
+
+def _side_pads(padding: Any, nd: int, what: str) -> tuple[tuple[int, int], ...]:
+    """Per spatial axis ``(before, after)`` amounts, each ``>= 0``, from a padding argument:
+
+    * an int: every side of every axis;
+    * ``nd`` ints: both sides of each axis, first to last (torch's form);
+    * ``nd`` ``(before, after)`` pairs, first axis to last;
+    * ``2 * nd`` ints in :func:`corvid.nn.functional.pad`'s order, *last* axis first:
+      ``(left, right, top, bottom)`` for two spatial axes, so that ``conv2d(x, w, padding=p)`` is
+      ``conv2d(F.pad(x, p), w)``. (Torch's convolutions take only the symmetric forms.)
+
+    The forms differ in length or nesting, so none is mistaken for another. ValueError naming
+    ``what`` for anything else."""
+    if isinstance(padding, (int, np.integer)):
+        items = [padding] * nd
+    else:
+        try:
+            items = list(padding)
+        except TypeError:
+            items = []
+    nested = [isinstance(p, (tuple, list)) for p in items]
+    if len(items) == nd and not any(nested):
+        pairs = [(q, q) for q in items]
+    elif len(items) == nd and all(nested):
+        pairs = [tuple(p) for p in items]
+    elif len(items) == 2 * nd and not any(nested):
+        pairs = [(items[2 * j], items[2 * j + 1]) for j in reversed(range(nd))]
+    else:
+        pairs = []
+
+    def amount(q: Any) -> bool:
+        return isinstance(q, (int, np.integer)) and not isinstance(q, bool) and q >= 0
+
+    if not pairs or not all(len(p) == 2 and amount(p[0]) and amount(p[1]) for p in pairs):
+        raise ValueError(f"{what}: padding must be an int, {nd} ints, {nd} (before, after) pairs or {2 * nd} ints "
+                         f"(last axis first, as F.pad), none negative; got {padding!r}")
+    return tuple((int(b), int(a)) for b, a in pairs)
 
 
 def _check_weight(x: Tensor, w: Tensor, groups: int, what: str, transposed: bool) -> int:
@@ -186,7 +223,9 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
 
     ``out[j] = (spatial[j] + 2*padding[j] - dilation[j]*(kernel[j]-1) - 1) // stride[j] + 1``.
     ``padding`` is an int, a tuple, ``"valid"`` (0) or ``"same"`` (output size = input size; needs
-    stride 1; an odd total puts the extra zero after). ``bias`` has shape ``(C_out,)``. Dtypes
+    stride 1; an odd total puts the extra zero after); or per side: a ``(before, after)`` pair
+    per spatial axis, or ``2 * nd`` ints last axis first as ``F.pad`` takes them (``(left,
+    right, top, bottom)`` in 2-d; ``conv2d(x, w, padding=p)`` is ``conv2d(F.pad(x, p), w)``). ``bias`` has shape ``(C_out,)``. Dtypes
     promote as in ``x * w``. ValueError naming the shapes for a channel mismatch, ``groups`` not
     dividing the channels, or a window larger than the padded input.
 
@@ -495,25 +534,25 @@ def _pool_view(x: Tensor, nd: int, kernel_size: IntOrTuple, stride: IntOrTuple |
     k = _ints(kernel_size, nd, f"{what}: kernel_size")
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
         _ints(stride, nd, f"{what}: stride")
-    p = _ints(padding, nd, f"{what}: padding", lo=0)
+    p = _side_pads(padding, nd, what)
     d = _ints(dilation, nd, f"{what}: dilation")
     sizes = x.shape[-nd:]
     pads, outs, counts = [], [], []
-    for i, kk, ss, pp, dd in zip(sizes, k, s, p, d):
+    for i, kk, ss, (pb, pa), dd in zip(sizes, k, s, p, d):
         span = dd * (kk - 1) + 1
-        if 2 * pp > span:
-            raise ValueError(f"{what}: padding {p} must be at most half the (dilated) kernel {k}")
-        room = i + 2 * pp - span
+        if 2 * max(pb, pa) > span:
+            raise ValueError(f"{what}: padding {padding} must be at most half the (dilated) kernel {k} on each side")
+        room = i + pb + pa - span
         o = (-(-room // ss) if ceil_mode else room // ss) + 1
-        if ceil_mode and o > 1 and (o - 1) * ss >= i + pp:  # the last window must start inside x or the left pad
+        if ceil_mode and o > 1 and (o - 1) * ss >= i + pb:  # the last window must start inside x or the left pad
             o -= 1
         if room < 0 or o < 1:
             raise ValueError(f"{what}: kernel {k} (dilation {d}) does not fit the input of shape {x.shape} "
-                             f"with padding {p}: output size would be {o}")
-        pads.append((pp, max(pp, (o - 1) * ss + span - i - pp)))
+                             f"with padding {padding}: output size would be {o}")
+        pads.append((pb, max(pa, (o - 1) * ss + span - i - pb)))
         outs.append(o)
-        start = np.arange(o) * ss - pp
-        end = np.minimum(start + span, i + pp)
+        start = np.arange(o) * ss - pb
+        end = np.minimum(start + span, i + pa)
         counts.append((end - start, np.minimum(end, i) - np.maximum(start, 0)))
     xp = x.pad([(0, 0)] * (x.ndim - nd) + pads, fill)
     lead = x.ndim - nd
@@ -534,8 +573,8 @@ def max_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = Non
     """Max pooling over the last 1 to 3 axes of ``((N,) C, *spatial)`` (torch semantics).
 
     The number of spatial dims is ``len(kernel_size)`` (``x.ndim - 2`` for an int). ``stride``
-    defaults to ``kernel_size``; ``padding`` (at most half the kernel) pads with ``-inf`` (the
-    dtype's lowest value for ints); ``ceil_mode`` rounds the output size up, keeping only windows
+    defaults to ``kernel_size``; ``padding`` (at most half the kernel; an int, one per axis, or
+    per side as :func:`conv` takes it) pads with ``-inf`` (the dtype's lowest value for ints); ``ceil_mode`` rounds the output size up, keeping only windows
     that start inside the input or its left padding. Gradient: each window's cotangent goes to its
     maximum, split equally between tied elements. ValueError for shapes that do not fit.
 
