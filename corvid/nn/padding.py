@@ -20,7 +20,8 @@ _MODES = ("constant", "reflect", "replicate", "circular")
 
 
 def _source_index(n: int, before: int, after: int, mode: str) -> np.ndarray:
-    """For each position of the padded axis, the index of the input element it copies."""
+    """For each position of the padded axis, the index of the input element it copies (a
+    negative amount starts or ends the range inside the axis: it crops)."""
     i = np.arange(-before, n + after)
     if mode == "replicate":
         return np.clip(i, 0, n - 1)
@@ -36,11 +37,14 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | No
     from the *last* axis — ``(left, right)`` pads the last axis, ``(left, right, top, bottom)``
     the last two.
 
-    ``mode`` is ``"constant"`` (fill with ``value``, default 0; negative amounts crop),
-    ``"reflect"`` (mirror without repeating the edge; amounts below the axis size),
-    ``"replicate"`` (repeat the edge) or ``"circular"`` (wrap around; amounts at most the axis
-    size). ValueError for an odd-length ``pad``, more pairs than axes, an unknown mode, or amounts
-    the mode cannot produce.
+    ``mode`` is ``"constant"`` (fill with ``value``, default 0), ``"reflect"`` (mirror without
+    repeating the edge; amounts below the axis size), ``"replicate"`` (repeat the edge) or
+    ``"circular"`` (wrap around; amounts at most the axis size). Negative amounts crop, in every
+    mode, as torch's: ``"reflect"`` and ``"replicate"`` still mirror or repeat the uncropped
+    axis (``(-4, 3)`` of ``[0..5]`` reflects to ``[4, 5, 4, 3, 2]``), ``"circular"`` wraps the
+    cropped one (``(-1, 2)`` gives ``[1, 2, 3, 4, 5, 1, 2]``). ValueError for an odd-length
+    ``pad``, more pairs than axes, an unknown mode, or amounts the mode cannot produce (a crop
+    beyond the axis, an empty result outside ``"constant"`` mode).
 
     >>> pad(cv.Tensor([[1.0, 2.0]]), (1, 1, 1, 0), value=9.0).tolist()
     [[9.0, 9.0, 9.0, 9.0], [9.0, 1.0, 2.0, 9.0]]
@@ -59,12 +63,16 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | No
         return x.pad(pairs, 0.0 if value is None else value)
     if value is not None and value != 0:
         raise ValueError(f"pad: value only applies to mode 'constant', not {mode!r}")
+    if mode == "circular":  # the wrap reads the cropped axis
+        x = x.pad([(min(b, 0), min(a, 0)) for b, a in pairs])
+        pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     for axis, (before, after) in enumerate(pairs):
         if before == 0 and after == 0:
             continue
         n = x.shape[axis]
         limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
-        if min(before, after) < 0 or n == 0 or (limit is not None and max(before, after) > limit):
+        if n == 0 or min(before, after) < -n or n + before + after < 1 or \
+                (limit is not None and max(before, after) > limit):
             raise ValueError(f"pad: mode {mode!r} cannot pad axis {axis} of size {n} by {(before, after)} "
                              f"(input shape {x.shape})")
         x = take_at(x, Tensor(_source_index(n, before, after, mode), device=x.device), axis)  # in range: no check
