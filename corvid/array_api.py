@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .errors import ShapeError
 from . import dtype as dt
 from .creation import empty_like as _empty_like, full_like as _full_like
 from .dlpack import _copy, from_dlpack, from_numpy, host_device, is_cpu
@@ -43,7 +44,7 @@ from .ops.movement import cat, normalize_axis, stack
 from .ops.scan import cumulative_prod, cumulative_sum
 from .ops.sorting import argsort, searchsorted, sort, unique_all, unique_counts, unique_inverse, unique_values
 from .runtime.device import canonical_device
-from .tensor import Tensor, broadcast_shapes
+from .tensor import Tensor, _fits, broadcast_shapes
 from .tensor import result_type as _result_type_of
 
 __array_api_version__ = "2025.12"
@@ -299,9 +300,23 @@ trunc = _unary("trunc", "Round toward zero (integers unchanged).")
 
 add = _binary("add", "``x1 + x2`` (broadcast, promoted; bool + bool is logical or).")
 atan2 = _binary("atan2", "Angle of the point (x2, x1), with the IEEE signed-zero and infinity cases.")
-bitwise_and = _binary("__and__", "``x1 & x2`` for integers and bools.")
-bitwise_or = _binary("__or__", "``x1 | x2`` for integers and bools.")
-bitwise_xor = _binary("__xor__", "``x1 ^ x2`` for integers and bools.")
+def _bitwise(method: str, doc: str):
+    """A bitwise function of the namespace: numpy's (a Python int outside the tensor's dtype is an
+    OverflowError), where the Tensor operators wrap it as PyTorch's do (``int32 | 0xFFFFFFFF``)."""
+    op = _binary(method, doc)
+
+    def fn(x1: Any, x2: Any, /) -> Tensor:
+        for scalar, other in ((x1, x2), (x2, x1)):
+            if type(scalar) is int and isinstance(other, Tensor) and other.dtype.is_int and not _fits(scalar, other.dtype):
+                raise OverflowError(f"Python integer {scalar} is out of bounds for {other.dtype.name}")
+        return op(x1, x2)
+    fn.__doc__ = doc
+    return fn
+
+
+bitwise_and = _bitwise("__and__", "``x1 & x2`` for integers and bools.")
+bitwise_or = _bitwise("__or__", "``x1 | x2`` for integers and bools.")
+bitwise_xor = _bitwise("__xor__", "``x1 ^ x2`` for integers and bools.")
 bitwise_left_shift = _binary("__lshift__", "``x1 << x2``; shifts past the width give 0.")
 bitwise_right_shift = _binary("__rshift__", "``x1 >> x2`` (arithmetic for signed integers).")
 divide = _binary("div", "True division; integer inputs compute in float32.")
@@ -340,6 +355,8 @@ def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:  # noqa: A00
     """``x`` limited to ``[min, max]`` (either may be None); the result keeps ``x``'s dtype.
     nan in ``x`` or in a bound gives nan; with ``min > max`` the result is ``max`` (as numpy)."""
     x = _t(x)
+    if min is None and max is None:  # (the standard's identity; the PyTorch-style method raises)
+        return x
     out = x.clip(min, max)
     return out if out.dtype is x.dtype else out.astype(x.dtype)
 
@@ -542,7 +559,7 @@ def tensordot(x1: Tensor, x2: Tensor, /, *, axes: int | tuple[Sequence[int], Seq
         ax1 = [normalize_axis(i, a.ndim) for i in axes[0]]
         ax2 = [normalize_axis(i, b.ndim) for i in axes[1]]
     if len(ax1) != len(ax2) or builtins.any(a.shape[i] != b.shape[j] for i, j in zip(ax1, ax2)):
-        raise ValueError(f"tensordot: axes {ax1} of shape {a.shape} do not match axes {ax2} of shape {b.shape}")
+        raise ShapeError(f"tensordot: axes {ax1} of shape {a.shape} do not match axes {ax2} of shape {b.shape}")
     free1 = [i for i in range(a.ndim) if i not in ax1]
     free2 = [j for j in range(b.ndim) if j not in ax2]
     k = math.prod(a.shape[i] for i in ax1)
@@ -557,7 +574,7 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     shape = broadcast_shapes(a.shape, b.shape)
     ax = normalize_axis(axis, len(shape))
     if a.ndim and b.ndim and a.shape[ax - len(shape)] != b.shape[ax - len(shape)]:
-        raise ValueError(f"vecdot: axis {axis} has sizes {a.shape} and {b.shape} that differ")
+        raise ShapeError(f"vecdot: axis {axis} has sizes {a.shape} and {b.shape} that differ")
     products = a.conj() * b
     # the standard's promotion and no wider: uint8 vectors give a uint8 dot product (wrapping as
     # uint8 arithmetic does), where a plain sum would accumulate in uint64

@@ -30,6 +30,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from .errors import ShapeError
 from .engine import capture
 from .graph.node import Mark, Node, Op, node
 
@@ -217,7 +218,7 @@ class AutogradMixin:
         else:
             seed = gradient if isinstance(gradient, Tensor) else Tensor(gradient, device=self.device)
             if seed.shape != self.shape:
-                raise ValueError(f"backward: gradient has shape {seed.shape}, the tensor has shape {self.shape}")
+                raise ShapeError(f"backward: gradient has shape {seed.shape}, the tensor has shape {self.shape}")
             seed = seed.astype(self.dtype)
         with enable_grad():
             grads, reached = backprop([self], [seed], lambda m: m.kind == "leaf")
@@ -273,7 +274,7 @@ class AutogradMixin:
         if result.dtype is not self.dtype:
             raise TypeError(f"in-place {op} would change dtype {self.dtype.name} to {result.dtype.name}")
         if result.shape != self.shape:
-            raise ValueError(f"in-place {op}: result shape {result.shape} differs from {self.shape}")
+            raise ShapeError(f"in-place {op}: result shape {result.shape} differs from {self.shape}")
         return self.assign(result)
 
     def __iadd__(self, other): return self._inplace(self + other, "+=")  # noqa: E704

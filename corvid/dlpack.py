@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ShapeError
 from . import dtype as dt
 from .graph.node import Op, node
 from .runtime.device import Buffer, canonical_device
@@ -91,7 +92,7 @@ def from_numpy(arr: np.ndarray, copy: bool | None = None, device: str | None = N
     handle = None if copy else _zero_copy_handle(arr)
     if handle is None:
         if copy is False:
-            raise ValueError("copy=False: the memory is not C-contiguous and aligned, so corvid cannot read it "
+            raise ShapeError("copy=False: the memory is not C-contiguous and aligned, so corvid cannot read it "
                              "without a copy")
         return Tensor(np.ascontiguousarray(arr), device=device)  # Tensor(ndarray) copies
     return Tensor._from_node(node(Op.BUFFER, (), Buffer.wrap(device, d, arr.size, handle), d, arr.shape), device)

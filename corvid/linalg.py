@@ -96,6 +96,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from .errors import ShapeError
 from . import dtype as dt
 from .array_api import asarray, matmul, matrix_transpose, tensordot, vecdot
 from .creation import eye
@@ -394,9 +395,9 @@ class _Fn:
 def _matrix(x: Any, name: str, square: bool = False) -> Tensor:
     x = x if isinstance(x, Tensor) else asarray(x)
     if x.ndim < 2:
-        raise ValueError(f"linalg.{name}: needs a matrix or a stack of matrices (..., M, N), got shape {x.shape}")
+        raise ShapeError(f"linalg.{name}: needs a matrix or a stack of matrices (..., M, N), got shape {x.shape}")
     if square and x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"linalg.{name}: needs square matrices (..., M, M), got shape {x.shape}")
+        raise ShapeError(f"linalg.{name}: needs square matrices (..., M, M), got shape {x.shape}")
     return x
 
 
@@ -570,12 +571,12 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
     if vector:
         b = b[:, None]
     if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
-        raise ValueError(f"linalg.solve: x2 of shape {x2.shape} does not match x1 of shape {a.shape} "
+        raise ShapeError(f"linalg.solve: x2 of shape {x2.shape} does not match x1 of shape {a.shape} "
                          "(need (..., M, K) or (M,))")
     try:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise ValueError(f"linalg.solve: the batch dimensions of {a.shape} and {x2.shape} do not broadcast") from None
+        raise ShapeError(f"linalg.solve: the batch dimensions of {a.shape} and {x2.shape} do not broadcast") from None
     d = dt.promote_types(_float_dtype(a), _float_dtype(b))
     host = dt.float32 if d.itemsize < 4 else d
     aa = a.astype(host).broadcast_to(batch + a.shape[-2:])
@@ -934,7 +935,7 @@ def pinv(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
     if isinstance(rtol, Tensor):
         batch = x.shape[:-2]
         if not _broadcasts_to(rtol.shape, batch):
-            raise ValueError(f"linalg.pinv: rtol of shape {rtol.shape} does not broadcast to the stack shape "
+            raise ShapeError(f"linalg.pinv: rtol of shape {rtol.shape} does not broadcast to the stack shape "
                              f"{batch} of x {x.shape}")
         if x.size == 0:  # no matrix, or no singular value: nothing to cut
             rtol = None
@@ -969,7 +970,7 @@ def lstsq(x1: Tensor, x2: Tensor, /, *, rtol: float | None = None) -> Tensor:
     vector = b.ndim == 1
     b = b[:, None] if vector else b
     if b.ndim < 2 or b.shape[-2] != a.shape[-2]:
-        raise ValueError(f"linalg.lstsq: x2 of shape {x2.shape} does not match x1 of shape {a.shape} "
+        raise ShapeError(f"linalg.lstsq: x2 of shape {x2.shape} does not match x1 of shape {a.shape} "
                          "(need (..., M, K) or (M,))")
     out = pinv(a, rtol=rtol) @ b
     return out[..., 0] if vector else out
@@ -998,7 +999,7 @@ def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     ax = normalize_axis(axis, len(shape))
     for t in (a, b):
         if t.ndim < len(shape) - ax or t.shape[ax - len(shape)] != 3:
-            raise ValueError(f"linalg.cross: axis {axis} must have size 3 in both operands, got shapes "
+            raise ShapeError(f"linalg.cross: axis {axis} must have size 3 in both operands, got shapes "
                              f"{a.shape} and {b.shape}")
     a, b = moveaxis(a.broadcast_to(shape), ax, -1), moveaxis(b.broadcast_to(shape), ax, -1)
     c = [a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
@@ -1022,7 +1023,7 @@ def outer(x1: Tensor, x2: Tensor, /) -> Tensor:
     a = x1 if isinstance(x1, Tensor) else asarray(x1)
     b = x2 if isinstance(x2, Tensor) else asarray(x2)
     if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"linalg.outer: needs two vectors, got shapes {a.shape} and {b.shape}")
+        raise ShapeError(f"linalg.outer: needs two vectors, got shapes {a.shape} and {b.shape}")
     return a[:, None] * b[None, :]
 
 
@@ -1131,7 +1132,7 @@ def norm(x: Tensor, /, ord: float | str | None = None, axis: int | Sequence[int]
             out = vector_norm(x)
             return out.reshape((1,) * x.ndim) if keepdims else out
         if x.ndim not in (1, 2):
-            raise ValueError(f"linalg.norm: with ord={ord!r} and axis=None, x must be 1-D or 2-D, got shape {x.shape}")
+            raise ShapeError(f"linalg.norm: with ord={ord!r} and axis=None, x must be 1-D or 2-D, got shape {x.shape}")
         axes = tuple(range(x.ndim))
     else:
         axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis) if isinstance(axis, (tuple, list)) \

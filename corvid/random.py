@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .errors import ShapeError
 from . import dtype as dt
 from .dtype import DTypeLike
 from .graph.node import Op, node
@@ -226,7 +227,7 @@ def _check_key(k: Any, name: str) -> Tensor:
         got = f"{k.dtype.name}{list(k.shape)}" if isinstance(k, Tensor) else type(k).__name__
         raise TypeError(f"{name}: expected a key (uint32 tensor of shape (2,), from cv.random.key), got {got}")
     if k.ndim != 1:
-        raise ValueError(f"{name}: expected a single key of shape (2,), got shape {k.shape}; "
+        raise ShapeError(f"{name}: expected a single key of shape (2,), got shape {k.shape}; "
                          "use cv.vmap over a batch of keys")
     return k
 

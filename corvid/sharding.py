@@ -37,6 +37,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from .errors import ShapeError
 from .dtype import DType
 from .engine.realize import holder
 from .engine.schedule import ScheduledKernel, _place, create_schedule
@@ -67,10 +68,10 @@ def shard(t: Any, devices: Sequence[str], axis: int | None = None) -> Any:
     devs = canonical_device(list(devices))
     if axis is not None:
         if not isinstance(axis, int) or not -t.ndim <= axis < t.ndim:
-            raise ValueError(f"shard: axis {axis!r} is out of range for a tensor of shape {t.shape}")
+            raise ShapeError(f"shard: axis {axis!r} is out of range for a tensor of shape {t.shape}")
         axis %= t.ndim
         if t.shape[axis] < len(devs):
-            raise ValueError(f"shard: axis {axis} has {t.shape[axis]} elements, fewer than the {len(devs)} "
+            raise ShapeError(f"shard: axis {axis} has {t.shape[axis]} elements, fewer than the {len(devs)} "
                              "devices (every device needs at least one); replicate with axis=None instead")
     if t.device == devs and axis is None and _known_replicated(t):
         return t

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from .errors import ShapeError
 from . import dtype as dt
 from .autograd import AutogradMixin, cut_under_no_grad, grad_mode, leaf_node
 from .dtype import DType, DTypeLike
@@ -155,7 +156,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     def item(self) -> Scalar:
         """The value of a one-element tensor as a Python scalar."""
         if self.size != 1:
-            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+            raise ShapeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
@@ -163,7 +164,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
 
     def __bool__(self) -> bool:
         if self.size != 1:
-            raise ValueError(f"the truth value of a tensor with shape {self.shape} is ambiguous; use .any() or .all()")
+            raise ShapeError(f"the truth value of a tensor with shape {self.shape} is ambiguous; use .any() or .all()")
         return bool(self.item())
 
     def __float__(self) -> float:
@@ -485,7 +486,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     for i in range(ndim):
         sizes = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0} - {1}
         if len(sizes) > 1:
-            raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+            raise ShapeError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 

@@ -199,11 +199,16 @@ def test_flip_with_an_axis_named_twice(x, axes):
     assert x.flip((0, 1)).tolist() == [[5.0, 4.0, 3.0], [2.0, 1.0, 0.0]]
 
 
-def test_clip_without_bounds_is_the_identity(x):
-    # the Array API: with min and max both None the result equals x (numpy 2 agrees; PyTorch's clamp raises)
+def test_clip_without_bounds_is_the_identity_in_the_namespace_and_an_error_on_the_tensor(x):
+    # the Array API: with min and max both None the result equals x (numpy 2 agrees); the Tensor
+    # method is PyTorch's clip (its clamp), which raises: ValueError and RuntimeError both catch it
     np.testing.assert_array_equal(np.clip(np.arange(3), None, None), np.arange(3))
     assert cv.clip(x).tolist() == x.tolist() and cv.clip(x).dtype is x.dtype
-    assert x.clip(None, None).tolist() == x.tolist()
+    for method in (x.clip, x.clamp):
+        with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+            method(None, None)
+        with pytest.raises(ValueError):
+            method()
 
 
 def test_views_too_big_to_address(x):

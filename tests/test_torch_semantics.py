@@ -204,8 +204,9 @@ def test_clamp_without_bounds_raises_as_torch():
         with pytest.raises(RuntimeError, match="At least one of 'min' or 'max' must not be None") as e:
             call()
         assert isinstance(e.value, ValueError) and isinstance(e.value, ArgumentError)
-    assert x.clip(None, None).tolist() == [1.0, -2.0]  # numpy's and the Array API's clip: the identity
-    assert cv.clip(x).tolist() == [1.0, -2.0]
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max' must not be None"):
+        x.clip(None, None)  # (torch's Tensor.clip is its clamp)
+    assert cv.clip(x).tolist() == [1.0, -2.0]  # numpy's and the Array API's clip: the identity
     a = np.array([[-1.0, 0.0, 0.5], [2.0, 1.0, -3.0]], np.float32)  # one bound is enough
     for lo, hi in ((0.0, None), (None, 1.0), (0.0, 1.0)):
         same(cv.Tensor(a).T.clamp(lo, hi), torch.tensor(a).T.clamp(lo, hi))
@@ -444,3 +445,51 @@ def test_pad_refuses_crops_beyond_the_axis():
     with pytest.raises(ValueError, match="crops more than the shape"):
         F.pad(x, (-4, -3))
     assert x.pad(((0, 0), (-2, -1))).tolist() == np.arange(6.0).reshape(1, 6)[:, 2:5].tolist()
+
+
+# --- exception types catchable the numpy way and the PyTorch way ----------------------------------------------
+def test_shape_and_axis_errors_are_both_libraries_types():
+    """A shape mismatch is a ValueError (numpy) and a RuntimeError (PyTorch); an axis out of range
+    an IndexError (PyTorch) and a ValueError (numpy's AxisError); both name the problem."""
+    for call, want in ((lambda: cv.ones(2, 3) @ cv.ones(2, 3), "align"),
+                       (lambda: cv.ones(2, 3) + cv.ones(4), "broadcast"),
+                       (lambda: cv.ones(6).reshape(4, 2), "cannot reshape"),
+                       (lambda: cv.nn.Linear(4, 2)(cv.ones(3, 5)), "expected an input")):
+        with pytest.raises(RuntimeError, match=want) as e:
+            call()
+        assert isinstance(e.value, ValueError) and isinstance(e.value, cv.ShapeError)
+    with pytest.raises(RuntimeError):
+        torch.ones(2, 3) @ torch.ones(2, 3)  # (the type PyTorch code catches)
+    for call in (lambda: cv.ones(2, 3).sum(axis=5), lambda: cv.ones(2, 3).softmax(-3)):
+        with pytest.raises(IndexError, match="out of range") as e:
+            call()
+        assert isinstance(e.value, ValueError) and isinstance(e.value, cv.AxisError)
+    with pytest.raises(IndexError):
+        torch.ones(2, 3).sum(5)
+
+
+def test_the_namespace_bitwise_functions_keep_numpys_overflow_error():
+    """``int32 | 0xFFFFFFFF`` wraps on the Tensor operator (PyTorch); ``cv.bitwise_or`` raises as numpy 2's does."""
+    a = np.array([1, -2], np.int32)
+    for fn in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        with pytest.raises(OverflowError):
+            getattr(np, fn)(a, 0xFFFFFFFF)
+        with pytest.raises(OverflowError, match="out of bounds for int32"):
+            getattr(cv, fn)(cv.Tensor(a), 0xFFFFFFFF)
+        assert getattr(cv, fn)(cv.Tensor(a), 5).tolist() == getattr(np, fn)(a, 5).tolist()
+    assert (cv.Tensor(a) | 0xFFFFFFFF).tolist() == (torch.tensor(a) | 0xFFFFFFFF).tolist()
+
+
+def test_convolution_modules_take_per_side_padding():
+    """``nn.Conv2d(padding=(left, right, top, bottom))``, F.pad's order, in every padding mode:
+    torch's module on the padded input (torch's module takes only symmetric padding)."""
+    x = np.random.default_rng(0).standard_normal((1, 2, 6, 7)).astype(np.float32)
+    for mode, tmode in (("zeros", "constant"), ("reflect", "reflect"), ("circular", "circular")):
+        m = cv.nn.Conv2d(2, 3, 3, padding=(0, 1, 2, 0), padding_mode=mode)
+        ref = torch.nn.Conv2d(2, 3, 3)
+        ref.weight.data, ref.bias.data = torch.tensor(m.weight.numpy()), torch.tensor(m.bias.numpy())
+        want = ref(torch.nn.functional.pad(torch.tensor(x), (0, 1, 2, 0), mode=tmode)).detach().numpy()
+        np.testing.assert_allclose(m(cv.Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+    assert cv.nn.Conv2d(2, 3, 3, padding=(1, 1, 2, 2)).padding == (2, 1)  # (symmetric: the usual form)
+    with pytest.raises(ValueError, match="padding"):
+        cv.nn.Conv2d(2, 3, 3, padding=(1, 2, 3))

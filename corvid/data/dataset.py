@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..tensor import Tensor
 
 __all__ = ["ArrayDataset", "Dataset", "Subset", "TensorDataset", "array_backed"]
@@ -67,7 +68,7 @@ class TensorDataset(ArrayDataset):
             raise ValueError("TensorDataset needs at least one tensor")
         arrays = tuple(t.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in tensors)
         if any(a.ndim == 0 for a in arrays) or len({len(a) for a in arrays}) != 1:
-            raise ValueError(f"TensorDataset: every tensor needs the same first dimension, got shapes "
+            raise ShapeError(f"TensorDataset: every tensor needs the same first dimension, got shapes "
                              f"{[a.shape for a in arrays]}")
         self.arrays = arrays
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..autograd import no_grad
 from ..engine import capture
@@ -221,7 +222,7 @@ def broadcast(tensors: Any, root: int = 0) -> Any:
     leaves, treedef = _tensor_leaves(tensors, "broadcast")
     _not_traced("broadcast")
     if not 0 <= root < comm.Get_size():
-        raise ValueError(f"broadcast: root {root} is not a rank of a group of {comm.Get_size()}")
+        raise ShapeError(f"broadcast: root {root} is not a rank of a group of {comm.Get_size()}")
     if comm.Get_size() == 1:
         return tensors
     # every process learns every layout (small lists of shapes, the one pickled message), so all
@@ -229,7 +230,7 @@ def broadcast(tensors: Any, root: int = 0) -> Any:
     layouts = comm.allgather([(t.shape, t.dtype.name) for t in leaves])
     differing = [r for r, layout in enumerate(layouts) if layout != layouts[root]]
     if differing:
-        raise ValueError(f"broadcast: rank {differing[0]} passed {layouts[differing[0]]} but the root (rank {root}) "
+        raise ShapeError(f"broadcast: rank {differing[0]} passed {layouts[differing[0]]} but the root (rank {root}) "
                          f"passed {layouts[root]}; every process must pass the same shapes and dtypes")
     buckets = _buckets(leaves)
     if comm.Get_rank() == root:

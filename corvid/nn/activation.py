@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ShapeError
 from ..ops.elementwise import where
 from ..tensor import Tensor
 from .module import Module
@@ -267,7 +268,7 @@ def prelu(x: Tensor, weight: Tensor) -> Tensor:
     """
     x = _float(x, "prelu")
     if weight.size != 1 and (x.ndim < 2 or weight.size != x.shape[1]):
-        raise ValueError(f"prelu: weight of shape {weight.shape} must have 1 element or one per channel "
+        raise ShapeError(f"prelu: weight of shape {weight.shape} must have 1 element or one per channel "
                          f"(axis 1) of the input of shape {x.shape}")
     w = weight.reshape(()) if weight.size == 1 else weight.reshape((-1,) + (1,) * (x.ndim - 2))
     return where(x > 0, x, x * w)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import ShapeError
 from ..creation import empty, ones, zeros
 from ..dtype import bool_
 from ..ops.elementwise import where
@@ -208,7 +209,7 @@ class MultiheadAttention(Module):
             raise shape_error(self, f"{seq} or (L, E) with E = {self.embed_dim}", q)
         if k.ndim != q.ndim or v.ndim != q.ndim or k.shape[-1] != self.kdim or v.shape[-1] != self.vdim \
                 or k.shape[:-1] != v.shape[:-1]:
-            raise ValueError(f"MultiheadAttention: key {k.shape} and value {v.shape} must match the query's layout "
+            raise ShapeError(f"MultiheadAttention: key {k.shape} and value {v.shape} must match the query's layout "
                              f"{q.shape}, with sizes kdim={self.kdim} and vdim={self.vdim} and one length")
         unbatched = q.ndim == 2
 
@@ -219,7 +220,7 @@ class MultiheadAttention(Module):
         k2 = q2 if k is q else layout(k)
         v2 = k2 if v is k else layout(v)
         if k2.shape[0] != q2.shape[0]:
-            raise ValueError(f"MultiheadAttention: query and key have different batch sizes ({q.shape} and {k.shape})")
+            raise ShapeError(f"MultiheadAttention: query and key have different batch sizes ({q.shape} and {k.shape})")
         return q2, k2, v2, unbatched
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..creation import empty
-from ..ops.conv import conv, conv_transpose
+from ..ops.conv import _side_pads, conv, conv_transpose
 from ..tensor import Tensor
 from .linear import reset_affine
 from .module import Module, check_input, shape_error
@@ -59,7 +59,11 @@ class _ConvNd(Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _tuple(kernel_size, nd, f"{name}: kernel_size")
         self.stride = _tuple(stride, nd, f"{name}: stride")
-        self.padding = padding if isinstance(padding, str) else _tuple(padding, nd, f"{name}: padding")
+        if isinstance(padding, str) or self._transposed:
+            self.padding = padding if isinstance(padding, str) else _tuple(padding, nd, f"{name}: padding")
+        else:  # (per side too: (before, after) pairs, or F.pad's flat order, last axis first)
+            pairs = _side_pads(padding, nd, f"{name}: padding")
+            self.padding = tuple(a for a, _ in pairs) if all(a == b for a, b in pairs) else pairs
         self.dilation = _tuple(dilation, nd, f"{name}: dilation")
         self.output_padding = _tuple(output_padding, nd, f"{name}: output_padding")
         self.groups, self.padding_mode = groups, padding_mode
@@ -121,7 +125,7 @@ class _Conv(_ConvNd):
             total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
             pairs = [(t // 2, t - t // 2) for t in total]
         else:
-            pairs = [(p, p) for p in self.padding]
+            pairs = [p if isinstance(p, tuple) else (p, p) for p in self.padding]
         return [a for before, after in reversed(pairs) for a in (before, after)]
 
     def forward(self, x: Tensor) -> Tensor:

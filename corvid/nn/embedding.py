@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import ShapeError
 from ..autograd import no_grad
 from ..creation import arange, empty, zeros
 from ..dtype import int64
@@ -54,7 +55,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         raise ValueError("embedding: scale_grad_by_freq and sparse are not implemented")
     idx = _indices(input, "embedding")
     if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be 2-d (num_embeddings, dim), got shape {weight.shape}")
+        raise ShapeError(f"embedding: weight must be 2-d (num_embeddings, dim), got shape {weight.shape}")
     if max_norm is not None:
         _renorm_rows(weight, idx, float(max_norm), float(norm_type))
     out = take(weight, idx, axis=0)
@@ -134,7 +135,7 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(f"Embedding: _weight of shape {tuple(_weight.shape)} does not match "
+                raise ShapeError(f"Embedding: _weight of shape {tuple(_weight.shape)} does not match "
                                  f"({num_embeddings}, {embedding_dim})")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
@@ -155,7 +156,7 @@ class Embedding(Module):
         """An Embedding holding ``embeddings`` (2-d), frozen (no gradient) unless ``freeze=False``."""
         t = embeddings if isinstance(embeddings, Tensor) else Tensor(embeddings)
         if t.ndim != 2:
-            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-d, got shape {t.shape}")
+            raise ShapeError(f"Embedding.from_pretrained: embeddings must be 2-d, got shape {t.shape}")
         return cls(t.shape[0], t.shape[1], padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type, _weight=t,
                    _freeze=freeze)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ShapeError
 from ..autograd import no_grad
 from ..creation import full, rand, randn
 from ..dtype import float64
@@ -73,7 +74,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 
 def _fans(t: Tensor) -> tuple[int, int]:
     if t.ndim < 2:
-        raise ValueError(f"fan in and fan out need a tensor of at least 2 dimensions, got shape {t.shape}")
+        raise ShapeError(f"fan in and fan out need a tensor of at least 2 dimensions, got shape {t.shape}")
     receptive = math.prod(t.shape[2:])
     return t.shape[1] * receptive, t.shape[0] * receptive
 
@@ -213,7 +214,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
     _check_float(tensor, "orthogonal_")
     if tensor.ndim < 2:
-        raise ValueError(f"orthogonal_: needs at least 2 dimensions, got shape {tensor.shape}")
+        raise ShapeError(f"orthogonal_: needs at least 2 dimensions, got shape {tensor.shape}")
     rows = tensor.shape[0]
     cols = tensor.size // rows if rows else 0
     flat = randn(rows, cols, dtype=tensor.dtype, device=tensor.device)

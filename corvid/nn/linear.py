@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ShapeError
 from ..amp import narrow
 from ..creation import empty
 from ..tensor import Tensor
@@ -30,7 +31,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     (2, 4)
     """
     if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
-        raise ValueError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
+        raise ShapeError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
                          "(expected input (*, in) and weight (out, in))")
     out = x @ weight.T
     return out if bias is None else out + narrow(bias)[0]  # (under autocast the bias too is bfloat16/float16)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..amp import float32_op
 from ..creation import arange
@@ -73,7 +74,7 @@ def _weighted(loss: Tensor, weight: Any, reduction: str, mean_over_weight: bool)
         return _reduce(loss, reduction)
     w = _tensor(weight, loss).astype(loss.dtype)
     if w.shape != loss.shape:
-        raise ValueError(f"weight has shape {w.shape}, the input has shape {loss.shape}: they must be equal")
+        raise ShapeError(f"weight has shape {w.shape}, the input has shape {loss.shape}: they must be equal")
     _check_reduction(reduction)
     loss = loss * w
     if reduction == "mean" and mean_over_weight:
@@ -163,7 +164,7 @@ def _class_targets(logp: Tensor, target: Any, weight: Any, ignore_index: int) ->
                         "shape are read as class probabilities)")
     expected = logp.shape[:axis] + logp.shape[axis + 1:]
     if t.shape != expected:
-        raise ValueError(f"target has shape {t.shape}; for input of shape {logp.shape} it must be {expected}")
+        raise ShapeError(f"target has shape {t.shape}; for input of shape {logp.shape} it must be {expected}")
     n_classes = logp.shape[axis]
     values = _host_values(t)
     if values is not None:
@@ -180,7 +181,7 @@ def _class_targets(logp: Tensor, target: Any, weight: Any, ignore_index: int) ->
     else:
         cw = _tensor(weight, logp).astype(logp.dtype)
         if cw.shape != (n_classes,):
-            raise ValueError(f"weight must have shape ({n_classes},), got {cw.shape}")
+            raise ShapeError(f"weight must have shape ({n_classes},), got {cw.shape}")
         w = where(hit, cw.reshape(_class_axis_shape(logp, axis)), 0.0).sum(axis) * valid.astype(logp.dtype)
     return picked, w, hit
 
@@ -229,7 +230,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *, ignore_index: 
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
     x = _float(input)
     if x.ndim == 0:
-        raise ValueError("cross_entropy: input must have a class axis (shape (C,), (N, C) or (N, C, d1, ...))")
+        raise ShapeError("cross_entropy: input must have a class axis (shape (C,), (N, C) or (N, C, d1, ...))")
     axis = 0 if x.ndim == 1 else 1
     n_classes = x.shape[axis]
     logp = x - x.logsumexp(axis, keepdims=True)
@@ -237,7 +238,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *, ignore_index: 
     t = _tensor(target, x)
     if t.dtype.is_float:
         if t.shape != x.shape:
-            raise ValueError(f"probability targets must have the input's shape {x.shape}, got {t.shape}")
+            raise ShapeError(f"probability targets must have the input's shape {x.shape}, got {t.shape}")
         t = t.astype(x.dtype)
         if label_smoothing:
             t = t * (1 - label_smoothing) + label_smoothing / n_classes
@@ -416,7 +417,7 @@ def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: A
     _check_reduction(reduction)
     lp = _float(log_probs)
     if lp.ndim not in (2, 3):
-        raise ValueError(f"ctc_loss: log_probs must be (T, N, C) or (T, C), got shape {lp.shape}")
+        raise ShapeError(f"ctc_loss: log_probs must be (T, N, C) or (T, C), got shape {lp.shape}")
     unbatched = lp.ndim == 2
     if unbatched:
         lp = lp.unsqueeze(1)
@@ -487,7 +488,7 @@ def _padded_targets(targets: np.ndarray, lengths: np.ndarray, batch: int, unbatc
     if targets.ndim == 2 or (unbatched and targets.ndim == 1 and targets.size >= width):
         rows = targets.reshape(batch, -1)
         if rows.shape[1] < width:
-            raise ValueError(f"ctc_loss: padded targets have {rows.shape[1]} columns, a target length is {width}")
+            raise ShapeError(f"ctc_loss: padded targets have {rows.shape[1]} columns, a target length is {width}")
         return rows[:, :width]
     if targets.ndim != 1 or targets.size != lengths.sum():
         raise ValueError(f"ctc_loss: concatenated targets need sum(target_lengths) = {int(lengths.sum())} "

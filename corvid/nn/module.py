@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..autograd import no_grad
 from ..creation import zeros
 from ..dtype import DType
@@ -503,9 +504,9 @@ def check_input(layer: Module, x: Any, ranks: tuple[int, ...], expected: str) ->
     return t
 
 
-def shape_error(layer: Module, expected: str, x: Tensor) -> ValueError:
+def shape_error(layer: Module, expected: str, x: Tensor) -> ShapeError:
     """The error for an input of the wrong shape, naming the layer (with its settings) and the shape it expects."""
-    return ValueError(f"{layer.__class__.__name__}({layer.extra_repr()}): expected an input of shape {expected}, "
+    return ShapeError(f"{layer.__class__.__name__}({layer.extra_repr()}): expected an input of shape {expected}, "
                       f"got {x.shape}")
 
 

@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ShapeError
 from ..amp import float32_op
 from ..autograd import no_grad
 from ..creation import ones, zeros
@@ -103,12 +104,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     """
     x = input if isinstance(input, Tensor) else Tensor(input)
     if x.ndim < 2:
-        raise ValueError(f"batch_norm: expected an input of shape (N, C, *spatial), got {x.shape}")
+        raise ShapeError(f"batch_norm: expected an input of shape (N, C, *spatial), got {x.shape}")
     axes = (0,) + tuple(range(2, x.ndim))
     if training or running_mean is None:
         count = x.size // max(x.shape[1], 1)
         if training and count <= 1:
-            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input of shape "
+            raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got input of shape "
                              f"{x.shape}")
         mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
         if training and running_mean is not None:
@@ -123,7 +124,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 def _trailing(x: Tensor, normalized_shape: int | Sequence[int], what: str) -> tuple[int, ...]:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if x.shape[x.ndim - len(shape):] != shape or len(shape) > x.ndim:
-        raise ValueError(f"{what}: expected an input of shape (*, {', '.join(map(str, shape))}), got {x.shape}")
+        raise ShapeError(f"{what}: expected an input of shape (*, {', '.join(map(str, shape))}), got {x.shape}")
     return tuple(range(x.ndim - len(shape), x.ndim))
 
 
@@ -168,7 +169,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     """
     x = input if isinstance(input, Tensor) else Tensor(input)
     if x.ndim < 2 or num_groups < 1 or x.shape[1] % num_groups:
-        raise ValueError(f"group_norm: {num_groups} groups must divide the channels (axis 1) of the input of shape "
+        raise ShapeError(f"group_norm: {num_groups} groups must divide the channels (axis 1) of the input of shape "
                          f"{x.shape}")
     g = x.reshape((x.shape[0], num_groups, -1))
     y = _normalize(g, (2,), eps).reshape(x.shape)
@@ -189,7 +190,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     """
     x = input if isinstance(input, Tensor) else Tensor(input)
     if x.ndim < 3:
-        raise ValueError(f"instance_norm: expected an input of shape (N, C, *spatial), got {x.shape}")
+        raise ShapeError(f"instance_norm: expected an input of shape (N, C, *spatial), got {x.shape}")
     axes = tuple(range(2, x.ndim))
     if use_input_stats or running_mean is None:
         mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)

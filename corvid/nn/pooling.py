@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..creation import arange, zeros
 from ..ops import conv as pools
@@ -221,7 +222,7 @@ def max_unpool(input: Tensor, indices: Tensor, kernel_size: int | Sequence[int],
     if not idx.dtype.is_int:
         raise TypeError(f"{what}: indices must be an integer tensor, got {idx.dtype.name}")
     if idx.shape != x.shape:
-        raise ValueError(f"{what}: indices of shape {idx.shape} must have the input's shape {x.shape}")
+        raise ShapeError(f"{what}: indices of shape {idx.shape} must have the input's shape {x.shape}")
     k = pools._ints(kernel_size, nd, f"{what}: kernel_size")
     s = k if stride is None else pools._ints(stride, nd, f"{what}: stride")
     p = pools._ints(padding, nd, f"{what}: padding", lo=0)

@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ShapeError
 from ..creation import empty, zeros
 from ..ops.movement import cat, stack
 from ..tensor import Tensor
@@ -190,7 +191,7 @@ class _RNNBase(Module):
             shape = (shape_h, shape_c)[i]
             if s.shape != shape:
                 what = ("h_0", "c_0")[i]
-                raise ValueError(f"{type(self).__name__}: expected {what} of shape {shape if not unbatched else (shape[0], shape[2])}, "
+                raise ShapeError(f"{type(self).__name__}: expected {what} of shape {shape if not unbatched else (shape[0], shape[2])}, "
                                  f"got {tuple(states[i].shape)}")
             states[i] = s
         return states[0], (states[1] if lstm else None)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..amp import narrow as amp_narrow
 from ..transforms.custom import custom_vjp
@@ -88,7 +89,7 @@ def _spatial(x: Tensor, nd: int | None, what: str, lo: int = 1, hi: int = 3) -> 
     n = x.ndim - 2 if nd is None else nd
     if not lo <= n <= hi or x.ndim != n + 2:
         want = f"{n + 2}" if nd is not None else f"{lo + 2} to {hi + 2}"
-        raise ValueError(f"{what}: expected an input of {want} dimensions (N, C, *spatial), got shape {x.shape}")
+        raise ShapeError(f"{what}: expected an input of {want} dimensions (N, C, *spatial), got shape {x.shape}")
     return n
 
 
@@ -187,22 +188,22 @@ def _side_pads(padding: Any, nd: int, what: str) -> tuple[tuple[int, int], ...]:
 def _check_weight(x: Tensor, w: Tensor, groups: int, what: str, transposed: bool) -> int:
     nd = _spatial(x, None, what)
     if w.ndim != nd + 2:
-        raise ValueError(f"{what}: weight of shape {w.shape} needs {nd + 2} dimensions for input of shape {x.shape}")
+        raise ShapeError(f"{what}: weight of shape {w.shape} needs {nd + 2} dimensions for input of shape {x.shape}")
     if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
         raise ValueError(f"{what}: groups must be a positive int, got {groups!r}")
     c_in = x.shape[1]
     if c_in % groups:
-        raise ValueError(f"{what}: groups={groups} does not divide the {c_in} input channels of shape {x.shape}")
+        raise ShapeError(f"{what}: groups={groups} does not divide the {c_in} input channels of shape {x.shape}")
     if transposed:
         if w.shape[0] != c_in:
-            raise ValueError(f"{what}: weight of shape {w.shape} expects {w.shape[0]} input channels, "
+            raise ShapeError(f"{what}: weight of shape {w.shape} expects {w.shape[0]} input channels, "
                              f"input of shape {x.shape} has {c_in}")
     else:
         if w.shape[0] % groups:
-            raise ValueError(f"{what}: groups={groups} does not divide the {w.shape[0]} output channels "
+            raise ShapeError(f"{what}: groups={groups} does not divide the {w.shape[0]} output channels "
                              f"of weight shape {w.shape}")
         if w.shape[1] * groups != c_in:
-            raise ValueError(f"{what}: weight of shape {w.shape} expects {w.shape[1] * groups} input channels "
+            raise ShapeError(f"{what}: weight of shape {w.shape} expects {w.shape[1] * groups} input channels "
                              f"({w.shape[1]} per group x {groups} groups), input of shape {x.shape} has {c_in}")
     return nd
 
@@ -212,7 +213,7 @@ def _add_bias(out: Tensor, bias: Any, what: str) -> Tensor:
         return out
     b = _tensor(bias)
     if b.shape != (out.shape[1],):
-        raise ValueError(f"{what}: bias of shape {b.shape} does not match the {out.shape[1]} output channels")
+        raise ShapeError(f"{what}: bias of shape {b.shape} does not match the {out.shape[1]} output channels")
     return out + b.reshape((out.shape[1],) + (1,) * (out.ndim - 2))
 
 
@@ -246,7 +247,7 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 
     if bias is not None:
         (bias,) = amp_narrow(_tensor(bias))
         if bias.shape != (w.shape[0],):
-            raise ValueError(f"conv: bias of shape {bias.shape} does not match the {w.shape[0]} output channels")
+            raise ShapeError(f"conv: bias of shape {bias.shape} does not match the {w.shape[0]} output channels")
     if 0 in (x.shape[1], *kernel):
         from ..tensor import result_type
 
@@ -456,7 +457,7 @@ def conv_transpose(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Int
     sizes = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
                   for i, s, p, d, k, o in zip(x.shape[2:], st, pad, dil, kernel, opad))
     if any(o < 1 for o in sizes):
-        raise ValueError(f"conv_transpose: input of shape {x.shape} with weight of shape {w.shape} (stride {st}, "
+        raise ShapeError(f"conv_transpose: input of shape {x.shape} with weight of shape {w.shape} (stride {st}, "
                          f"padding {pad}, dilation {dil}) gives the invalid output size {sizes}")
     before = tuple(d * (k - 1) - p for d, k, p in zip(dil, kernel, pad))
     return _conv_transpose_core(x, w, bias, st, dil, groups, before, sizes)
@@ -547,7 +548,7 @@ def _pool_view(x: Tensor, nd: int, kernel_size: IntOrTuple, stride: IntOrTuple |
         if ceil_mode and o > 1 and (o - 1) * ss >= i + pb:  # the last window must start inside x or the left pad
             o -= 1
         if room < 0 or o < 1:
-            raise ValueError(f"{what}: kernel {k} (dilation {d}) does not fit the input of shape {x.shape} "
+            raise ShapeError(f"{what}: kernel {k} (dilation {d}) does not fit the input of shape {x.shape} "
                              f"with padding {padding}: output size would be {o}")
         pads.append((pb, max(pa, (o - 1) * ss + span - i - pb)))
         outs.append(o)
@@ -652,7 +653,7 @@ def _adaptive_sizes(x: Tensor, output_size: Any, what: str) -> tuple[int, ...]:
         if not isinstance(o, (int, np.integer)) or isinstance(o, bool) or o < 1:
             raise ValueError(f"{what}: output_size must be positive ints (or None), got {output_size!r}")
     if any(t == 0 for t in x.shape[-nd:]):
-        raise ValueError(f"{what}: input of shape {x.shape} has an empty spatial axis")
+        raise ShapeError(f"{what}: input of shape {x.shape} has an empty spatial axis")
     return tuple(int(o) for o in sizes)
 
 

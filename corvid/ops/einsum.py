@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ShapeError
 from .manipulation import diagonal
 
 if TYPE_CHECKING:
@@ -100,14 +101,14 @@ def einsum(subscripts: Any, *operands: Any) -> Tensor:
             if size != known and 1 not in (size, known):
                 shapes = ", ".join(str(x.shape) for x in tensors)
                 name = "an ellipsis axis" if isinstance(label, int) else f"label {label!r}"
-                raise ValueError(f"einsum: {name} has sizes {known} and {size} in {subscripts!r} for shapes {shapes}")
+                raise ShapeError(f"einsum: {name} has sizes {known} and {size} in {subscripts!r} for shapes {shapes}")
             sizes[label] = max(size, known) if label in sizes else size
 
     if arrow:
         items, _ = _parse_term(rhs, None, "output")
         out = _expand_labels(items, width if "." in items else 0, width)
         if width and "." not in items:
-            raise ValueError(f"einsum: the output {rhs!r} needs '...' for the broadcast axes of {subscripts!r}")
+            raise ShapeError(f"einsum: the output {rhs!r} needs '...' for the broadcast axes of {subscripts!r}")
         letters = [c for c in out if isinstance(c, str)]
         if len(set(letters)) != len(letters):
             raise ValueError(f"einsum: output {rhs!r} repeats a label")

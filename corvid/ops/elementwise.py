@@ -19,17 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .. import dtype as dt
 from ..graph.node import Op, node
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
-
-
-class ArgumentError(ValueError, RuntimeError):
-    """An argument the operation cannot take. PyTorch raises RuntimeError for these (``clamp()``
-    without bounds, ``flip((0, 0))``, an integer to a negative integer power) and numpy ValueError,
-    so this is both: code written for either catches it."""
 
 
 def _as_float(x: Tensor) -> Tensor:
@@ -302,7 +297,13 @@ class ElementwiseMixin:
         >>> x = cv.Tensor([-1.0, 0.0, 2.0], requires_grad=True)
         >>> x.clip(0.0, 1.0).sum().backward(); x.grad.tolist()
         [0.0, 1.0, 0.0]
+
+        As PyTorch's ``Tensor.clip`` (its ``clamp``), :class:`ArgumentError` when both bounds are
+        None; ``cv.clip(x)`` returns ``x`` then, as numpy and the Array API do.
         """
+        if min is None and max is None:
+            raise ArgumentError("clip: At least one of 'min' or 'max' must not be None "
+                                "(cv.clip(x) returns x unchanged, as numpy's clip does)")
         if self.dtype.is_int:  # a Python int bound beyond the dtype's range clips nothing there (numpy 2)
             info = dt.iinfo(self.dtype)
             if type(min) is int and min < info.min:
@@ -318,15 +319,14 @@ class ElementwiseMixin:
         return out if inside is None else where(inside, self, out)
 
     def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-        """PyTorch's ``clamp``: :meth:`clip`, except that :class:`ArgumentError` is raised when both
-        bounds are None (``clip`` returns ``self`` then, as numpy and the Array API do).
+        """PyTorch's ``clamp``: :meth:`clip` (:class:`ArgumentError` when both bounds are None).
 
         >>> cv.Tensor([-1.0, 2.0]).clamp(min=0.0).tolist()
         [0.0, 2.0]
         """
         if min is None and max is None:
             raise ArgumentError("clamp: At least one of 'min' or 'max' must not be None "
-                                "(clip(None, None) returns the tensor unchanged)")
+                                "(cv.clip(x) returns x unchanged, as numpy's clip does)")
         return self.clip(min, max)
 
     def where(self: Tensor, a: Any, b: Any) -> Tensor:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..engine import capture
 from ..graph.node import Node, Op, node, toposort
@@ -285,10 +286,10 @@ def index_select(x: Tensor, axis: int, index: Any) -> Tensor:
     idx = _int_index(index, x, "index_select: index")
     if x.ndim == 0:  # (as torch: one index, a 0-d result)
         if idx.size != 1:
-            raise ValueError(f"index_select: a 0-d tensor takes one index, got shape {idx.shape}")
+            raise ShapeError(f"index_select: a 0-d tensor takes one index, got shape {idx.shape}")
         return take(x, idx.reshape(()), axis)
     if idx.ndim != 1:
-        raise ValueError(f"index_select: index must be 1-d, got shape {idx.shape}")
+        raise ShapeError(f"index_select: index must be 1-d, got shape {idx.shape}")
     return take(x, idx, axis)
 
 
@@ -306,7 +307,7 @@ def take_along_axis(x: Tensor, indices: Any, axis: int = -1) -> Tensor:
     idx = _int_index(indices, x, "take_along_axis: indices")
     a = normalize_axis(axis, x.ndim)
     if idx.ndim != x.ndim:
-        raise ValueError(f"take_along_axis: indices must have {x.ndim} dimensions like x, got shape {idx.shape}")
+        raise ShapeError(f"take_along_axis: indices must have {x.ndim} dimensions like x, got shape {idx.shape}")
     shape = broadcast_shapes(x.shape[:a] + x.shape[a + 1:], idx.shape[:a] + idx.shape[a + 1:])
     idx = _checked(idx, x.shape[a], a)
     full = shape[:a] + (idx.shape[a],) + shape[a:]
@@ -333,10 +334,10 @@ def gather(x: Tensor, axis: int, index: Any) -> Tensor:
 
 def _check_torch_shapes(name: str, x: Tensor, idx: Tensor, a: int, src: Tensor | None = None) -> None:
     if idx.ndim != x.ndim or any(i > s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != a):
-        raise ValueError(f"{name}: index of shape {idx.shape} does not fit x of shape {x.shape} outside axis {a} "
+        raise ShapeError(f"{name}: index of shape {idx.shape} does not fit x of shape {x.shape} outside axis {a} "
                          "(it needs the same number of dimensions, each no larger)")
     if src is not None and (src.ndim != x.ndim or any(i > s for i, s in zip(idx.shape, src.shape))):
-        raise ValueError(f"{name}: index of shape {idx.shape} is larger than src of shape {src.shape}")
+        raise ShapeError(f"{name}: index of shape {idx.shape} is larger than src of shape {src.shape}")
 
 
 def _scatter_along(name: str, x: Tensor, a: int, idx: Tensor, src: Tensor, reduce: str, include_self: bool,
@@ -351,7 +352,7 @@ def _scatter_along(name: str, x: Tensor, a: int, idx: Tensor, src: Tensor, reduc
 
         shape = broadcast_shapes(x.shape[:a] + x.shape[a + 1:], idx.shape[:a] + idx.shape[a + 1:])
         if shape != x.shape[:a] + x.shape[a + 1:]:
-            raise ValueError(f"{name}: indices of shape {idx.shape} do not broadcast to x of shape {x.shape} "
+            raise ShapeError(f"{name}: indices of shape {idx.shape} do not broadcast to x of shape {x.shape} "
                              f"outside axis {a}")
         full = x.shape[:a] + (idx.shape[a],) + x.shape[a + 1:]
         idx, src = idx.broadcast_to(full), src.broadcast_to(full)
@@ -438,7 +439,7 @@ def put_along_axis(x: Tensor, indices: Any, values: Any, axis: int) -> Tensor:
     idx = _int_index(indices, x, "put_along_axis: indices")
     a = normalize_axis(axis, x.ndim)
     if idx.ndim != x.ndim:
-        raise ValueError(f"put_along_axis: indices must have {x.ndim} dimensions like x, got shape {idx.shape}")
+        raise ShapeError(f"put_along_axis: indices must have {x.ndim} dimensions like x, got shape {idx.shape}")
     return _scatter_along("put_along_axis", x, a, idx, _src_like(values, x), "set", True,
                           broadcast=True)
 
@@ -456,7 +457,7 @@ def nonzero(x: Tensor) -> tuple[Tensor, ...]:
     if not isinstance(x, _tensor_cls()):
         x = _tensor_cls()(x)
     if x.ndim == 0:
-        raise ValueError("nonzero of a 0-d tensor is not defined; use x.reshape(1)")
+        raise ShapeError("nonzero of a 0-d tensor is not defined; use x.reshape(1)")
     if _guarded(x):
         raise RuntimeError("nonzero (and boolean-mask indexing) has a result whose shape depends on the values; "
                            "it cannot be traced by jit or vmap. Use where(mask, x, other) instead")
@@ -654,7 +655,7 @@ def _fit(value: Tensor, shape: tuple[int, ...]) -> Tensor:
     try:
         return v.broadcast_to(shape)
     except ValueError:
-        raise ValueError(f"could not broadcast a value of shape {value.shape} into the indexed shape {shape}") from None
+        raise ShapeError(f"could not broadcast a value of shape {value.shape} into the indexed shape {shape}") from None
 
 
 def _place(t: Tensor, axis: int, n: int, start: int, step: int, fill: Any) -> Tensor:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..errors import ShapeError
 from .manipulation import take_at
 
 if TYPE_CHECKING:
@@ -89,11 +90,11 @@ def _sizes(x: Tensor, nd: int, size: Any, scale_factor: Any) -> tuple[tuple[int,
     if size is not None:
         sizes = list(size) if isinstance(size, (tuple, list)) else [size] * nd
         if len(sizes) != nd or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes):
-            raise ValueError(f"interpolate: size must be {nd} positive ints for input of shape {x.shape}, got {size!r}")
+            raise ShapeError(f"interpolate: size must be {nd} positive ints for input of shape {x.shape}, got {size!r}")
         return tuple(int(s) for s in sizes), (None,) * nd
     factors = list(scale_factor) if isinstance(scale_factor, (tuple, list)) else [scale_factor] * nd
     if len(factors) != nd or any(not isinstance(f, (int, float, np.number)) or not f > 0 for f in factors):
-        raise ValueError(f"interpolate: scale_factor must be {nd} positive numbers for input of shape {x.shape}, "
+        raise ShapeError(f"interpolate: scale_factor must be {nd} positive numbers for input of shape {x.shape}, "
                          f"got {scale_factor!r}")
     sizes = tuple(math.floor(i * float(f)) for i, f in zip(spatial, factors))
     if any(s < 1 for s in sizes):
@@ -127,14 +128,14 @@ def interpolate(x: Tensor, size: int | Sequence[int] | None = None, scale_factor
         raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of {', '.join(_MODES)}")
     nd = x.ndim - 2
     if not 1 <= nd <= 3:
-        raise ValueError(f"interpolate: expected an input of 3 to 5 dimensions (N, C, *spatial), got shape {x.shape}")
+        raise ShapeError(f"interpolate: expected an input of 3 to 5 dimensions (N, C, *spatial), got shape {x.shape}")
     want = _MODES[mode]
     if want is not None and want != nd:
         raise ValueError(f"interpolate: mode {mode!r} needs {want} spatial dimension{'s' if want > 1 else ''}, "
                          f"got input of shape {x.shape}")
     linear = mode in ("linear", "bilinear", "bicubic", "trilinear")
     if align_corners is not None and not linear:
-        raise ValueError(f"interpolate: align_corners only applies to linear and cubic modes, not {mode!r}")
+        raise ShapeError(f"interpolate: align_corners only applies to linear and cubic modes, not {mode!r}")
     if linear and not x.dtype.is_float or mode == "area" and not x.dtype.is_float:
         raise TypeError(f"interpolate: mode {mode!r} needs a float tensor, got {x.dtype.name}")
     sizes, factors = _sizes(x, nd, size, scale_factor)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..graph.node import Op, node
 from .elementwise import where
@@ -181,7 +182,7 @@ def repeat(x: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
         shape[a + 1] = r
         return y.expand(tuple(shape)).reshape(x.shape[:a] + (n * r,) + x.shape[a + 1:])
     if counts.size != n:
-        raise ValueError(f"repeat: got {counts.size} counts for axis {a} of size {n} (shape {x.shape})")
+        raise ShapeError(f"repeat: got {counts.size} counts for axis {a} of size {n} (shape {x.shape})")
     index = np.repeat(np.arange(n), counts)
     return take_at(x, Tensor(index, device=x.device), a)
 
@@ -226,7 +227,7 @@ def _slice_like(x: Tensor, v: Any, axis: int) -> Tensor:
 
 def _tri_mask(x: Tensor, k: int, lower: bool) -> Tensor:
     if x.ndim < 2:
-        raise ValueError(f"{'tril' if lower else 'triu'} needs at least 2 dimensions, got shape {x.shape}")
+        raise ShapeError(f"{'tril' if lower else 'triu'} needs at least 2 dimensions, got shape {x.shape}")
     r, c = x.shape[-2:]
     d = _iota(c, x).reshape(1, c) - _iota(r, x).reshape(r, 1)  # column - row
     return d <= k if lower else d >= k
@@ -253,7 +254,7 @@ def meshgrid(*tensors: Tensor, indexing: str = "xy") -> tuple[Tensor, ...]:
     ts = [_tensor(t) for t in tensors]
     for t in ts:
         if t.ndim != 1:
-            raise ValueError(f"meshgrid: inputs must be 1-D, got shape {t.shape}")
+            raise ShapeError(f"meshgrid: inputs must be 1-D, got shape {t.shape}")
     shape = [t.shape[0] for t in ts]
     if indexing == "xy" and len(ts) >= 2:
         shape[0], shape[1] = shape[1], shape[0]
@@ -313,7 +314,7 @@ def diagonal(x: Tensor, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tens
     stride ``cols + 1``."""
     x = _tensor(x)
     if x.ndim < 2:
-        raise ValueError(f"diagonal needs at least 2 dimensions, got shape {x.shape}")
+        raise ShapeError(f"diagonal needs at least 2 dimensions, got shape {x.shape}")
     a, b = normalize_axis(axis1, x.ndim, "axis1"), normalize_axis(axis2, x.ndim, "axis2")
     if a == b:
         raise ValueError(f"diagonal: axis1 and axis2 must differ, got {axis1} and {axis2}")
@@ -336,7 +337,7 @@ def diag(v: Tensor, k: int = 0) -> Tensor:
     if v.ndim == 2:
         return diagonal(v, k)
     if v.ndim != 1:
-        raise ValueError(f"diag needs a 1-D or 2-D tensor, got shape {v.shape}")
+        raise ShapeError(f"diag needs a 1-D or 2-D tensor, got shape {v.shape}")
     n = v.shape[0]
     size = n + abs(k)
     if n == 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..errors import AxisError, ShapeError
 from ..graph.node import Op, node
 from .elementwise import ArgumentError
 
@@ -39,12 +40,13 @@ def check_size(shape: tuple[int, ...], itemsize: int, what: str | None = None) -
     ``what`` (the operation) starts the message."""
     n = math.prod(shape)
     if n * itemsize > MAX_BYTES:
-        raise ValueError(f"{what + ': ' if what else ''}a tensor of shape {shape} ({n} elements of {itemsize} "
+        raise ShapeError(f"{what + ': ' if what else ''}a tensor of shape {shape} ({n} elements of {itemsize} "
                          "byte(s) each) is too big: at most 2**63 - 1 bytes can be addressed")
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
-    """Map a possibly negative axis into ``range(ndim)``; IndexError naming the ndim if out of range.
+    """Map a possibly negative axis into ``range(ndim)``; AxisError (an IndexError and a ValueError)
+    naming the ndim if out of range.
 
     A 0-d tensor takes axis 0 and -1 (as PyTorch, which treats it as one axis of size 1 here),
     both mapped to 0: callers reduce or move over nothing."""
@@ -52,7 +54,7 @@ def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
         raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
     span = max(ndim, 1)
     if not -span <= axis < span:
-        raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dimension{'s' if ndim != 1 else ''}")
+        raise AxisError(f"{what} {axis} is out of range for a tensor with {ndim} dimension{'s' if ndim != 1 else ''}")
     return axis % span
 
 
@@ -66,22 +68,22 @@ class MovementMixin:
         """View with a new shape of the same size; one entry may be -1. ValueError if sizes differ."""
         new = list(_shape_arg(shape))
         if new.count(-1) > 1:
-            raise ValueError(f"reshape: only one dimension can be -1, got {tuple(new)}")
+            raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(new)}")
         if -1 in new:
             rest = math.prod(s for s in new if s != -1)
             if rest == 0 or self.size % rest:
-                raise ValueError(f"cannot reshape tensor of shape {self.shape} into {tuple(new)}")
+                raise ShapeError(f"cannot reshape tensor of shape {self.shape} into {tuple(new)}")
             new[new.index(-1)] = self.size // rest
         new_t = tuple(new)
         if any(s < 0 for s in new_t) or math.prod(new_t) != self.size:
-            raise ValueError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into {new_t}")
+            raise ShapeError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into {new_t}")
         return self if new_t == self.shape else self._move(Op.RESHAPE, new_t, new_t)
 
     def permute(self: Tensor, *dims: Any) -> Tensor:
         """Reorder dimensions: output dim ``i`` is input dim ``dims[i]``."""
         order = tuple(normalize_axis(d, self.ndim) for d in _shape_arg(dims))
         if sorted(order) != list(range(self.ndim)):
-            raise ValueError(f"permute: {tuple(_shape_arg(dims))} is not a permutation of the {self.ndim} dims of {self.shape}")
+            raise ShapeError(f"permute: {tuple(_shape_arg(dims))} is not a permutation of the {self.ndim} dims of {self.shape}")
         if order == tuple(range(self.ndim)):
             return self
         return self._move(Op.PERMUTE, order, tuple(self.shape[d] for d in order))
@@ -106,19 +108,19 @@ class MovementMixin:
     def mT(self: Tensor) -> Tensor:
         """The last two dimensions swapped (matrix transpose of a batch)."""
         if self.ndim < 2:
-            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
+            raise ShapeError(f"mT needs at least 2 dimensions, got shape {self.shape}")
         return self.transpose(-2, -1)
 
     def expand(self: Tensor, *shape: Any) -> Tensor:
         """Broadcast to ``shape`` without copying (numpy rules; -1 keeps a size)."""
         new = _shape_arg(shape)
         if len(new) < self.ndim:
-            raise ValueError(f"cannot broadcast shape {self.shape} to {new}: fewer dimensions")
+            raise ShapeError(f"cannot broadcast shape {self.shape} to {new}: fewer dimensions")
         old = (1,) * (len(new) - self.ndim) + self.shape
         new = tuple(o if n == -1 else n for o, n in zip(old, new))
         for o, n in zip(old, new):
             if o != n and o != 1:
-                raise ValueError(f"cannot broadcast shape {self.shape} to {new}")
+                raise ShapeError(f"cannot broadcast shape {self.shape} to {new}")
         x = self if old == self.shape else self.reshape(old)
         if new == old:
             return x
@@ -139,11 +141,11 @@ class MovementMixin:
                 raise ValueError(f"pad: a flat padding list needs pairs, got {len(flat)} numbers")
             flat = [tuple(flat[i:i + 2]) for i in range(0, len(flat), 2)]
         if len(flat) != self.ndim:
-            raise ValueError(f"pad: got {len(flat)} (before, after) pairs for a tensor of shape {self.shape}")
+            raise ShapeError(f"pad: got {len(flat)} (before, after) pairs for a tensor of shape {self.shape}")
         pairs = tuple((int(b), int(a)) for b, a in flat)
         crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
         if any(hi < lo for lo, hi in crop):
-            raise ValueError(f"pad: negative padding {pairs} crops more than the shape {self.shape}")
+            raise ShapeError(f"pad: negative padding {pairs} crops more than the shape {self.shape}")
         x = self.shrink(crop)
         grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
         if all(b == 0 and a == 0 for b, a in grow):
@@ -158,7 +160,7 @@ class MovementMixin:
         """Keep ``[start, stop)`` of each dimension (a view)."""
         b = tuple((int(lo), int(hi)) for lo, hi in bounds)
         if len(b) != self.ndim or any(not 0 <= lo <= hi <= s for (lo, hi), s in zip(b, self.shape)):
-            raise ValueError(f"shrink: bounds {b} do not fit shape {self.shape}")
+            raise ShapeError(f"shrink: bounds {b} do not fit shape {self.shape}")
         if all(lo == 0 and hi == s for (lo, hi), s in zip(b, self.shape)):
             return self
         return self._move(Op.SHRINK, b, tuple(hi - lo for lo, hi in b))
@@ -183,7 +185,7 @@ class MovementMixin:
             return self
         for a in axes:
             if self.shape[a] != 1:
-                raise ValueError(f"cannot squeeze axis {a} of size {self.shape[a]} (shape {self.shape})")
+                raise ShapeError(f"cannot squeeze axis {a} of size {self.shape[a]} (shape {self.shape})")
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def unsqueeze(self: Tensor, axis: int) -> Tensor:
@@ -266,7 +268,7 @@ class MovementMixin:
         """Split along ``axis`` into pieces of ``sizes`` (an int: equal pieces, the last may be smaller).
         ValueError for a 0-d tensor, which has no axis to split."""
         if self.ndim == 0:
-            raise ValueError("split: a 0-d tensor has no axis to split; reshape it to (1,) first")
+            raise ShapeError("split: a 0-d tensor has no axis to split; reshape it to (1,) first")
         a = normalize_axis(axis, self.ndim)
         n = self.shape[a]
         if isinstance(sizes, int):
@@ -274,7 +276,7 @@ class MovementMixin:
                 raise ValueError(f"split size must be positive, got {sizes}")
             sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
-            raise ValueError(f"split sizes {list(sizes)} do not add up to {n} (axis {a} of shape {self.shape})")
+            raise ShapeError(f"split sizes {list(sizes)} do not add up to {n} (axis {a} of shape {self.shape})")
         out, start = [], 0
         for s in sizes:
             bounds = [(0, d) for d in self.shape]
@@ -288,7 +290,7 @@ class MovementMixin:
         if chunks <= 0:
             raise ValueError(f"chunk count must be positive, got {chunks}")
         if self.ndim == 0:
-            raise ValueError("chunk: a 0-d tensor has no axis to split; reshape it to (1,) first")
+            raise ShapeError("chunk: a 0-d tensor has no axis to split; reshape it to (1,) first")
         n = self.shape[normalize_axis(axis, self.ndim)]
         return self.split(max(-(-n // chunks), 1), axis)
 
@@ -331,7 +333,7 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     a = normalize_axis(axis, first.ndim)
     for t in ts[1:]:
         if t.ndim != first.ndim or any(s != f for i, (s, f) in enumerate(zip(t.shape, first.shape)) if i != a):
-            raise ValueError(f"cat: shapes {[t.shape for t in ts]} differ outside axis {a}")
+            raise ShapeError(f"cat: shapes {[t.shape for t in ts]} differ outside axis {a}")
     common = result_type(*ts)
     total = sum(t.shape[a] for t in ts)
     out, start = None, 0
@@ -355,6 +357,6 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     if not ts:
         raise ValueError("stack needs at least one tensor")
     if any(t.shape != ts[0].shape for t in ts):
-        raise ValueError(f"stack: all shapes must be equal, got {[t.shape for t in ts]}")
+        raise ShapeError(f"stack: all shapes must be equal, got {[t.shape for t in ts]}")
     a = normalize_axis(axis, ts[0].ndim + 1)
     return cat([t.unsqueeze(a) for t in ts], a)

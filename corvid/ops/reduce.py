@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
@@ -35,7 +36,7 @@ def _axes(x: Tensor, axis: Axis) -> tuple[int, ...]:
         raise TypeError(f"axis must be an int, a tuple of ints or None, got {type(axis).__name__}")
     norm = [normalize_axis(a, x.ndim) for a in items]
     if len(set(norm)) != len(norm):
-        raise ValueError(f"repeated axis in {axis} for shape {x.shape}")
+        raise ShapeError(f"repeated axis in {axis} for shape {x.shape}")
     if x.ndim == 0:  # axis 0 / -1 of a 0-d tensor is accepted (as torch does) and reduces nothing
         return ()
     return tuple(sorted(norm))
@@ -261,7 +262,7 @@ class ReduceMixin:
             n *= shape[a]
         if n == 0:
             if op in ("max", "min"):
-                raise ValueError(f"{op} of an empty axis has no identity (shape {self.shape}, axis {axis})")
+                raise ShapeError(f"{op} of an empty axis has no identity (shape {self.shape}, axis {axis})")
             return x._const(dt.reduce_identity(x.dtype, op), x.dtype, out_shape)
         if 1 in shape:
             axes = tuple(a for a in axes if shape[a] != 1)
@@ -347,7 +348,7 @@ class ReduceMixin:
             x, ax = self, normalize_axis(axis, self.ndim)
         n = x.shape[ax]
         if n == 0:
-            raise ValueError(f"arg{op} of an empty axis (shape {self.shape})")
+            raise ShapeError(f"arg{op} of an empty axis (shape {self.shape})")
         best = x._reduce(op, ax, True)
         hit = x.eq(best)
         if x.dtype.is_float:
@@ -398,11 +399,11 @@ class ReduceMixin:
         if _AUTOCAST.get() is not None:  # (mixed precision: the product in bfloat16/float16)
             self, other = narrow(self, other)
         if self.ndim == 0 or other.ndim == 0:
-            raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes {self.shape} and {other.shape}")
+            raise ShapeError(f"matmul: operands must have at least 1 dimension, got shapes {self.shape} and {other.shape}")
         a = self.reshape(1, -1) if self.ndim == 1 else self
         b = other.reshape(-1, 1) if other.ndim == 1 else other
         if a.shape[-1] != b.shape[-2]:
-            raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not align "
+            raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} do not align "
                              f"({a.shape[-1]} != {b.shape[-2]})")
         common = result_type(a, b)
         if common in _NARROW_FLOATS and a.shape[-2] * a.shape[-1] * b.shape[-1] >= _NARROW_MATMUL_MIN and _on_cpu(a):

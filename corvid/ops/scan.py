@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from .elementwise import where
 from .manipulation import _iota, _tensor, axis_of, moveaxis
@@ -120,7 +121,7 @@ def cumulative_sum(x: Tensor, axis: int | None = None, dtype: Any = None, includ
     """Array API name of :func:`cumsum`; ``axis`` may be omitted only for tensors of at most 1 dimension."""
     x = _tensor(x)
     if axis is None and x.ndim > 1:
-        raise ValueError(f"cumulative_sum: axis is required for a tensor of shape {x.shape}")
+        raise ShapeError(f"cumulative_sum: axis is required for a tensor of shape {x.shape}")
     return cumsum(x, axis, dtype, include_initial)
 
 
@@ -128,7 +129,7 @@ def cumulative_prod(x: Tensor, axis: int | None = None, dtype: Any = None, inclu
     """Array API name of :func:`cumprod` (``axis`` as in :func:`cumulative_sum`)."""
     x = _tensor(x)
     if axis is None and x.ndim > 1:
-        raise ValueError(f"cumulative_prod: axis is required for a tensor of shape {x.shape}")
+        raise ShapeError(f"cumulative_prod: axis is required for a tensor of shape {x.shape}")
     return cumprod(x, axis, dtype, include_initial)
 
 

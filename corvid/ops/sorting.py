@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from .elementwise import where
 from .manipulation import _iota, _tensor, axis_of, moveaxis, take_at
@@ -218,7 +219,7 @@ def topk(x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool =
     a = axis_of(axis, x.ndim)
     n = x.shape[a] if x.ndim else 1
     if not isinstance(k, int) or not 0 <= k <= n:
-        raise ValueError(f"topk: k={k} is out of range for axis {a} of size {n} (shape {x.shape})")
+        raise ShapeError(f"topk: k={k} is out of range for axis {a} of size {n} (shape {x.shape})")
     return _sort(x, a, largest, k)
 
 
@@ -240,9 +241,9 @@ def searchsorted(x1: Tensor, x2: Any, side: str = "left", sorter: Any = None) ->
     v = x2 if not isinstance(x2, (bool, int, float)) else x1._const(x2, result_type(x1, x2), ())
     v = _tensor(v)
     if sorter is not None and tuple(_tensor(sorter).shape) != x1.shape:
-        raise ValueError(f"searchsorted: sorter of shape {_tensor(sorter).shape} does not match x1 {x1.shape}")
+        raise ShapeError(f"searchsorted: sorter of shape {_tensor(sorter).shape} does not match x1 {x1.shape}")
     if x1.ndim > 1 and (v.ndim != x1.ndim or v.shape[:-1] != x1.shape[:-1]):
-        raise ValueError(f"searchsorted: x2 of shape {v.shape} must share the leading axes of x1 {x1.shape}")
+        raise ShapeError(f"searchsorted: x2 of shape {v.shape} must share the leading axes of x1 {x1.shape}")
     common = result_type(x1, v)
     seq, vals = _key(x1.astype(common)), _key(v.astype(common))
     if x1.ndim == 1:

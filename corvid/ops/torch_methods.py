@@ -26,6 +26,7 @@ import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
+from ..errors import ShapeError
 from .. import dtype as dt
 from ..creation import full
 from ..dtype import DType, DTypeLike
@@ -475,7 +476,7 @@ def unflatten(self: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     known = math.prod(s for s in sizes if s != -1)
     if sizes.count(-1) > 1 or (-1 in sizes and (known == 0 or self.shape[a] % known)) or \
             (-1 not in sizes and known != self.shape[a]):
-        raise ValueError(f"unflatten: sizes {sizes} do not fill dimension {a} of size {self.shape[a]} "
+        raise ShapeError(f"unflatten: sizes {sizes} do not fill dimension {a} of size {self.shape[a]} "
                          f"(shape {self.shape})")
     sizes = tuple(self.shape[a] // known if s == -1 else s for s in sizes)
     return self.reshape(self.shape[:a] + sizes + self.shape[a + 1:])
@@ -565,7 +566,7 @@ def tensor_split(self: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[
 def transpose_2d(self: Tensor) -> Tensor:
     """``t()``: a matrix transposed; 0-d and 1-d tensors unchanged. ValueError above 2 dimensions."""
     if self.ndim > 2:
-        raise ValueError(f"t() needs at most 2 dimensions, got shape {self.shape}; use transpose(dim0, dim1) or mT")
+        raise ShapeError(f"t() needs at most 2 dimensions, got shape {self.shape}; use transpose(dim0, dim1) or mT")
     return self.transpose(0, 1) if self.ndim == 2 else self
 
 
@@ -577,7 +578,7 @@ def adjoint(self: Tensor) -> Tensor:
 def _hermitian(self: Tensor) -> Tensor:
     """``H``: the conjugate transpose of a matrix (a 0-d tensor: its conjugate). ValueError otherwise."""
     if self.ndim not in (0, 2):
-        raise ValueError(f"H is defined for matrices (2-D), got shape {self.shape}; use mH for a batch")
+        raise ShapeError(f"H is defined for matrices (2-D), got shape {self.shape}; use mH for a batch")
     return self.conj() if self.ndim == 0 else self.mT.conj()
 
 
@@ -591,7 +592,7 @@ def flipud(self: Tensor) -> Tensor:
 def fliplr(self: Tensor) -> Tensor:
     """Columns reversed (dimension 1). ValueError below 2 dimensions."""
     if self.ndim < 2:
-        raise ValueError(f"fliplr needs at least 2 dimensions, got shape {self.shape}")
+        raise ShapeError(f"fliplr needs at least 2 dimensions, got shape {self.shape}")
     return MovementMixin.flip(self, 1)
 
 
@@ -667,7 +668,7 @@ def masked_fill(self: Tensor, mask: Any, value: Any) -> Tensor:
     if not m.dtype.is_bool:
         raise TypeError(f"masked_fill: the mask must be a bool tensor, got {m.dtype.name}; compare first (x != 0)")
     if isinstance(value, Tensor) and value.ndim:
-        raise ValueError(f"masked_fill: value must be a scalar or a 0-d tensor, got shape {value.shape}")
+        raise ShapeError(f"masked_fill: value must be a scalar or a 0-d tensor, got shape {value.shape}")
     v = value.astype(self.dtype) if isinstance(value, Tensor) else self._operand(value, self.dtype)
     return where(m, v, self)
 
@@ -795,7 +796,7 @@ def _ranks(name: str, *pairs: tuple[Tensor, int]) -> None:
     if any(t.ndim != n for t, n in pairs):
         want = " and ".join(f"{n}-D" for _, n in pairs)
         got = " and ".join(str(t.shape) for t, _ in pairs)
-        raise ValueError(f"{name}: expected {want} tensors, got shapes {got}")
+        raise ShapeError(f"{name}: expected {want} tensors, got shapes {got}")
 
 
 def mm(self: Tensor, mat2: Tensor) -> Tensor:
@@ -814,7 +815,7 @@ def bmm(self: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of (b, n, m) and (b, m, p). ValueError for other ranks or batch sizes."""
     _ranks("bmm", (self, 3), (mat2, 3))
     if self.shape[0] != mat2.shape[0]:
-        raise ValueError(f"bmm: batch sizes differ: {self.shape} and {mat2.shape}")
+        raise ShapeError(f"bmm: batch sizes differ: {self.shape} and {mat2.shape}")
     return self @ mat2
 
 
@@ -838,7 +839,7 @@ def cross(self: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     if dim is None:
         shape = broadcast_shapes(self.shape, other.shape)
         if 3 not in shape:
-            raise ValueError(f"cross: no dimension of size 3 in shapes {self.shape} and {other.shape}")
+            raise ShapeError(f"cross: no dimension of size 3 in shapes {self.shape} and {other.shape}")
         dim = shape.index(3)
     return _linalg_cross(self, other, axis=dim)
 
@@ -889,7 +890,7 @@ def _index_1d(self: Tensor, name: str, dim: int, index: Any) -> tuple[int, Tenso
     a = normalize_axis(dim, self.ndim)
     idx = indexing._int_index(index, self, f"{name}: index")
     if idx.ndim > 1:
-        raise ValueError(f"{name}: index must be 1-D, got shape {idx.shape}")
+        raise ShapeError(f"{name}: index must be 1-D, got shape {idx.shape}")
     return a, indexing._checked(idx.reshape(-1), self.shape[a], a)
 
 
@@ -900,7 +901,7 @@ def _index_write(self: Tensor, name: str, dim: int, index: Any, source: Any, mod
     want = self.shape[:a] + idx.shape + self.shape[a + 1:]
     src = _tensor(self, source)
     if src.shape != want:
-        raise ValueError(f"{name}: source must have shape {want} (self's, with {idx.shape[0]} entries along dim "
+        raise ShapeError(f"{name}: source must have shape {want} (self's, with {idx.shape[0]} entries along dim "
                          f"{a}), got {src.shape}")
     spread = idx.reshape((1,) * a + idx.shape).broadcast_to(self.shape[:a] + idx.shape)
     return indexing._scatter(self, a, spread, src.astype(self.dtype), mode)
@@ -958,7 +959,7 @@ def repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None, *, out
     out = manipulation.repeat(self, repeats, dim)
     a = 0 if dim is None else normalize_axis(dim, max(self.ndim, 1))
     if output_size is not None and out.shape[a] != output_size:
-        raise ValueError(f"repeat_interleave: output_size={output_size}, but the counts give {out.shape[a]}")
+        raise ShapeError(f"repeat_interleave: output_size={output_size}, but the counts give {out.shape[a]}")
     return out
 
 
@@ -982,7 +983,7 @@ def _write(self: Tensor, result: Tensor, name: str) -> Tensor:
     stay, and the dtype may narrow within its kind (a float64 result into float32) but not go
     down a kind (float into int: TypeError)."""
     if result.shape != self.shape:
-        raise ValueError(f"{name}: the result has shape {result.shape}, this tensor {self.shape}; an in-place "
+        raise ShapeError(f"{name}: the result has shape {result.shape}, this tensor {self.shape}; an in-place "
                          "op cannot change the shape (use the out-of-place form)")
     if result.dtype is not self.dtype and not dt.can_cast(result.dtype, self.dtype, "same_kind"):
         raise TypeError(f"{name}: the result is {result.dtype.name}, which cannot be stored in this "

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShapeError
 from .figure import Axes, as_array, decorate, new_axes
 from .theme import styled
 
@@ -23,7 +24,7 @@ __all__ = ["bar", "errorbar", "fill_between", "hist", "line", "scatter"]
 def _vector(value: Any, name: str, fn: str, length: int | None = None) -> np.ndarray:
     arr = as_array(value, name)
     if arr.ndim != 1:
-        raise ValueError(f"{fn}: {name} must be 1-D, got shape {arr.shape}")
+        raise ShapeError(f"{fn}: {name} must be 1-D, got shape {arr.shape}")
     if length is not None and len(arr) != length:
         raise ValueError(f"{fn}: {name} has {len(arr)} values, expected {length} (as many as x)")
     return arr
@@ -41,7 +42,7 @@ def line(x: Any, y: Any = None, *, ax: Axes | None = None, label: str | Sequence
     """
     ys = as_array(x if y is None else y, "y")
     if ys.ndim not in (1, 2):
-        raise ValueError(f"line: y must be 1-D (one line) or 2-D (one line per column), got shape {ys.shape}")
+        raise ShapeError(f"line: y must be 1-D (one line) or 2-D (one line per column), got shape {ys.shape}")
     xs = np.arange(len(ys)) if y is None else _vector(x, "x", "line", len(ys))
     count = 1 if ys.ndim == 1 else ys.shape[1]
     names = [label] * count if label is None or isinstance(label, str) else list(label)

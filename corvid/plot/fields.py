@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShapeError
 from .figure import Axes, as_array, decorate, new_axes
 from .theme import styled
 
@@ -20,16 +21,16 @@ def _grid(z: Any, x: Any, y: Any, fn: str) -> tuple[np.ndarray, np.ndarray, np.n
     """(X, Y, Z), all (ny, nx): ``x``/``y`` may be 1-D (nx)/(ny), 2-D like z, or None (0, 1, 2…)."""
     zs = as_array(z, "z")
     if zs.ndim != 2:
-        raise ValueError(f"{fn}: z must be 2-D (ny, nx), got shape {zs.shape}")
+        raise ShapeError(f"{fn}: z must be 2-D (ny, nx), got shape {zs.shape}")
     ny, nx = zs.shape
     xs = np.arange(nx) if x is None else as_array(x, "x")
     ys = np.arange(ny) if y is None else as_array(y, "y")
     if xs.ndim == 1 and ys.ndim == 1:
         if (len(xs), len(ys)) != (nx, ny):
-            raise ValueError(f"{fn}: x has {len(xs)} values and y {len(ys)}; z of shape {zs.shape} needs {nx} and {ny}")
+            raise ShapeError(f"{fn}: x has {len(xs)} values and y {len(ys)}; z of shape {zs.shape} needs {nx} and {ny}")
         xs, ys = np.meshgrid(xs, ys)
     if xs.shape != zs.shape or ys.shape != zs.shape:
-        raise ValueError(f"{fn}: x and y must be 1-D ({nx},) and ({ny},), or 2-D like z {zs.shape}; "
+        raise ShapeError(f"{fn}: x and y must be 1-D ({nx},) and ({ny},), or 2-D like z {zs.shape}; "
                          f"got {xs.shape} and {ys.shape}")
     return xs, ys, zs
 

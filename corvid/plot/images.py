@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from ..errors import ShapeError
 from .figure import Axes, Figure, as_array, decorate, new_axes, plt
 from .theme import styled
 
@@ -32,7 +33,7 @@ def _to_image(arr: np.ndarray, what: str) -> np.ndarray:
         arr = arr[..., 0]
     if arr.ndim == 2 or (arr.ndim == 3 and arr.shape[-1] in (3, 4)):
         return arr
-    raise ValueError(f"{what}: an image is (H, W), (H, W, C) or (C, H, W) with C in 1, 3, 4; got shape {arr.shape}")
+    raise ShapeError(f"{what}: an image is (H, W), (H, W, C) or (C, H, W) with C in 1, 3, 4; got shape {arr.shape}")
 
 
 def imshow(image: Any, *, ax: Axes | None = None, cmap: str = "gray", colorbar: bool = False,
@@ -74,7 +75,7 @@ def heatmap(matrix: Any, *, ax: Axes | None = None, cmap: str = "viridis", color
     """
     m = as_array(matrix, "matrix")
     if m.ndim != 2:
-        raise ValueError(f"heatmap: matrix must be 2-D, got shape {m.shape}")
+        raise ShapeError(f"heatmap: matrix must be 2-D, got shape {m.shape}")
     for name, ticks, count in (("xticklabels", xticklabels, m.shape[1]), ("yticklabels", yticklabels, m.shape[0])):
         if ticks is not None and len(ticks) != count:
             raise ValueError(f"heatmap: {len(ticks)} {name} for {count} {'columns' if name[0] == 'x' else 'rows'}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from ..errors import ShapeError
 from .. import random as _random
 from ..graph.node import ELEMENTWISE, Mark, Node, Op, node, toposort
 from ..tensor import Tensor
@@ -166,7 +167,7 @@ def _vmap_call(f, args, kwargs, in_axes, out_axes, randomness, axis_size):
                                  "use in_axes=None for it")
             x = Tensor(x)
         if not -x.ndim <= ax < x.ndim:
-            raise ValueError(f"vmap: in_axes {ax} is out of range for {name} of shape {x.shape}")
+            raise ShapeError(f"vmap: in_axes {ax} is out of range for {name} of shape {x.shape}")
         mapped.append((k, x, ax % x.ndim, name))
     sizes = {x.shape[ax] for _, x, ax, _ in mapped}
     if axis_size is not None:
@@ -223,7 +224,7 @@ def _finish(batcher: _Batcher, y: Any, ax: int | None, size: int, i: int) -> Any
             raise ValueError(f"vmap: out_axes is None for output {i}, but that output depends on the mapped inputs")
         return y
     if not -(y.ndim + 1) <= ax <= y.ndim:
-        raise ValueError(f"vmap: out_axes {ax} is out of range for output {i} of per-example shape {y.shape}")
+        raise ShapeError(f"vmap: out_axes {ax} is out of range for output {i} of per-example shape {y.shape}")
     ax %= y.ndim + 1
     out = y._new(n if bdim is not None else _broadcast(n, size))
     if ax == 0:

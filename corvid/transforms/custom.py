@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from ..errors import ShapeError
 from ..autograd import REVERSE_KINDS, is_grad_enabled
 from ..graph.node import Mark, Node, Op, node
 from ..tensor import Tensor
@@ -119,7 +120,7 @@ class _CustomCall:
                 if c is not None:
                     c = c if isinstance(c, Tensor) else Tensor(c, dtype=x.dtype, device=x.device)
                     if c.shape != x.shape:
-                        raise ValueError(f"custom_vjp {name}: bwd returned a cotangent of shape {c.shape} "
+                        raise ShapeError(f"custom_vjp {name}: bwd returned a cotangent of shape {c.shape} "
                                          f"for argument {i} of shape {x.shape}")
                     c = c.astype(x.dtype)
                 out.append(c)

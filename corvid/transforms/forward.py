@@ -26,6 +26,7 @@ import functools
 import math
 from typing import Any, Callable, Sequence
 
+from ..errors import ShapeError
 from ..graph.node import MOVEMENT, Mark, Node, Op, node, toposort
 from ..ops.elementwise import make_complex, where
 from ..ops.special import digamma as _digamma
@@ -63,7 +64,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         x = x if isinstance(x, Tensor) else Tensor(x)
         t = t if isinstance(t, Tensor) else Tensor(t, device=x.device)
         if t.shape != x.shape:
-            raise ValueError(f"jvp: a tangent of shape {t.shape} was given for a primal of shape {x.shape}")
+            raise ShapeError(f"jvp: a tangent of shape {t.shape} was given for a primal of shape {x.shape}")
         v = x._new(node(Op.VAR, (x.node,), Mark("jvp"), x.dtype, x.shape))
         if x.dtype.is_float or x.dtype.is_complex:
             seeds[id(v.node)] = t.astype(x.dtype)
@@ -411,7 +412,7 @@ class _CustomCall:
                              f"has {self.out_tree}")
         for t, s in zip(leaves, self.out_shapes):
             if s is not None and (not isinstance(t, Tensor) or t.shape != s):
-                raise ValueError(f"custom_jvp: the rule returned a tangent of shape {getattr(t, 'shape', None)} "
+                raise ShapeError(f"custom_jvp: the rule returned a tangent of shape {getattr(t, 'shape', None)} "
                                  f"for an output of shape {s}")
         return leaves
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from ..errors import ShapeError
 from ..autograd import enable_grad
 from ..graph.node import Mark, Node, Op, node
 from ..ops.elementwise import make_complex, where
@@ -439,7 +440,7 @@ class _Pullback:
         for o, c in zip(self.outs, leaves):
             c = c if isinstance(c, Tensor) else Tensor(c, dtype=o.dtype, device=o.device)
             if c.shape != o.shape:
-                raise ValueError(f"{self.name}: a cotangent of shape {c.shape} was given for an output of "
+                raise ShapeError(f"{self.name}: a cotangent of shape {c.shape} was given for an output of "
                                  f"shape {o.shape}")
             seeds.append(c.astype(o.dtype))
         return seeds
@@ -480,7 +481,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, ha
         if not out.dtype.is_float:
             raise TypeError(f"grad: the function's output must be a float tensor, got {out.dtype.name}")
         if out.shape != ():
-            raise ValueError(f"grad: the function must return a scalar (shape ()), got shape {out.shape}; "
+            raise ShapeError(f"grad: the function must return a scalar (shape ()), got shape {out.shape}; "
                              "use vjp or jacrev for other outputs, or reduce it (e.g. .sum())")
         grads = pb.per_arg(pb.flat([out._const(1.0)]))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
