@@ -413,12 +413,12 @@ Axis = int | Sequence[int] | None
 
 def max(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Maximum over ``axis``; nan propagates; ValueError over an empty axis."""
-    return _t(x).max(axis, keepdims)
+    return _t(x).max(axis=axis, keepdims=keepdims)
 
 
 def min(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Minimum over ``axis``; nan propagates; ValueError over an empty axis."""
-    return _t(x).min(axis, keepdims)
+    return _t(x).min(axis=axis, keepdims=keepdims)
 
 
 def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
@@ -439,12 +439,12 @@ def prod(x: Tensor, /, *, axis: Axis = None, dtype: DTypeLike | None = None, kee
 
 def var(x: Tensor, /, *, axis: Axis = None, correction: float = 0.0, keepdims: bool = False) -> Tensor:
     """Variance with ``correction`` subtracted from the count (nan when nothing is left)."""
-    return _t(x).var(axis, keepdims, correction)
+    return _t(x).var(axis=axis, keepdims=keepdims, correction=correction)
 
 
 def std(x: Tensor, /, *, axis: Axis = None, correction: float = 0.0, keepdims: bool = False) -> Tensor:
     """Standard deviation, ``sqrt(var)``."""
-    return _t(x).std(axis, keepdims, correction)
+    return _t(x).std(axis=axis, keepdims=keepdims, correction=correction)
 
 
 def all(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -489,8 +489,9 @@ def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> 
 
 
 def squeeze(x: Tensor, /, axis: int | Sequence[int]) -> Tensor:
-    """Remove the size-1 dimensions ``axis`` (ValueError if one is not size 1)."""
-    return _t(x).squeeze(axis)
+    """Remove the size-1 dimensions ``axis`` (ValueError if one is not size 1; the PyTorch-style
+    method leaves such a dimension alone)."""
+    return _t(x).squeeze(axis=axis)
 
 
 # --- searching -----------------------------------------------------------------------------------------

@@ -1072,9 +1072,9 @@ def vector_norm(x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdi
     axes = tuple(range(x.ndim)) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = tuple(sorted({normalize_axis(a, x.ndim) for a in axes}))
     if ord == math.inf:
-        return x.abs().max(axes, keepdims)
+        return x.abs().max(axis=axes, keepdims=keepdims)
     if ord == -math.inf:
-        return x.abs().min(axes, keepdims)
+        return x.abs().min(axis=axes, keepdims=keepdims)
     if ord == 0:
         return x.ne(0).astype(x.dtype).sum(axes, keepdims)
     if ord == 1:
@@ -1102,14 +1102,14 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: float | str = "fro
         raise ValueError(f"linalg.matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}")
     if ord in ("nuc", 2, -2):
         s = svdvals(x)
-        out = s.sum(-1) if ord == "nuc" else s.max(-1) if ord == 2 else s.min(-1)
+        out = s.sum(-1) if ord == "nuc" else s.max(axis=-1) if ord == 2 else s.min(axis=-1)
     else:
         m = _magnitudes(x)
         if ord == "fro":
             out = _root((m * m).sum((-2, -1)), 2)
         else:
             sums = m.abs().sum(-2 if abs(ord) == 1 else -1)
-            out = sums.max(-1) if ord > 0 else sums.min(-1)
+            out = sums.max(axis=-1) if ord > 0 else sums.min(axis=-1)
     return out[..., None, None] if keepdims else out
 
 
@@ -1169,7 +1169,7 @@ def cond(x: Tensor, /, p: float | str | None = None) -> Tensor:
     x = _matrix(x, "cond")
     if p is None or (not isinstance(p, str) and not isinstance(p, bool) and p in (2, -2)):
         s = svdvals(x)
-        big, small = s.max(-1), s.min(-1)
+        big, small = s.max(axis=-1), s.min(axis=-1)
         r = big / small if p != -2 else small / big
     else:
         if not _valid_matrix_ord(p):

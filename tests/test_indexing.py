@@ -206,7 +206,8 @@ def test_nonzero_and_one_argument_where():
         assert got.dtype == cv.int64 and got.tolist() == want.tolist()
     assert [a.tolist() for a in cv.where(cv.Tensor(x) > 3)] == [[1, 1], [0, 2]]
     assert cv.where(cv.Tensor([True, False]), 1.0, 2.0).tolist() == [1.0, 2.0]
-    assert [a.shape for a in cv.Tensor(x).nonzero()] == [(3,), (3,)]
+    assert [a.shape for a in cv.Tensor(x).nonzero(as_tuple=True)] == [(3,), (3,)]
+    assert cv.Tensor(x).nonzero().tolist() == np.argwhere(x).tolist()  # (PyTorch's (n, ndim) form)
     assert [a.shape for a in cv.nonzero(cv.zeros((2, 2)))] == [(0,), (0,)]
     with pytest.raises(TypeError, match="one argument"):
         cv.where(cv.Tensor([True]), 1.0)

@@ -148,7 +148,8 @@ def test_diagonal_diag_trace(offset):
 def test_methods_attached():
     t = cv.Tensor(np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(t.roll(1, 1).numpy(), np.roll(np.arange(6.0).reshape(2, 3), 1, 1))
-    assert t.tile(2).shape == (2, 6) and t.repeat(2).shape == (12,) and t.diagonal().shape == (2,)
+    assert t.tile(2).shape == (2, 6) and t.repeat(1, 2).shape == (2, 6) and t.diagonal().shape == (2,)
+    assert t.repeat_interleave(2).shape == (12,)  # (numpy's element repeat; x.repeat tiles, as PyTorch's)
     assert t.trace().item() == 4.0 and t.tril().shape == (2, 3) and t.frac().shape == (2, 3)
 
 

@@ -469,18 +469,27 @@ def test_var_std_with_pytorch_keywords():
                 torch_fn=lambda x: fn(x, 0, keepdim=True, correction=0))
 
 
-def test_numpy_forms_stay_where_corvid_relies_on_them():
+def test_positional_forms_are_pytorchs_and_numpy_keywords_numpys():
+    torch = pytest.importorskip("torch")
     a = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
-    t = cv.Tensor(a)
-    np.testing.assert_array_equal(t.max(1).numpy(), a.max(1))
+    t, r = cv.Tensor(a), torch.tensor(a)
+    for name in ("max", "min", "sort"):
+        got, want = getattr(t, name)(1), getattr(r, name)(1)
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    np.testing.assert_array_equal(t.max(axis=1).numpy(), a.max(1))  # (numpy's keyword: the values)
     np.testing.assert_array_equal(t.min(axis=0, keepdims=True).numpy(), a.min(0, keepdims=True))
-    np.testing.assert_allclose(t.var().item(), a.var(), rtol=1e-6)
+    np.testing.assert_allclose(t.var().item(), r.var().item(), rtol=1e-6)  # (unbiased)
+    np.testing.assert_allclose(t.var(1, False).numpy(), r.var(1, False).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(t.var(axis=1).numpy(), a.var(1), rtol=1e-6)
     np.testing.assert_allclose(t.std(1, correction=1).numpy(), a.std(1, ddof=1), rtol=1e-6)
-    np.testing.assert_array_equal(t.sort(0).numpy(), np.sort(a, 0))
-    assert [p.tolist() for p in t.nonzero()] == [r.tolist() for r in np.nonzero(a)]
-    assert t.repeat(2).shape == (12,)
-    with pytest.raises(ValueError, match="cannot squeeze axis 1"):
-        t.squeeze(1)
+    np.testing.assert_array_equal(t.nonzero().numpy(), r.nonzero().numpy())
+    np.testing.assert_array_equal(t.repeat(2, 3).numpy(), r.repeat(2, 3).numpy())
+    assert t.squeeze(1).shape == tuple(r.squeeze(1).shape) == (2, 3)
+    with pytest.raises(RuntimeError, match="at least"):
+        t.repeat(2)  # (fewer sizes than dimensions: PyTorch raises too)
+    with pytest.raises(RuntimeError):
+        r.repeat(2)
 
 
 EXISTING = [  # methods corvid had, checked for PyTorch's meaning: nothing here needed changing
@@ -695,7 +704,7 @@ def test_in_place_errors():
     (lambda x: x.max(dim=1.5), TypeError, "dim must be an int"),
     (lambda x: x.sum(dim=0, axis=0), TypeError, "both dim= and axis="),
     (lambda x: x.var(dim=0, unbiased=True, correction=1), TypeError, "both unbiased= and correction="),
-    (lambda x: x.sort(0, dim=0), TypeError, "keywords only"),
+    (lambda x: x.sort(0, dim=0), TypeError, "multiple values for argument 'dim'"),
     (lambda x: x.flip(0, dims=1), TypeError, "axes once"),
     (lambda x: x.isclose(x, rtol=-1.0), ValueError, "non-negative"),
     (lambda x: x.tensor_split(0), ValueError, "sections must be positive"),

@@ -330,7 +330,7 @@ def _pairwise_distance(a: Tensor, b: Tensor, p: float, eps: float) -> Tensor:
     if p == 1:
         return d.sum(-1)
     if math.isinf(p):
-        return d.max(-1)
+        return d.max(axis=-1)
     return d.pow(p).sum(-1).pow(1 / p)
 
 

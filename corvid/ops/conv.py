@@ -712,7 +712,7 @@ def adaptive_max_pool(x: Tensor, output_size: IntOrTuple) -> Tensor:
         start, end = _adaptive_bins(i, o)
         cols = np.arange(i)[None, :]
         inside = Tensor((cols >= start[:, None]) & (cols < end[:, None]), device=x.device)   # (o, i)
-        x = where(inside, x.moveaxis(axis, -1).unsqueeze(-2), low).max(-1).moveaxis(-1, axis)
+        x = where(inside, x.moveaxis(axis, -1).unsqueeze(-2), low).max(axis=-1).moveaxis(-1, axis)
     return x
 
 

@@ -327,7 +327,7 @@ class ReduceMixin:
         c = correction if ddof is None else ddof
         x = self if self.dtype.is_complex else _real_float(self)
         if x.dtype in _NARROW_FLOATS:  # computed in float32, rounded once (as PyTorch: no overflow in the squares)
-            return x.astype(dt.float32).var(axis, keepdims, c).astype(x.dtype)
+            return ReduceMixin.var(x.astype(dt.float32), axis, keepdims, c).astype(x.dtype)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         dev = x - x.mean(axis, keepdims=True)
         sq = dev.real * dev.real + dev.imag * dev.imag if x.dtype.is_complex else dev * dev
@@ -335,7 +335,7 @@ class ReduceMixin:
         return total * (1 / (n - c)) if n - c > 0 else total / 0.0
 
     def std(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:
-        return self.var(axis, keepdims, correction, ddof).sqrt()
+        return ReduceMixin.var(self, axis, keepdims, correction, ddof).sqrt()
 
     def _arg_extreme(self: Tensor, op: str, axis: int | None, keepdims: bool) -> Tensor:
         from ..tensor import Tensor

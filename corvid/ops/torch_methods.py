@@ -26,7 +26,9 @@ import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
-from ..errors import ShapeError
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError
 from .. import dtype as dt
 from ..creation import full
 from ..dtype import DType, DTypeLike
@@ -137,14 +139,33 @@ def flip(self: Tensor, *dims: Any, **kwargs: Any) -> Tensor:
 
 def tile(self: Tensor, *dims: Any) -> Tensor:
     """``self`` repeated ``dims[i]`` times along each axis (``x.tile(2, 3)`` or ``x.tile((2, 3))``);
-    fewer entries than dimensions are padded with ones in front, more add leading axes. This is
-    PyTorch's ``x.repeat(*sizes)`` too (which needs at least ``ndim`` entries); corvid's
-    ``x.repeat`` is numpy's element repeat."""
+    fewer entries than dimensions are padded with ones in front, more add leading axes."""
     return manipulation.tile(self, _shape_arg(dims))
+
+
+def repeat(self: Tensor, *sizes: Any) -> Tensor:
+    """PyTorch's ``x.repeat(*sizes)``: ``self`` tiled ``sizes[i]`` times along each axis, extra
+    entries adding leading axes (``x.repeat(2, 3)`` or ``x.repeat((2, 3))``). numpy's element
+    repeat is ``cv.repeat`` (or :meth:`repeat_interleave`). ArgumentError for fewer sizes than
+    dimensions, as PyTorch.
+
+    >>> import corvid as cv
+    >>> cv.Tensor([1, 2]).repeat(2, 2).tolist()
+    [[1, 2, 1, 2], [1, 2, 1, 2]]
+    """
+    shape = _shape_arg(sizes)
+    if len(shape) < self.ndim:
+        raise ArgumentError(f"repeat: {len(shape)} sizes for a tensor of {self.ndim} dimensions; give one per "
+                            "dimension at least (numpy's element repeat is cv.repeat or x.repeat_interleave)")
+    return manipulation.tile(self, shape)
 
 
 # --- forms PyTorch's keywords select ----------------------------------------------------------------
 _TORCH_REDUCE_KEYS = ("dim", "keepdim")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _dim_keepdim(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], default_dim: Any) -> tuple[Any, bool]:
@@ -162,7 +183,8 @@ def _extreme(self: Tensor, op: str, args: tuple[Any, ...], kwargs: dict[str, Any
     if len(args) == 1 and not kwargs and isinstance(args[0], Tensor):
         return self.maximum(args[0]) if op == "max" else self.minimum(args[0])
     reduction = ReduceMixin.max if op == "max" else ReduceMixin.min
-    if not any(k in kwargs for k in _TORCH_REDUCE_KEYS):
+    numpy_form = any(k in kwargs for k in ("axis", "keepdims")) or (args and not _is_int(args[0]))
+    if numpy_form or not (args or kwargs):
         return reduction(self, *args, **kwargs)
     dim, keepdim = _dim_keepdim(op, args, kwargs, None)
     if kwargs:
@@ -183,16 +205,17 @@ def torch_max(self: Tensor, *args: Any, **kwargs: Any) -> Any:
 
     * ``x.max()``: of all elements (0-d);
     * ``x.max(other)`` with a Tensor: the elementwise maximum (nan wins);
-    * ``x.max(dim=d, keepdim=False)`` (PyTorch's keywords): ``(values, indices)`` along ``d``, the
-      index of the first maximum (of the first nan, if any); the gradient goes to that element;
-    * ``x.max(axis, keepdims)`` (positional or numpy's keywords): the reduction alone, over an int
-      or a tuple of axes (numpy and the Array API; corvid's own code uses this form).
+    * ``x.max(d, keepdim=False)`` or ``x.max(dim=d)`` (PyTorch's): ``(values, indices)`` along the
+      int ``d``, the index of the first maximum (of the first nan, if any); the gradient goes to
+      that element;
+    * ``x.max(axis=a, keepdims=False)`` (numpy's keywords) or ``x.max(a)`` with a tuple of axes:
+      the reduction alone (numpy and the Array API: ``cv.max``).
 
     ValueError over an empty axis; TypeError for complex tensors.
 
     >>> import corvid as cv
     >>> x = cv.Tensor([[1.0, 5.0], [7.0, 2.0]])
-    >>> x.max(dim=1).indices.tolist(), x.max(1).tolist()
+    >>> x.max(1).indices.tolist(), x.max(axis=1).tolist()
     ([1, 0], [5.0, 7.0])
     """
     return _extreme(self, "max", args, kwargs)
@@ -204,10 +227,18 @@ def torch_min(self: Tensor, *args: Any, **kwargs: Any) -> Any:
 
 
 def _spread(self: Tensor, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], torch_default: bool) -> Tensor:
-    """``var``'s arguments: numpy's form unless a PyTorch keyword is given (or ``torch_default``),
-    whose default correction is 1 (``unbiased=False`` or ``correction=`` choose another)."""
-    if not torch_default and not any(k in kwargs for k in ("dim", "keepdim", "unbiased")):
+    """``var``'s arguments: PyTorch's ``(dim, unbiased, keepdim)`` (positional) or keywords, whose
+    default correction is 1 (``unbiased=False`` or ``correction=`` choose another); numpy's form
+    (default correction 0) when one of numpy's keywords ``axis=``, ``keepdims=``, ``ddof=`` is given."""
+    if not torch_default and any(k in kwargs for k in ("axis", "keepdims", "ddof")):
         return ReduceMixin.var(self, *args, **kwargs)
+    if len(args) > 3:
+        raise TypeError(f"{name}() takes at most 3 positional arguments (dim, unbiased, keepdim), got {len(args)}")
+    if len(args) >= 2:  # (PyTorch's var(dim, unbiased, keepdim) overload)
+        if "unbiased" in kwargs:
+            raise TypeError(f"{name}() got unbiased both by position and by keyword")
+        kwargs["unbiased"] = args[1]
+        args = args[:1] + args[2:]
     unbiased = kwargs.pop("unbiased", None)
     correction = kwargs.pop("correction", None)
     if unbiased is not None and correction is not None:
@@ -220,14 +251,14 @@ def _spread(self: Tensor, name: str, args: tuple[Any, ...], kwargs: dict[str, An
 
 
 def torch_var(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """Variance. With any of PyTorch's keywords ``dim=``, ``keepdim=``, ``unbiased=`` it is PyTorch's
-    ``var(dim=None, *, correction=1, keepdim=False)``: unbiased unless ``unbiased=False`` or
-    ``correction=`` says otherwise. Without them it is numpy's ``var(axis, keepdims, correction=0)``,
-    which corvid's own code relies on (``x.var()`` divides by ``n``, PyTorch's by ``n - 1``).
+    """Variance, PyTorch's ``var(dim=None, *, correction=1, keepdim=False)`` (and its ``var(dim,
+    unbiased, keepdim)``): unbiased unless ``unbiased=False`` or ``correction=`` says otherwise.
+    With numpy's keywords (``axis=``, ``keepdims=``, ``ddof=``) it is numpy's, which divides by
+    ``n`` by default, as ``cv.var`` does.
 
     >>> import corvid as cv
     >>> x = cv.Tensor([1.0, 2.0, 3.0, 4.0])
-    >>> round(x.var(dim=0).item(), 4), x.var().item()
+    >>> round(x.var().item(), 4), x.var(axis=0).item()
     (1.6667, 1.25)
     """
     return _spread(self, "var", args, kwargs, False)
@@ -261,15 +292,15 @@ def mean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: DTypeLi
 
 
 def squeeze(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """Remove size-1 dimensions: all of them, or those named. With PyTorch's keyword
-    (``x.squeeze(dim=d)``, an int or a tuple) a named dimension whose size is not 1 is left
-    alone, as in PyTorch; positionally (``x.squeeze(d)``) it raises ValueError, as numpy and the
-    Array API do (corvid's own code relies on that)."""
-    if "dim" not in kwargs:
+    """Remove size-1 dimensions: all of them, or those named (``x.squeeze(d)``, ``x.squeeze(dim=d)``,
+    an int or a tuple). A named dimension whose size is not 1 is left alone, as in PyTorch
+    (``cv.squeeze`` raises there, as numpy and the Array API do); numpy's ``axis=`` keyword keeps
+    numpy's error."""
+    if "axis" in kwargs:
         return MovementMixin.squeeze(self, *args, **kwargs)
-    dim = kwargs.pop("dim")
-    if args or kwargs:
-        raise TypeError("squeeze() takes dim once, as its only argument")
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"dim"}:
+        raise TypeError("squeeze() takes one argument, dim")
+    dim = kwargs.pop("dim") if kwargs else args[0] if args else None
     if dim is None:
         return MovementMixin.squeeze(self)
     named = [dim] if isinstance(dim, int) else list(dim)
@@ -277,13 +308,10 @@ def squeeze(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     return MovementMixin.squeeze(self, tuple(axes)) if axes else self
 
 
-def nonzero(self: Tensor, *, as_tuple: bool | None = None) -> Any:
-    """Indices of the non-zero elements, row-major. ``as_tuple=False`` (PyTorch): one int64 tensor
-    of shape ``(n, ndim)``; ``as_tuple=True``: one 1-D tensor per dimension (a 0-d tensor counts as
-    1-D). Without ``as_tuple`` it is numpy's tuple, which corvid's own code relies on (PyTorch's
-    default is the 2-D form: pass ``as_tuple=False``, or use :func:`argwhere`). Computes ``self``."""
-    if as_tuple is None:
-        return indexing.nonzero(self)
+def nonzero(self: Tensor, *, as_tuple: bool = False) -> Any:
+    """Indices of the non-zero elements, row-major, as PyTorch gives them: one int64 tensor of shape
+    ``(n, ndim)``; ``as_tuple=True``: one 1-D tensor per dimension (a 0-d tensor counts as 1-D;
+    ``cv.nonzero`` is numpy's tuple). Computes ``self``."""
     parts = indexing.nonzero(self.reshape(1) if self.ndim == 0 else self)
     if as_tuple:
         return parts
@@ -297,23 +325,18 @@ def argwhere(self: Tensor) -> Tensor:
     return nonzero(self, as_tuple=False)
 
 
-def sort(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """Sorted along a dimension. With PyTorch's keyword, ``x.sort(dim=-1, descending=False,
-    stable=False)`` returns ``(values, indices)``, as PyTorch; otherwise it is numpy's
-    ``x.sort(axis=-1, descending=False, stable=True)``, the values alone (``axis=None`` flattens),
-    which corvid's tests rely on. Always stable: equal values keep their order, ascending puts nan
-    last and descending first, as PyTorch. The gradient permutes the cotangent back.
+def sort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+    """PyTorch's ``x.sort(dim=-1, descending=False, stable=False)``: ``(values, indices)`` along
+    ``dim`` (``cv.sort`` is the Array API's, the values alone). Always stable: equal values keep
+    their order, ascending puts nan last and descending first, as PyTorch. The gradient permutes
+    the cotangent back.
 
     >>> import corvid as cv
-    >>> cv.Tensor([3.0, 1.0, 2.0]).sort(dim=0, descending=True).indices.tolist()
+    >>> cv.Tensor([3.0, 1.0, 2.0]).sort(0, descending=True).indices.tolist()
     [0, 2, 1]
     """
-    if "dim" not in kwargs:
-        return sorting.sort(self, *args, **kwargs)
-    dim = _int_arg(kwargs.pop("dim"), "sort: dim")
-    if args or not set(kwargs) <= {"descending", "stable"}:
-        raise TypeError("sort(dim=...) takes descending= and stable= as keywords only")
-    order = sorting._sort(self, dim, bool(kwargs.get("descending", False))).indices
+    dim = _int_arg(dim, "sort: dim")
+    order = sorting._sort(self, dim, bool(descending)).indices
     if self.ndim == 0:
         return ValuesIndices(self, order)
     # the values read at the indices: one gather, whose gradient is the exact scatter back (also
@@ -1030,7 +1053,8 @@ _DEVICE_TO = Tensor.to  # the device-only ``to`` that corvid's own code calls
 _METHODS: dict[str, Any] = {
     "max": torch_max, "min": torch_min, "var": torch_var, "std": torch_std, "var_mean": var_mean,
     "std_mean": std_mean, "mean": mean, "squeeze": squeeze, "nonzero": nonzero, "argwhere": argwhere, "sort": sort,
-    "permute": permute, "split": split, "chunk": chunk, "flip": flip, "tile": tile, "type_as": type_as, "to": to,
+    "permute": permute, "split": split, "chunk": chunk, "flip": flip, "tile": tile, "repeat": repeat,
+    "type_as": type_as, "to": to,
     "cpu": cpu, "clone": clone, "dim": dim, "ndimension": dim, "nelement": Tensor.numel,
     "is_floating_point": is_floating_point, "is_complex": is_complex, "element_size": element_size,
     "stride": stride, "is_contiguous": is_contiguous, "new_full": new_full, "new_zeros": new_zeros,
