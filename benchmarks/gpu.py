@@ -1154,6 +1154,33 @@ def _add_one(ctx: Ctx) -> Bench:
     return _array_bench(ctx, [x], add, add, 0.0, 0.0, 0.0, numpy_fn=add)
 
 
+def _step_bench(steps: dict[str, Callable[[], Any]], traces: Callable[[], int]) -> Bench:
+    """A training-step row: each framework's step (its loss, synchronized), the first loss kept;
+    the check says whether corvid's step was traced once and whether each loss fell."""
+    losses: dict[str, list[float]] = {who: [] for who in steps}
+    calls: dict[str, Callable[[], Any]] = {}
+    for who, step in steps.items():
+        def call(step: Callable[[], Any] = step, who: str = who) -> Any:
+            loss = step()
+            if not losses[who]:
+                losses[who].append(float(loss.item()))
+            return loss
+
+        calls[who] = call
+
+    def check(outs: dict[str, Any]) -> str | None:
+        if "corvid" in outs and traces() != 1:
+            return f"corvid's step was traced {traces()} times, expected once"
+        for who, first in losses.items():
+            if who in outs:
+                last = float(outs[who].item())
+                if not (math.isfinite(last) and last < first[0]):
+                    return f"{who}'s loss did not fall: {first[0]:.4f} -> {last:.4f}"
+        return None
+
+    return Bench(calls, 0.0, check)
+
+
 def _cnn_step(ctx: Ctx) -> Bench:
     """The MNIST CNN's training step: corvid as examples/mnist.py runs it (its ``CNN`` and jitted
     ``make_step``), torch eager (:func:`benchmarks.training.torch_cnn`, ``torch.optim.Adam``);
@@ -1171,17 +1198,14 @@ def _cnn_step(ctx: Ctx) -> Bench:
     state = {"model": model, "opt": tx.init(model)}
     x, y = cv.Tensor(xn, device=ctx.device).realize(), cv.Tensor(yn, device=ctx.device).realize()
     step = make_step(tx)
-    losses: dict[str, list[float]] = {"corvid": [], "torch": []}
 
-    def corvid_call() -> Any:
+    def corvid_step() -> Any:
         state["model"], state["opt"], loss = step(state["model"], state["opt"], x, y)
         loss.realize()
         ctx.cv_sync()
-        if not losses["corvid"]:
-            losses["corvid"].append(loss.item())
         return loss
 
-    calls: dict[str, Callable[[], Any]] = {"corvid": corvid_call}
+    steps: dict[str, Callable[[], Any]] = {"corvid": corvid_step}
     if ctx.torch is not None:
         torch = ctx.torch
         torch.manual_seed(0)
@@ -1189,29 +1213,16 @@ def _cnn_step(ctx: Ctx) -> Bench:
         opt = torch.optim.Adam(tmodel.parameters(), lr=_LR)
         tx_, ty = torch.from_numpy(xn).to(ctx.tdev), torch.from_numpy(yn).to(ctx.tdev)
 
-        def torch_call() -> Any:
+        def torch_step() -> Any:
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(tmodel(tx_), ty)
             loss.backward()
             opt.step()
             ctx.t_sync()
-            if not losses["torch"]:
-                losses["torch"].append(loss.item())
             return loss
 
-        calls["torch"] = torch_call
-
-    def check(outs: dict[str, Any]) -> str | None:
-        if step.traces != 1:
-            return f"corvid's step was traced {step.traces} times, expected once"
-        for who, first in losses.items():
-            if who in outs:
-                last = float(outs[who].item())
-                if not (math.isfinite(last) and last < first[0]):
-                    return f"{who}'s loss did not fall: {first[0]:.4f} -> {last:.4f}"
-        return None
-
-    return Bench(calls, 0.0, check)
+        steps["torch"] = torch_step
+    return _step_bench(steps, lambda: step.traces)
 
 
 def _block(ctx: Ctx) -> Bench:
@@ -1275,25 +1286,22 @@ def _gpt2_train(ctx: Ctx) -> Bench:
 
     s = _Sizes(512, 64, 64, 2, 2, 2) if ctx.quick else _Sizes(50257, 1024, 768, 12, 12, 8)
     ids = _rng().integers(0, s.vocab, (s.batch, s.ctx + 1))
-    losses: dict[str, list[float]] = {"corvid": [], "torch": []}
-    calls: dict[str, Callable[[], Any]] = {}
-    state: dict[str, Any] = {}
+    steps: dict[str, Callable[[], Any]] = {}
+    trainer = None
     if ctx.with_corvid:
         cv.manual_seed(0)
         config = gpt.GPTConfig(vocab_size=s.vocab, block_size=s.ctx, n_embd=s.d, n_head=s.heads, n_layer=s.layers)
         with cv.default_device(ctx.device):
-            state["trainer"] = gpt.Trainer(gpt.GPT(config), lr=3e-4, amp=cv.bfloat16)
+            trainer = gpt.Trainer(gpt.GPT(config), lr=3e-4, amp=cv.bfloat16)
         x = cv.Tensor(ids[:, :-1], device=ctx.device).realize()
         y = cv.Tensor(ids[:, 1:], device=ctx.device).realize()
 
-        def corvid_call() -> Any:
-            loss = state["trainer"].step(x, y).realize()
+        def corvid_step() -> Any:
+            loss = trainer.step(x, y).realize()
             ctx.cv_sync()
-            if not losses["corvid"]:
-                losses["corvid"].append(loss.item())
             return loss
 
-        calls["corvid"] = corvid_call
+        steps["corvid"] = corvid_step
     if ctx.torch is not None:
         torch = ctx.torch
         torch.manual_seed(0)
@@ -1303,7 +1311,7 @@ def _gpt2_train(ctx: Ctx) -> Bench:
         ty = torch.from_numpy(ids[:, 1:]).to(ctx.tdev)
         kind = "cuda" if str(ctx.tdev).startswith("cuda") else "cpu"
 
-        def torch_call() -> Any:
+        def torch_step() -> Any:
             opt.zero_grad(set_to_none=True)
             with torch.autocast(kind, dtype=torch.bfloat16):
                 logits = tmodel(tx_)
@@ -1311,24 +1319,10 @@ def _gpt2_train(ctx: Ctx) -> Bench:
             loss.backward()
             opt.step()
             ctx.t_sync()
-            if not losses["torch"]:
-                losses["torch"].append(loss.item())
             return loss
 
-        calls["torch"] = torch_call
-
-    def check(outs: dict[str, Any]) -> str | None:
-        if "corvid" in outs and state["trainer"]._step.traces != 1:
-            return f"corvid's step was traced {state['trainer']._step.traces} times, expected once"
-        for who, first in losses.items():
-            if who in outs:
-                last = float(outs[who].item())
-                if not (math.isfinite(last) and last < first[0]):
-                    return f"{who}'s loss did not fall: {first[0]:.4f} -> {last:.4f}"
-        return None
-
-    n_params = 12 * s.layers * s.d * s.d + s.vocab * s.d  # (the matrices: what the products' FLOPs count)
-    return Bench(calls, 6.0 * n_params * s.batch * s.ctx, check)
+        steps["torch"] = torch_step
+    return _step_bench(steps, lambda: trainer._step.traces if trainer is not None else 1)
 
 
 ROWS: list[GPURow] = [

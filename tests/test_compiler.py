@@ -256,7 +256,7 @@ def test_a_value_computed_in_two_kernels_is_bit_identical():
         re, im = (cv.Tensor(rng.standard_normal((3, 40, 48)).astype(dtype)) for _ in range(2))
         mag = re * re + im * im
         rows = cv.arange(40).reshape(1, 40, 1)
-        first = cv.where(mag == mag.max(1, keepdims=True), rows, 40).min(1)
+        first = cv.where(mag == mag.max(1, keepdims=True), rows, 40).min(axis=1)
         np.testing.assert_array_equal(first.numpy(), mag.numpy().argmax(1))
 
 

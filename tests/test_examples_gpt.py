@@ -253,12 +253,17 @@ def test_get_batch_gives_next_token_targets():
 TRAIN = {"block_size": 16, "n_embd": 32, "n_head": 2, "n_layer": 2}
 
 
-@needs_data
-def test_training_on_tinyshakespeare_lowers_the_loss():
+def shakespeare_tokens() -> tuple[gpt.CharTokenizer, np.ndarray]:
+    """The tokenizer of Tiny Shakespeare and its first 200,000 characters as token ids."""
     with open(gpt.DEFAULT_DATA, encoding="utf-8") as f:
         text = f.read()
     tok = gpt.CharTokenizer(text)
-    data = np.array(tok.encode(text[:200_000]), np.int64)
+    return tok, np.array(tok.encode(text[:200_000]), np.int64)
+
+
+@needs_data
+def test_training_on_tinyshakespeare_lowers_the_loss():
+    tok, data = shakespeare_tokens()
     cv.manual_seed(0)
     trainer = gpt.Trainer(gpt.GPT(gpt.GPTConfig(vocab_size=tok.vocab_size, **TRAIN)), lr=1e-2)
     rng = np.random.default_rng(0)
@@ -272,10 +277,7 @@ def test_training_on_tinyshakespeare_lowers_the_loss():
 
 @needs_data
 def test_training_in_bfloat16_mixed_precision_lowers_the_loss_as_float32_does():
-    with open(gpt.DEFAULT_DATA, encoding="utf-8") as f:
-        text = f.read()
-    tok = gpt.CharTokenizer(text)
-    data = np.array(tok.encode(text[:200_000]), np.int64)
+    tok, data = shakespeare_tokens()
     runs = {}
     for amp in (None, cv.bfloat16):
         cv.manual_seed(0)
