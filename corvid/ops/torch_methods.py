@@ -6,13 +6,12 @@ lacked, and adapts the ones whose signature differed; :func:`_attach` (run on im
 other ops module) sets them on ``Tensor``. Each is composed of corvid ops, so it stays lazy and
 differentiable, and the ``cv.*`` functions keep their own semantics.
 
-Where corvid's own code calls a method with its numpy meaning, that meaning stays for the
-positional form (and numpy's keyword names), and PyTorch's keyword names select PyTorch's:
-``x.max(1)`` is numpy's reduction, ``x.max(dim=1)`` PyTorch's ``(values, indices)``; likewise
-``min``, ``sort(dim=)``, ``var``/``std`` (``dim=``, ``keepdim=`` or ``unbiased=`` give the
-unbiased default), ``squeeze(dim=)`` (a no-op on a size that is not 1) and ``nonzero(as_tuple=)``.
-``x.repeat`` keeps numpy's element repeat (``x.tile`` is PyTorch's ``repeat``).
-``docs/pytorch.md`` lists every difference.
+Where numpy and PyTorch give a method name two meanings, the method is PyTorch's, positional
+forms included: ``x.max(1)``, ``x.min(1)`` and ``x.sort(1)`` are ``(values, indices)``,
+``x.var()``/``x.std()`` unbiased, ``x.squeeze(d)`` a no-op on a size that is not 1,
+``x.nonzero()`` the ``(n, ndim)`` tensor and ``x.repeat(2, 3)`` a tiling. numpy's keyword names
+(``axis=``, ``keepdims=``, ``ddof=``) select numpy's meaning on these methods, which is how
+corvid's own code and the ``cv`` functions call them. ``docs/pytorch.md`` lists every difference.
 
 In-place methods (``add_``, ``fill_``, ...) rebind the tensor to a new graph, as ``+=`` does
 (:meth:`Tensor.assign`); views share no memory, so ``x[0].add_(1)`` leaves ``x`` unchanged.
