@@ -398,6 +398,117 @@ for name, ints in (("cumsum", True), ("cumprod", True), ("cummax", True), ("cumm
 case("cumsum", method("cumsum", 1, dtype="m.float64"), A(2, 3), label="dtype")
 
 
+# --- activations (corvid.nn.functional) -------------------------------------------------------------------------
+ACTIVATIONS = {
+    "celu": {"alpha": 0.5}, "elu": {"alpha": 0.7}, "gelu": {"approximate": "tanh"}, "hardsigmoid": {},
+    "hardswish": {}, "hardtanh": {"min_val": -0.5, "max_val": 2.0}, "leaky_relu": {"negative_slope": 0.2},
+    "logsigmoid": {}, "mish": {}, "relu": {}, "relu6": {}, "selu": {}, "sigmoid": {}, "silu": {},
+    "softplus": {"beta": 2.0, "threshold": 3.0}, "softsign": {}, "tanh": {},
+}
+for name, kwargs in ACTIVATIONS.items():
+    f = (lambda name: lambda m, x, **k: getattr(m.F, name)(x, **k))(name)
+    case(f"F.{name}", f, A(2, 3, lo=-7, hi=7))
+    case(f"F.{name}", f, TR(3, 2, dtype="float64", lo=-7, hi=7), label="transposed")
+    case(f"F.{name}", f, A(), label="0-d")
+    case(f"F.{name}", f, A(0, 3), label="empty")
+    if kwargs:
+        case(f"F.{name}", (lambda name, kwargs: lambda m, x: getattr(m.F, name)(x, **kwargs))(name, kwargs),
+             A(2, 3, lo=-7, hi=7), label="keywords")
+case("F.prelu", lambda m, x, w: m.F.prelu(x, w), A(2, 3, 4), A(3, lo=0, hi=1))
+case("F.prelu", lambda m, x, w: m.F.prelu(x, w), A(2, 3), A(1, lo=0, hi=1), label="one weight")
+
+for name in ("softmax", "log_softmax", "softmin"):
+    fn = (lambda name: lambda m, x, *a, **k: getattr(m.F, name)(x, *a, **k))(name)
+    case(f"F.{name}", lambda m, x, fn=fn: fn(m, x, dim=1), A(2, 3, 4))
+    case(f"F.{name}", lambda m, x, fn=fn: fn(m, x, dim=-1), TR(3, 2, dtype="float64"), label="transposed")
+    case(f"F.{name}", lambda m, x, fn=fn: fn(m, x, dim=0), A(), label="0-d")
+    case(f"F.{name}", lambda m, x, fn=fn: fn(m, x, dim=1), A(0, 3), label="empty")
+    case(f"F.{name}", lambda m, x, fn=fn: fn(m, x, dim=1, dtype=m.float64), A(2, 3), label="dtype")
+for name in ("softmax", "log_softmax"):
+    case(name, method(name, 1), A(2, 3, 4))
+    case(name, method(name, -1), TR(3, 2, dtype="float64"), label="transposed")
+    case(name, method(name, dim=0), A(), label="0-d")
+
+# --- shapes, views and copies -----------------------------------------------------------------------------------
+SHAPE = [  # (name, fn, inputs)
+    ("reshape", method("reshape", 3, -1), [A(2, 3, 2)]), ("reshape", method("reshape", (6,)), [TR(2, 3)]),
+    ("reshape", method("reshape", ()), [A(1, 1)]), ("reshape", method("reshape", 0, 5), [A(5, 0)]),
+    ("view", method("view", -1, 2), [A(2, 3, 2)]), ("view", method("view", 1), [A()]),
+    ("flatten", method("flatten"), [A(2, 3, 2)]), ("flatten", method("flatten", 1), [TR(2, 3, 2)]),
+    ("flatten", method("flatten"), [A()]), ("flatten", method("flatten", 0, 1), [A(0, 2, 3)]),
+    ("unflatten", method("unflatten", 1, (2, 3)), [A(2, 6)]), ("unflatten", method("unflatten", -1, (-1, 2)), [A(4)]),
+    ("squeeze", method("squeeze"), [A(2, 1, 3, 1)]), ("squeeze", method("squeeze", 1), [A(2, 1, 3)]),
+    ("squeeze", method("squeeze", 0), [A(2, 3)]), ("squeeze", method("squeeze"), [A()]),
+    ("unsqueeze", method("unsqueeze", 0), [A(2, 3)]), ("unsqueeze", method("unsqueeze", -1), [TR(2, 3)]),
+    ("unsqueeze", method("unsqueeze", 0), [A()]),
+    ("permute", method("permute", 2, 0, 1), [A(2, 3, 4)]), ("permute", method("permute", (1, 0)), [SL(2, 3)]),
+    ("transpose", method("transpose", 0, 2), [A(2, 3, 4)]), ("transpose", method("transpose", -1, 0), [A(0, 3)]),
+    ("swapaxes", method("swapaxes", 0, 1), [A(2, 3)]), ("swapdims", method("swapdims", 1, 2), [A(2, 3, 4)]),
+    ("moveaxis", method("moveaxis", 0, -1), [A(2, 3, 4)]), ("movedim", method("movedim", (0, 1), (2, 0)), [A(2, 3, 4)]),
+    ("t", method("t"), [A(2, 3)]), ("t", method("t"), [A(3)]), ("t", method("t"), [A()]),
+    ("T", lambda m, x: x.T, [A(2, 3)]), ("mT", lambda m, x: x.mT, [A(2, 3, 4)]), ("H", lambda m, x: x.H, [A(2, 3)]),
+    ("mH", lambda m, x: x.mH, [A(2, 3, 4)]), ("adjoint", method("adjoint"), [A(2, 3, 4)]),
+    ("H", lambda m, x: x.H, [A(2, 3, dtype="complex64")]),
+    ("mH", lambda m, x: x.mH, [A(3, 2, dtype="complex128")]),
+    ("expand", method("expand", 2, 3, 4), [A(3, 1)]), ("expand", method("expand", -1, 4), [A(3, 1)]),
+    ("expand", method("expand", 2, 3), [A()]),
+    ("expand_as", method("expand_as"), [A(3, 1), A(2, 3, 4, grad=False)]),
+    ("broadcast_to", method("broadcast_to", (2, 3, 4)), [A(3, 1)]),
+    ("broadcast_to", method("broadcast_to", (0, 3)), [A(3)]),
+    ("view_as", method("view_as"), [A(2, 3), A(3, 2, grad=False)]),
+    ("reshape_as", method("reshape_as"), [TR(2, 3), A(6, grad=False)]),
+    ("flip", method("flip", 0), [A(2, 3)]), ("flip", method("flip", (0, 1)), [TR(2, 3)]),
+    ("flip", method("flip", 0, 2), [A(2, 3, 4)]),
+    ("fliplr", method("fliplr"), [A(2, 3)]), ("flipud", method("flipud"), [A(2, 3)]),
+    ("roll", method("roll", 1), [A(2, 3)]), ("roll", method("roll", (1, -2), (0, 1)), [A(2, 3)]),
+    ("roll", method("roll", 2, 1), [TR(2, 3)]),
+    ("rot90", method("rot90"), [A(2, 3)]), ("rot90", method("rot90", -1, (1, 2)), [A(2, 3, 4)]),
+    ("rot90", method("rot90", 2), [A(2, 3)]),
+    ("narrow", method("narrow", 1, 1, 2), [A(2, 3)]), ("narrow", method("narrow", 0, 0, 0), [A(2, 3)]),
+    ("select", method("select", 1, -1), [A(2, 3)]), ("select", method("select", 0, 1), [TR(2, 3)]),
+    ("chunk", method("chunk", 2, 1), [A(2, 5)]), ("chunk", method("chunk", 3), [A(3, 2)]),
+    ("split", method("split", 2, 1), [A(2, 5)]), ("split", method("split", [1, 3], 1), [A(2, 4)]),
+    ("tensor_split", method("tensor_split", 3, 1), [A(2, 5)]),
+    ("tensor_split", method("tensor_split", [1, 4]), [A(5, 2)]),
+    ("unbind", method("unbind", 1), [A(2, 3)]), ("unbind", method("unbind"), [A(0, 2)]),
+    ("unfold", method("unfold", 1, 3, 1), [A(2, 5)]), ("unfold", method("unfold", 0, 2, 2), [A(5)]),
+    ("tile", method("tile", 2, 1), [A(2, 3)]), ("tile", method("tile", (2,)), [A(2, 3)]),
+    ("repeat", method("repeat", 2, 1, 2), [A(2, 3)]), ("repeat", method("repeat", 3), [A()]),
+    ("repeat_interleave", method("repeat_interleave", 2), [A(2, 3)]),
+    ("repeat_interleave", method("repeat_interleave", 2, dim=1), [A(2, 3)]),
+    ("repeat_interleave", method("repeat_interleave", dim=0), [A(3, 2), V(np.array([1, 0, 2]))]),
+    ("diag", method("diag"), [A(3)]), ("diag", method("diag", 1), [A(3, 3)]), ("diag", method("diag", -1), [A(2)]),
+    ("diagonal", method("diagonal"), [A(3, 4)]), ("diagonal", method("diagonal", 1, 0, 2), [A(3, 2, 4)]),
+    ("tril", method("tril"), [A(3, 4)]), ("tril", method("tril", -1), [A(2, 3, 3)]),
+    ("triu", method("triu"), [A(3, 4)]), ("triu", method("triu", 1), [TR(3, 3)]),
+    ("trace", method("trace"), [A(3, 4)]), ("trace", method("trace"), [A(3, 3, dtype="int64")]),
+    ("contiguous", method("contiguous"), [TR(2, 3)]), ("clone", method("clone"), [SL(2, 3)]),
+    ("clone", method("clone"), [A(dtype="int32")]),
+    ("detach", lambda m, x: x.detach() * 2, [A(2, 3)]),
+    ("diff", method("diff"), [A(2, 5)]), ("diff", method("diff", 2, 0), [A(4, 3)]),
+    ("diff", method("diff", dim=0), [A(3, dtype="int64")]),
+]
+for name, fn, args in SHAPE:
+    case(name, fn, *args)
+for name in ("tril_", "triu_"):
+    case(name, in_place(name, 0), A(3, 4))
+
+# --- linear algebra ---------------------------------------------------------------------------------------------
+LINALG = [
+    ("matmul", [A(2, 3), A(3, 4)]), ("matmul", [A(3), A(3)]), ("matmul", [A(2, 1, 2, 3), A(4, 3, 2)]),
+    ("matmul", [A(3), TR(3, 2)]), ("matmul", [A(2, 3, dtype="int64"), A(3, dtype="int64")]),
+    ("matmul", [A(0, 3), A(3, 2)]), ("mm", [A(2, 3, dtype="float64"), TR(3, 4, dtype="float64")]),
+    ("bmm", [A(2, 2, 3), A(2, 3, 4)]), ("mv", [A(2, 3), A(3)]), ("dot", [A(3), A(3)]),
+    ("dot", [A(3, dtype="int32"), A(3, dtype="int32")]), ("outer", [A(3), A(2)]),
+    ("kron", [A(2, 2), A(2, 3)]), ("cross", [A(2, 3), A(2, 3)]),
+]
+for name, args in LINALG:
+    case(name, method(name), *args, rtol=1e-4, atol=1e-5)
+case("addmm", method("addmm"), A(2, 4), A(2, 3), A(3, 4), rtol=1e-4, atol=1e-5)
+case("addmm", lambda m, x, a, b: x.addmm(a, b, beta=0.5, alpha=2), A(4), A(2, 3), A(3, 4), rtol=1e-4, atol=1e-5)
+case("cross", lambda m, x, y: x.cross(y, dim=0), A(3, 2), A(3, 2), label="dim")
+
+
 # --- the registry -----------------------------------------------------------------------------------------------
 # Names corvid and torch share where a comparison means nothing or corvid differs on purpose (docs/pytorch.md).
 EXCLUDED: dict[str, str] = {
@@ -407,30 +518,22 @@ EXCLUDED: dict[str, str] = {
 PENDING: set[str] = {
     "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d", "F.adaptive_avg_pool3d", "F.adaptive_max_pool1d",
     "F.adaptive_max_pool2d", "F.adaptive_max_pool3d", "F.avg_pool1d", "F.avg_pool2d", "F.avg_pool3d",
-    "F.batch_norm", "F.binary_cross_entropy", "F.binary_cross_entropy_with_logits", "F.celu", "F.conv1d",
-    "F.conv2d", "F.conv3d", "F.conv_transpose1d", "F.conv_transpose2d", "F.conv_transpose3d",
-    "F.cosine_embedding_loss", "F.cross_entropy", "F.ctc_loss", "F.dropout", "F.elu", "F.embedding", "F.gelu",
-    "F.group_norm", "F.hardsigmoid", "F.hardswish", "F.hardtanh", "F.huber_loss", "F.instance_norm",
-    "F.interpolate", "F.kl_div", "F.l1_loss", "F.layer_norm", "F.leaky_relu", "F.linear", "F.log_softmax",
-    "F.logsigmoid", "F.margin_ranking_loss", "F.max_pool1d", "F.max_pool2d", "F.max_pool3d", "F.max_unpool1d",
-    "F.max_unpool2d", "F.max_unpool3d", "F.mish", "F.mse_loss", "F.nll_loss", "F.normalize", "F.one_hot", "F.pad",
-    "F.prelu", "F.relu", "F.relu6", "F.rms_norm", "F.scaled_dot_product_attention", "F.selu", "F.sigmoid", "F.silu",
-    "F.smooth_l1_loss", "F.softmax", "F.softmin", "F.softplus", "F.softsign", "F.tanh", "F.triplet_margin_loss",
-    "H", "T", "addmm", "adjoint", "allclose", "argsort", "argwhere", "backward", "bfloat16", "bmm", "bool",
-    "broadcast_to", "byte", "cdouble", "cfloat", "char", "chunk", "clamp", "clamp_", "clamp_max", "clamp_max_",
-    "clamp_min", "clamp_min_", "clip", "clip_", "clone", "contiguous", "copy_", "cpu", "cross", "detach", "device",
-    "diag", "diagonal", "diff", "dim", "dot", "double", "dtype", "element_size", "equal", "expand", "expand_as",
-    "fill_", "flatten", "flip", "fliplr", "flipud", "float", "gather", "grad", "half", "index_add", "index_add_",
-    "index_copy", "index_copy_", "index_fill", "index_fill_", "index_select", "int", "is_complex", "is_contiguous",
-    "is_floating_point", "is_leaf", "isclose", "item", "itemsize", "kron", "log_softmax", "long", "mH", "mT",
-    "masked_fill", "masked_fill_", "masked_select", "matmul", "mm", "moveaxis", "movedim", "mv", "narrow", "nbytes",
-    "ndim", "ndimension", "nelement", "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros", "nonzero",
-    "numel", "numpy", "outer", "permute", "repeat", "repeat_interleave", "requires_grad", "requires_grad_",
-    "reshape", "reshape_as", "roll", "rot90", "scatter", "scatter_", "scatter_add", "scatter_add_",
-    "scatter_reduce", "scatter_reduce_", "select", "shape", "short", "size", "softmax", "sort", "split", "squeeze",
-    "stride", "swapaxes", "swapdims", "t", "take", "take_along_dim", "tensor_split", "tile", "to", "tolist", "topk",
-    "trace", "transpose", "tril", "tril_", "triu", "triu_", "type_as", "unbind", "unflatten", "unfold", "unique",
-    "unsqueeze", "view", "view_as", "where", "zero_",
+    "F.batch_norm", "F.binary_cross_entropy", "F.binary_cross_entropy_with_logits", "F.conv1d", "F.conv2d",
+    "F.conv3d", "F.conv_transpose1d", "F.conv_transpose2d", "F.conv_transpose3d", "F.cosine_embedding_loss",
+    "F.cross_entropy", "F.ctc_loss", "F.dropout", "F.embedding", "F.group_norm", "F.huber_loss", "F.instance_norm",
+    "F.interpolate", "F.kl_div", "F.l1_loss", "F.layer_norm", "F.linear", "F.margin_ranking_loss", "F.max_pool1d",
+    "F.max_pool2d", "F.max_pool3d", "F.max_unpool1d", "F.max_unpool2d", "F.max_unpool3d", "F.mse_loss",
+    "F.nll_loss", "F.normalize", "F.one_hot", "F.pad", "F.rms_norm", "F.scaled_dot_product_attention",
+    "F.smooth_l1_loss", "F.triplet_margin_loss", "allclose", "argsort", "argwhere", "backward", "bfloat16", "bool",
+    "byte", "cdouble", "cfloat", "char", "clamp", "clamp_", "clamp_max", "clamp_max_", "clamp_min", "clamp_min_",
+    "clip", "clip_", "copy_", "cpu", "device", "dim", "double", "dtype", "element_size", "equal", "fill_", "float",
+    "gather", "grad", "half", "index_add", "index_add_", "index_copy", "index_copy_", "index_fill", "index_fill_",
+    "index_select", "int", "is_complex", "is_contiguous", "is_floating_point", "is_leaf", "isclose", "item",
+    "itemsize", "long", "masked_fill", "masked_fill_", "masked_select", "nbytes", "ndim", "ndimension", "nelement",
+    "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros", "nonzero", "numel", "numpy", "requires_grad",
+    "requires_grad_", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
+    "shape", "short", "size", "sort", "stride", "take", "take_along_dim", "to", "tolist", "topk", "type_as",
+    "unique", "where", "zero_",
 }
 
 
