@@ -29,7 +29,8 @@ from corvid.dtype import DType
 torch = pytest.importorskip("torch")
 import torch.nn.functional as tF  # noqa: E402  (after the importorskip)
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0")  # torch's, for std/var of one item
+pytestmark = [pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0"),  # torch's, std/var of one item
+              pytest.mark.filterwarnings("ignore:Using torch.cross without specifying the dim")]  # the case checks it
 
 NAN, INF = float("nan"), float("inf")
 _DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
