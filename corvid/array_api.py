@@ -37,6 +37,7 @@ from .creation import empty_like as _empty_like, full_like as _full_like
 from .dlpack import _copy, from_dlpack, from_numpy, host_device, is_cpu
 from .dtype import DType, DTypeLike
 from .ops import special
+from .ops.elementwise import ElementwiseMixin
 from .ops.indexing import nonzero, take, take_along_axis, where
 from .ops.manipulation import (broadcast_arrays, diff, expand_dims, frac, meshgrid, moveaxis, repeat, roll, tile,
                                tril, triu, unstack)
@@ -289,11 +290,15 @@ logical_not = _unary("logical_not", "Logical not (any dtype, by truth value).")
 bitwise_invert = _unary("bitwise_not", "``~x`` for integers and bools.")
 negative = _unary("neg", "``-x`` (TypeError for bool).")
 reciprocal = _unary("reciprocal", "``1 / x``; integer inputs compute in float32.")
-sign = _unary("sign", "-1, 0 or 1 by sign; nan stays nan; ±0 gives +0.")
+def sign(x: Tensor, /) -> Tensor:
+    """-1, 0 or 1 by sign; nan stays nan; ±0 gives +0 (the Tensor method is PyTorch's: nan gives 0)."""
+    return ElementwiseMixin.sign(_t(x))
 sin = _unary("sin", "Sine.")
 sinh = _unary("sinh", "Hyperbolic sine.")
 sqrt = _unary("sqrt", "Square root (nan for negative input, -0 for -0).")
-square = _unary("square", "``x * x``.")
+def square(x: Tensor, /) -> Tensor:
+    """``x * x`` (bool stays bool, as numpy's; the Tensor method is PyTorch's: int64)."""
+    return ElementwiseMixin.square(_t(x))
 tan = _unary("tan", "Tangent.")
 tanh = _unary("tanh", "Hyperbolic tangent.")
 trunc = _unary("trunc", "Round toward zero (integers unchanged).")

@@ -810,15 +810,9 @@ def shared_names() -> set[str]:
 # --- the tests --------------------------------------------------------------------------------------------------
 # (name, label): the corvid bug that case shows
 XFAIL = {
-    ("sign", "nan/inf"): "Tensor.sign(nan) is nan; torch.sign(nan) is 0 (undocumented difference)",
-    ("sgn", "nan/inf"): "Tensor.sgn(nan) is nan; torch.sgn(nan) is 0 (undocumented difference)",
-    ("square", "bool"): "Tensor.square() of a bool tensor stays bool; torch promotes it to int64",
-    ("F.margin_ranking_loss", "float64 target"): "F.margin_ranking_loss of float32 inputs and a float64 target "
-                                                  "gives float32; torch promotes the result to float64",
     ("F.adaptive_max_pool1d", "indices"): "F.adaptive_max_pool1d has no return_indices keyword (TypeError)",
     ("F.adaptive_max_pool2d", "indices"): "F.adaptive_max_pool2d has no return_indices keyword (TypeError)",
     ("F.adaptive_max_pool3d", "indices"): "F.adaptive_max_pool3d has no return_indices keyword (TypeError)",
-    ("angle", "nan/inf"): "Tensor.angle(-0.0) is pi (numpy's atan2); torch.angle(-0.0) is 0",
 }
 
 

@@ -29,7 +29,7 @@ from ..amp import float32_op
 from ..creation import arange
 from ..engine import capture
 from ..ops.elementwise import where
-from ..tensor import Tensor
+from ..tensor import Tensor, result_type
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss", "cross_entropy",
            "ctc_loss", "huber_loss", "kl_div", "l1_loss", "margin_ranking_loss", "mse_loss", "nll_loss",
@@ -382,7 +382,9 @@ def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0
     1.0
     """
     x1, x2 = _pair(input1, input2)
-    y = _tensor(target, x1).astype(x1.dtype)
+    y = _tensor(target, x1)
+    common = result_type(x1, y) if y.dtype.is_float else x1.dtype  # (a float64 target promotes, as torch's)
+    x1, x2, y = x1.astype(common), x2.astype(common), y.astype(common)
     return _reduce((-y * (x1 - x2) + margin).clip(min=0), reduction)
 
 

@@ -777,6 +777,27 @@ def clamp_max(self: Tensor, max: Any) -> Tensor:  # noqa: A002
     return self.clip(None, max)
 
 
+def torch_sign(self: Tensor) -> Tensor:
+    """-1, 0 or 1 by sign, as PyTorch's ``sign``/``sgn``: a nan gives 0 (``cv.sign`` keeps nan, as
+    numpy and the Array API do); complex input gives ``x / |x|`` (0 at 0)."""
+    out = ElementwiseMixin.sign(self)
+    return where(self.isnan(), 0, out) if self.dtype.is_float else out
+
+
+def torch_square(self: Tensor) -> Tensor:
+    """``x * x``; a bool tensor gives int64, as PyTorch's (``cv.square`` keeps numpy's bool)."""
+    return ElementwiseMixin.square(self.astype(dt.int64) if self.dtype.is_bool else self)
+
+
+def torch_angle(self: Tensor) -> Tensor:
+    """The argument in (-pi, pi], as PyTorch's ``angle``: a real number gives pi below zero, nan for
+    nan and 0 otherwise, -0.0 included (numpy's ``atan2`` gives pi there); integers give float32."""
+    if self.dtype.is_complex:
+        return ElementwiseMixin.angle(self)
+    x = self.astype(dt.float32) if not self.dtype.is_float else self
+    return where(x < 0, math.pi, where(x.isnan(), x, 0)).astype(x.dtype)
+
+
 # --- reductions ---------------------------------------------------------------------------------------
 def amax(self: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     """Maximum over ``dim`` (an int or a tuple; ``()`` or None: all). At ties the gradient is shared
@@ -1065,7 +1086,7 @@ _METHODS: dict[str, Any] = {
     "true_divide": ElementwiseMixin.div, "fmod": fmod, "lerp": lerp, "isclose": isclose, "allclose": allclose,
     "equal": equal, "masked_fill": masked_fill, "xlogy": xlogy, "fmax": fmax, "fmin": fmin, "isposinf": isposinf,
     "isneginf": isneginf, "positive": positive, "negative": ElementwiseMixin.neg, "absolute": ElementwiseMixin.abs,
-    "sgn": ElementwiseMixin.sign, "deg2rad": deg2rad, "rad2deg": rad2deg, "addcmul": addcmul, "addcdiv": addcdiv,
+    "sgn": torch_sign, "sign": torch_sign, "square": torch_square, "angle": torch_angle, "deg2rad": deg2rad, "rad2deg": rad2deg, "addcmul": addcmul, "addcdiv": addcdiv,
     "clamp_min": clamp_min, "clamp_max": clamp_max, "lt": ElementwiseMixin.__lt__, "le": ElementwiseMixin.__le__,
     "gt": ElementwiseMixin.__gt__, "ge": ElementwiseMixin.__ge__, "logaddexp": special.logaddexp,
     "copysign": special.copysign, "hypot": special.hypot, "signbit": special.signbit, "amax": amax, "amin": amin,
