@@ -263,7 +263,13 @@ class ReduceMixin:
         if n == 0:
             if op in ("max", "min"):
                 raise ShapeError(f"{op} of an empty axis has no identity (shape {self.shape}, axis {axis})")
-            return x._const(dt.reduce_identity(x.dtype, op), x.dtype, out_shape)
+            if not x.node.traced:
+                return x._const(dt.reduce_identity(x.dtype, op), x.dtype, out_shape)
+            # (being differentiated: the identity as x padded to one element along its empty axes, so
+            # that the result stays in x's graph and x gets its (empty) gradient, as in PyTorch)
+            filled = x.pad([(0, 1 if i in axes and s == 0 else 0) for i, s in enumerate(shape)],
+                           dt.reduce_identity(x.dtype, op))
+            return filled._reduce(op, axes, keepdims).reshape(out_shape)
         if 1 in shape:
             axes = tuple(a for a in axes if shape[a] != 1)
         if not axes:  # (a 0-d tensor, or only axes of size 1)
