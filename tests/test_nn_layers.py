@@ -347,6 +347,9 @@ def test_pooling_layers_match_numpy():
     np.testing.assert_allclose(nn.AdaptiveAvgPool2d((4, 1))(t).numpy(), adaptive_avg_ref(x, (4, 1)), rtol=1e-12)
     np.testing.assert_allclose(nn.AdaptiveAvgPool1d(4)(t1).numpy(), adaptive_avg_ref(x1, (4,)), rtol=1e-12)
     assert nn.AdaptiveMaxPool2d(1)(t).numpy().ravel().tolist() == x.max((2, 3)).ravel().tolist()
+    values, where_ = nn.AdaptiveMaxPool2d((4, 3), return_indices=True)(t)  # (the flat index in each plane)
+    np.testing.assert_array_equal(np.take_along_axis(x.reshape(2, 3, 36), where_.numpy().reshape(2, 3, 12), 2),
+                                  values.numpy().reshape(2, 3, 12))
     assert nn.MaxPool2d(2)(t[0]).shape == (3, 3, 3)  # unbatched
     with pytest.raises(ValueError, match=r"MaxPool2d\(kernel_size=2.*expected an input of shape \(N, C, H, W\)"):
         nn.MaxPool2d(2)(t1[0])

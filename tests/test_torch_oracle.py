@@ -809,11 +809,7 @@ def shared_names() -> set[str]:
 
 # --- the tests --------------------------------------------------------------------------------------------------
 # (name, label): the corvid bug that case shows
-XFAIL = {
-    ("F.adaptive_max_pool1d", "indices"): "F.adaptive_max_pool1d has no return_indices keyword (TypeError)",
-    ("F.adaptive_max_pool2d", "indices"): "F.adaptive_max_pool2d has no return_indices keyword (TypeError)",
-    ("F.adaptive_max_pool3d", "indices"): "F.adaptive_max_pool3d has no return_indices keyword (TypeError)",
-}
+XFAIL: dict[tuple[str, str], str] = {}  # (name, case label) -> the corvid bug a case shows: a strict xfail (none open)
 
 
 def _id(c):

@@ -387,9 +387,12 @@ class _AdaptiveMaxPool(_AdaptivePool):
     _reduce = staticmethod(pools.adaptive_max_pool)
 
     def __init__(self, output_size: int | Sequence[int | None], return_indices: bool = False):
-        if return_indices:
-            raise ValueError(f"{type(self).__name__}: return_indices=True is not implemented")
         super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, x: Tensor) -> Any:
+        size = self.output_size if not isinstance(self.output_size, int) else (self.output_size,) * self._nd
+        return pools.adaptive_max_pool(self._check(x), tuple(size), self.return_indices)
 
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPool):

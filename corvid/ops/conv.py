@@ -690,9 +690,12 @@ def adaptive_avg_pool(x: Tensor, output_size: IntOrTuple) -> Tensor:
     return x
 
 
-def adaptive_max_pool(x: Tensor, output_size: IntOrTuple) -> Tensor:
+def adaptive_max_pool(x: Tensor, output_size: IntOrTuple, return_indices: bool = False) -> Any:
     """Max pooling to a fixed ``output_size`` (bins as :func:`adaptive_avg_pool`), one axis at a time
-    (the max of a box is the max of its rows' maxima); values only, no indices.
+    (the max of a box is the max of its rows' maxima). ``return_indices=True`` also gives, as
+    PyTorch's, each maximum's flat index within its input plane (int64; the first maximum in
+    row-major order, or the last nan, as PyTorch's kernels pick): found the same way, the last
+    axis first, each pass carrying the index of the row whose maximum it keeps.
 
     >>> adaptive_max_pool(cv.arange(5.0).reshape(1, 1, 5), 2).tolist()
     [[[2.0, 4.0]]]
@@ -704,16 +707,29 @@ def adaptive_max_pool(x: Tensor, output_size: IntOrTuple) -> Tensor:
     sizes = _adaptive_sizes(x, output_size, "adaptive_max_pool")
     nd = len(sizes)
     low = x._const(dt.reduce_identity(x.dtype, "max"), x.dtype, ())
-    for j, o in enumerate(sizes):
-        axis = x.ndim - nd + j
+    index, span = None, 1  # (the flat index within the axes passed so far, and their element count)
+    for j in reversed(range(nd)) if return_indices else range(nd):
+        o, axis = sizes[j], x.ndim - nd + j
         i = x.shape[axis]
-        if i == o:
+        if i == o and not return_indices:
             continue
         start, end = _adaptive_bins(i, o)
         cols = np.arange(i)[None, :]
         inside = Tensor((cols >= start[:, None]) & (cols < end[:, None]), device=x.device)   # (o, i)
-        x = where(inside, x.moveaxis(axis, -1).unsqueeze(-2), low).max(axis=-1).moveaxis(-1, axis)
-    return x
+        win = where(inside, x.moveaxis(axis, -1).unsqueeze(-2), low)  # (..., o, i)
+        top = win.max(axis=-1, keepdims=True)
+        if return_indices:  # (..., o): the position along this axis; PyTorch's: the first maximum, the last nan
+            col = Tensor(np.arange(i), device=x.device)
+            first_max = where(inside & (win == top), col, i).min(axis=-1)
+            last_nan = where(inside & win.isnan(), col, -1).max(axis=-1)
+            pos = where(top.squeeze(-1).isnan(), last_nan, first_max)
+            if index is not None:
+                rows = index.moveaxis(axis, -1).unsqueeze(-2).expand(win.shape)
+                within = rows.take_along_axis(pos.unsqueeze(-1), axis=-1).squeeze(-1)
+                pos = pos * span + within
+            index, span = pos.moveaxis(-1, axis), span * i
+        x = top.squeeze(-1).moveaxis(-1, axis)
+    return (x, index.astype(dt.int64)) if return_indices else x
 
 
 def _fixed(fn: Any, nd: int, name: str) -> Any:
