@@ -30,6 +30,26 @@ from .runtime.device import Buffer, canonical_device
 Scalar = bool | int | float | complex
 
 
+class Size(int):
+    """An element count that is also PyTorch's ``size()`` method: ``int(x.size)`` is the count,
+    ``x.size()`` the shape (a tuple) and ``x.size(d)`` dimension ``d`` (negative counts from the end)."""
+
+    def __new__(cls, count: int, shape: tuple[int, ...]) -> Size:
+        out = super().__new__(cls, count)
+        out.shape = shape
+        return out
+
+    def __call__(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self.shape
+        from .errors import AxisError
+        from .ops.movement import normalize_axis
+
+        if not self.shape:
+            raise AxisError(f"size: dimension {dim} of a 0-d tensor (it has none)")
+        return self.shape[normalize_axis(dim, len(self.shape), "size: dim")]
+
+
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     """An n-dimensional array computed lazily on a device.
 
@@ -111,8 +131,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return len(self.node.shape)
 
     @property
-    def size(self) -> int:
-        return self.node.numel
+    def size(self) -> Size:
+        """The element count, an int (the Array API's ``x.size``), that PyTorch code may also call:
+        ``x.size()`` is the shape and ``x.size(d)`` one dimension."""
+        return Size(self.node.numel, self.node.shape)
 
     def numel(self) -> int:
         return self.node.numel
