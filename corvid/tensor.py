@@ -177,7 +177,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
 
     def item(self) -> Scalar:
         """The value of a one-element tensor as a Python scalar."""
-        if self.size != 1:
+        if self.node.numel != 1:
             raise ShapeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
@@ -185,7 +185,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return self.numpy().tolist()
 
     def __bool__(self) -> bool:
-        if self.size != 1:
+        if self.node.numel != 1:
             raise ShapeError(f"the truth value of a tensor with shape {self.shape} is ambiguous; use .any() or .all()")
         return bool(self.item())
 

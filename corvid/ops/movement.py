@@ -67,16 +67,17 @@ class MovementMixin:
     def reshape(self: Tensor, *shape: Any) -> Tensor:
         """View with a new shape of the same size; one entry may be -1. ValueError if sizes differ."""
         new = list(_shape_arg(shape))
+        size = self.node.numel  # (not self.size: that builds a callable Size each time)
         if new.count(-1) > 1:
             raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(new)}")
         if -1 in new:
             rest = math.prod(s for s in new if s != -1)
-            if rest == 0 or self.size % rest:
+            if rest == 0 or size % rest:
                 raise ShapeError(f"cannot reshape tensor of shape {self.shape} into {tuple(new)}")
-            new[new.index(-1)] = self.size // rest
+            new[new.index(-1)] = size // rest
         new_t = tuple(new)
-        if any(s < 0 for s in new_t) or math.prod(new_t) != self.size:
-            raise ShapeError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into {new_t}")
+        if any(s < 0 for s in new_t) or math.prod(new_t) != size:
+            raise ShapeError(f"cannot reshape tensor of shape {self.shape} (size {size}) into {new_t}")
         return self if new_t == self.shape else self._move(Op.RESHAPE, new_t, new_t)
 
     def permute(self: Tensor, *dims: Any) -> Tensor:
