@@ -29,6 +29,8 @@ from corvid.dtype import DType
 torch = pytest.importorskip("torch")
 import torch.nn.functional as tF  # noqa: E402  (after the importorskip)
 
+from tests.test_torch_methods import _flat, _np  # noqa: E402  (results flattened; either library's as numpy)
+
 pytestmark = [pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0"),  # torch's, std/var of one item
               pytest.mark.filterwarnings("ignore:Using torch.cross without specifying the dim")]  # the case checks it
 
@@ -120,21 +122,6 @@ def _leaves(case):
         cs.append(arg.view(c) if arg.view else c)
         ts.append(arg.view(t) if arg.view else t)
     return cs, ts, cleaf, tleaf
-
-
-def _flat(out):
-    """Results as a flat list: tuples, lists (``tolist``, ``stride``) and torch's named tuples open up."""
-    if isinstance(out, (tuple, list)):
-        return [y for x in out for y in _flat(x)]
-    return [out]
-
-
-def _np(x):
-    if isinstance(x, torch.Tensor):
-        x = x.detach().resolve_conj().resolve_neg()
-        return (x.float() if x.dtype == torch.bfloat16 else x).numpy(force=True)
-    a = x.numpy()
-    return a.astype(np.float32) if x.dtype == cv.bfloat16 else a
 
 
 def _scalar(v):
