@@ -215,3 +215,18 @@ def test_bfloat16_values_roundtrip():
     x = np.array([1.5, -2.0, 0.25, np.nan], ml_dtypes.bfloat16)
     np.testing.assert_array_equal(cv.sort(cv.Tensor(x)).numpy().astype(np.float32),
                                   np.sort(x.astype(np.float32)))
+
+
+def test_the_gradient_reaches_infinite_elements():
+    """The gradient of a sort or topk is the cotangent permuted back, at ±inf too (the sort's
+    own one-hot selection gave 0 * inf = nan there): the values are read at the indices when
+    they are differentiated."""
+    x = cv.Tensor([3.0, np.inf, 1.0, -np.inf, np.nan])
+    w = cv.Tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    g = cv.grad(lambda t: (cv.sort(t) * w).sum())(x).numpy()
+    np.testing.assert_array_equal(g, [3.0, 4.0, 2.0, 1.0, 5.0])  # (ascending: -inf, 1, 3, inf, nan)
+    g = cv.grad(lambda t: (cv.sort(t, descending=True) * w).sum())(x).numpy()
+    np.testing.assert_array_equal(g, [3.0, 2.0, 4.0, 5.0, 1.0])  # (descending: nan, inf, 3, 1, -inf)
+    g = cv.grad(lambda t: cv.topk(t, 2).values.sum())(x).numpy()
+    np.testing.assert_array_equal(g, [0.0, 1.0, 0.0, 0.0, 1.0])  # (nan counts as the largest)
+    assert cv.sort(x).tolist()[:4] == [-np.inf, 1.0, 3.0, np.inf]

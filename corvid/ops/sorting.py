@@ -190,7 +190,15 @@ def _sort(x: Any, axis: int | None, descending: bool, k: int | None = None,
         if k < n:
             keep = [(0, s) for s in y.shape[:-1]] + [(0, k)]
             values, indices = values.shrink(keep), indices.shrink(keep)
-    return ValuesIndices(moveaxis(values, -1, a), moveaxis(indices, -1, a))
+    indices = moveaxis(indices, -1, a)
+    if x.node.traced and x.dtype.is_float and n > 1 and k:
+        # (being differentiated: the values read at the indices, one gather whose gradient is the
+        # exact scatter back; the sort's own selection multiplies by one-hot masks, and 0 * inf
+        # made the gradient nan at infinite elements)
+        from .indexing import gather_prim
+
+        return ValuesIndices(gather_prim(x, indices, a), indices)
+    return ValuesIndices(moveaxis(values, -1, a), indices)
 
 
 def sort(x: Tensor, axis: int | None = -1, descending: bool = False, stable: bool = True) -> Tensor:
