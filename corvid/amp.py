@@ -116,6 +116,19 @@ def float32_op(fn: Callable) -> Callable:
 # --- loss scaling ----------------------------------------------------------------------------------
 
 
+def _check_scaling(what: str, init_scale: float, growth_factor: float, backoff_factor: float,
+                   growth_interval: int) -> None:
+    """ValueError naming ``what`` for a non-positive scale or factors on the wrong side of 1."""
+    if not (init_scale > 0 and math.isfinite(init_scale)):
+        raise ValueError(f"{what}: init_scale must be positive and finite, got {init_scale}")
+    if not growth_factor > 1.0:
+        raise ValueError(f"{what}: growth_factor must be > 1, got {growth_factor}")
+    if not 0.0 < backoff_factor < 1.0:
+        raise ValueError(f"{what}: backoff_factor must be in (0, 1), got {backoff_factor}")
+    if int(growth_interval) < 1:
+        raise ValueError(f"{what}: growth_interval must be >= 1, got {growth_interval}")
+
+
 class GradScaler:
     """Dynamic loss scaling for float16 training, as ``torch.amp.GradScaler``::
 
@@ -134,14 +147,7 @@ class GradScaler:
 
     def __init__(self, device: Any = None, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
-        if not (init_scale > 0 and math.isfinite(init_scale)):
-            raise ValueError(f"GradScaler: init_scale must be positive and finite, got {init_scale}")
-        if not growth_factor > 1.0:
-            raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
-        if not 0.0 < backoff_factor < 1.0:
-            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
-        if int(growth_interval) < 1:
-            raise ValueError(f"GradScaler: growth_interval must be >= 1, got {growth_interval}")
+        _check_scaling("GradScaler", init_scale, growth_factor, backoff_factor, growth_interval)
         self._scale, self._growth_tracker = float(init_scale), 0
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._enabled = int(growth_interval), bool(enabled)
@@ -260,8 +266,7 @@ class DynamicLossScale:
 
     def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000):
-        GradScaler(init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
-                   growth_interval=growth_interval)  # (the same checks of the arguments)
+        _check_scaling("DynamicLossScale", init_scale, growth_factor, backoff_factor, growth_interval)
         self.init_scale, self.growth_factor, self.backoff_factor = float(init_scale), float(growth_factor), float(backoff_factor)
         self.growth_interval = int(growth_interval)
 
