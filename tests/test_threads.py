@@ -154,6 +154,38 @@ def test_a_shared_no_grad_object_restores_each_threads_own_mode():
     assert failures == []
 
 
+def test_a_root_computed_by_another_thread_while_planning_does_not_poison_the_plan_cache(monkeypatch):
+    """The CI failure of stop 34, replayed without threads: a thread looked up the plan of a
+    graph whose root another thread computed just after the key was made. Its plan then had no
+    kernel for the root (nothing left to compute) and was cached under the key of a graph whose
+    root is not computed, so every later graph of that shape came back without a value
+    (``AttributeError: 'NoneType' object has no attribute 'numpy'``, every round after)."""
+    import corvid as cv
+    from corvid.engine import schedule
+
+    class OtherThreadComputesFirst(dict):  # the lookup is where the other thread gets in
+        armed = True
+
+        def get(self, key, default=None):
+            found = super().get(key, default)  # (nothing yet: this thread goes on to plan)
+            if self.armed:
+                type(self).armed = False
+                other[0].realize()  # the same (hash-consed) root, computed "by the other thread"
+            return found
+
+    monkeypatch.setattr(schedule, "_plans", OtherThreadComputesFirst())
+    base = np.arange(30, dtype=np.float32).reshape(5, 6) / 10
+    other = [None]
+    x = cv.Tensor(base)
+    other[0] = (x * 0.5).exp().sum(axis=1)
+    mine = (x * 0.5).exp().sum(axis=1)
+    np.testing.assert_allclose(mine.numpy(), np.exp(base * 0.5).sum(axis=1), rtol=1e-6)
+    for r in range(3):  # later graphs of the same shape, on new data
+        b = np.random.default_rng(r).standard_normal((5, 6)).astype(np.float32)
+        got = (cv.Tensor(b) * 0.5).exp().sum(axis=1).numpy()
+        np.testing.assert_allclose(got, np.exp(b * 0.5).sum(axis=1), rtol=1e-6)
+
+
 # --- the children ---------------------------------------------------------------------------------------
 
 

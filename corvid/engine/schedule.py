@@ -179,13 +179,12 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
     if not todo:
         return None
     every = toposort(todo, stop=_stored_already)
-    key, pos = _graph_key(every)
+    key, pos, computed = _graph_key(every)
     if key is None:  # a sharded input (a MultiBuffer) needs a partitioned schedule
         return todo, devices, every, _SHARDED
     key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
     if plan is None:
-        computed = sum(1 for n in every if n.buffer is not None)
         placed = _place(todo, devices, every)
         if any(type(d) is tuple for d in placed.values()):
             plan = _SHARDED
@@ -199,7 +198,10 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
                     plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts], dev))
         # the key saw fewer computed nodes than the planning did when another thread realized part
         # of this graph meanwhile: the plan is right for this run (nodes only ever gain buffers)
-        # but not for the key (it would load a node that other graphs of this key compute)
+        # but not for the key (it would skip a node that other graphs of this key must compute).
+        # ``computed`` is counted by the same reads of the buffers that made the key: a count
+        # taken after the key missed a root another thread computed in between, and cached a
+        # plan without the root's kernel for every later graph of this shape
         if computed == sum(1 for n in every if n.buffer is not None):
             _plans[key] = plan
     return todo, devices, every, plan
@@ -507,21 +509,24 @@ def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
     return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
 
 
-def _graph_key(every: list[Node]) -> tuple[tuple | None, dict[int, int]]:
+def _graph_key(every: list[Node]) -> tuple[tuple | None, dict[int, int], int]:
     """The structural key of a whole graph (``every`` in dependency order): each computed node's
     op, argument, dtype, shape and sources (by position), each stored node's dtype and shape. Also
-    the position of each node. The key is None when a stored value is sharded (not a Buffer).
+    the position of each node, and how many nodes the key saw stored. The key is None when a
+    stored value is sharded (not a Buffer).
 
     This runs on every realize, so it is one loop with no helper calls in the common case."""
     pos: dict[int, int] = {}
     key: list[Any] = []
     sharded = False
+    stored = 0
     for i, n in enumerate(every):
         pos[id(n)] = i
         b = n.buffer
         if b is not None:
             if type(b) is not Buffer:
                 sharded = True
+            stored += 1
             key.append((n.dtype, n.shape))
             continue
         op = n.op
@@ -536,7 +541,7 @@ def _graph_key(every: list[Node]) -> tuple[tuple | None, dict[int, int]]:
         src = n.src
         key.append((op, arg, n.dtype, n.shape,
                     (pos[id(src[0])],) if len(src) == 1 else tuple([pos[id(x)] for x in src])))
-    return (None if sharded else tuple(key)), pos
+    return (None if sharded else tuple(key)), pos, stored
 
 
 class _Compiled:
