@@ -325,84 +325,139 @@ class _Inplace(Module):
 
 
 class ReLU(_Inplace):
-    """Module form of :func:`relu`."""
+    """Module form of :func:`relu`: ``max(x, 0)`` elementwise.
+
+    >>> cv.nn.ReLU()(cv.Tensor([-1.0, 0.0, 2.0])).tolist()
+    [0.0, 0.0, 2.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return relu(x)
 
 
 class ReLU6(_Inplace):
-    """Module form of :func:`relu6`."""
+    """Module form of :func:`relu6`: ``x`` clipped to ``[0, 6]``.
+
+    >>> cv.nn.ReLU6()(cv.Tensor([-1.0, 3.0, 8.0])).tolist()
+    [0.0, 3.0, 6.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return relu6(x)
 
 
 class SELU(_Inplace):
-    """Module form of :func:`selu`."""
+    """Module form of :func:`selu`: the self-normalizing ``scale * elu(x, alpha)``.
+
+    >>> [round(v, 4) for v in cv.nn.SELU()(cv.Tensor([-1.0, 1.0])).tolist()]
+    [-1.1113, 1.0507]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return selu(x)
 
 
 class SiLU(_Inplace):
-    """Module form of :func:`silu`."""
+    """Module form of :func:`silu`: ``x * sigmoid(x)`` (swish).
+
+    >>> [round(v, 4) for v in cv.nn.SiLU()(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.2689, 0.0, 0.7311]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return silu(x)
 
 
 class Mish(_Inplace):
-    """Module form of :func:`mish`."""
+    """Module form of :func:`mish`: ``x * tanh(softplus(x))``.
+
+    >>> [round(v, 4) for v in cv.nn.Mish()(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.3034, 0.0, 0.8651]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return mish(x)
 
 
 class Hardswish(_Inplace):
-    """Module form of :func:`hardswish`."""
+    """Module form of :func:`hardswish`: ``x * relu6(x + 3) / 6``, 0 below -3 and ``x`` above 3.
+
+    >>> cv.nn.Hardswish()(cv.Tensor([-3.0, 0.0, 3.0, 4.0])).tolist()
+    [-0.0, 0.0, 3.0, 4.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return hardswish(x)
 
 
 class Hardsigmoid(_Inplace):
-    """Module form of :func:`hardsigmoid`."""
+    """Module form of :func:`hardsigmoid`: ``relu6(x + 3) / 6``, a piecewise-linear sigmoid.
+
+    >>> cv.nn.Hardsigmoid()(cv.Tensor([-3.0, 0.0, 1.5, 3.0])).tolist()
+    [0.0, 0.5, 0.75, 1.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return hardsigmoid(x)
 
 
 class Sigmoid(Module):
-    """Module form of :func:`sigmoid`."""
+    """Module form of :func:`sigmoid`: ``1 / (1 + exp(-x))``, which saturates without overflow.
+
+    >>> [round(v, 4) for v in cv.nn.Sigmoid()(cv.Tensor([-2.0, 0.0, 2.0])).tolist()]
+    [0.1192, 0.5, 0.8808]
+    >>> cv.nn.Sigmoid()(cv.Tensor([-1000.0, 1000.0])).tolist()
+    [0.0, 1.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return sigmoid(x)
 
 
 class Tanh(Module):
-    """Module form of :func:`tanh`."""
+    """Module form of :func:`tanh`: the hyperbolic tangent.
+
+    >>> [round(v, 4) for v in cv.nn.Tanh()(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.7616, 0.0, 0.7616]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return tanh(x)
 
 
 class Softsign(Module):
-    """Module form of :func:`softsign`."""
+    """Module form of :func:`softsign`: ``x / (1 + |x|)``.
+
+    >>> cv.nn.Softsign()(cv.Tensor([-3.0, 0.0, 1.0])).tolist()
+    [-0.75, 0.0, 0.5]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return softsign(x)
 
 
 class LogSigmoid(Module):
-    """Module form of :func:`logsigmoid`."""
+    """Module form of :func:`logsigmoid`: ``log(sigmoid(x))``, finite for large negative ``x``.
+
+    >>> [round(v, 4) for v in cv.nn.LogSigmoid()(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-1.3133, -0.6931, -0.3133]
+    >>> cv.nn.LogSigmoid()(cv.Tensor([-1000.0])).tolist()
+    [-1000.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return logsigmoid(x)
 
 
 class LeakyReLU(Module):
-    """Module form of :func:`leaky_relu`."""
+    """Module form of :func:`leaky_relu`: ``x`` where positive, ``negative_slope * x`` (default 0.01)
+    elsewhere.
+
+    >>> cv.nn.LeakyReLU(negative_slope=0.5)(cv.Tensor([-2.0, 3.0])).tolist()
+    [-1.0, 3.0]
+    >>> cv.nn.LeakyReLU()
+    LeakyReLU(negative_slope=0.01)
+    """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
@@ -416,7 +471,13 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
-    """Module form of :func:`elu`."""
+    """Module form of :func:`elu`: ``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere.
+
+    >>> [round(v, 4) for v in cv.nn.ELU()(cv.Tensor([-1.0, 2.0])).tolist()]
+    [-0.6321, 2.0]
+    >>> [round(v, 4) for v in cv.nn.ELU(alpha=0.5)(cv.Tensor([-1.0, 2.0])).tolist()]
+    [-0.3161, 2.0]
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
@@ -430,14 +491,26 @@ class ELU(Module):
 
 
 class CELU(ELU):
-    """Module form of :func:`celu`."""
+    """Module form of :func:`celu`: ``x`` where positive, ``alpha * (exp(x / alpha) - 1)`` elsewhere
+    (``alpha`` scales the input of ``exp`` too, unlike :class:`ELU`).
+
+    >>> [round(v, 4) for v in cv.nn.CELU(alpha=2.0)(cv.Tensor([-1.0, 2.0])).tolist()]
+    [-0.7869, 2.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return celu(x, self.alpha)
 
 
 class GELU(Module):
-    """Module form of :func:`gelu` (``approximate="none"`` or ``"tanh"``)."""
+    """Module form of :func:`gelu` (``approximate="none"`` or ``"tanh"``); ValueError for another
+    ``approximate``.
+
+    >>> [round(v, 4) for v in cv.nn.GELU()(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.1587, 0.0, 0.8413]
+    >>> [round(v, 4) for v in cv.nn.GELU(approximate="tanh")(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.1588, 0.0, 0.8412]
+    """
 
     def __init__(self, approximate: str = "none"):
         super().__init__()
@@ -453,7 +526,14 @@ class GELU(Module):
 
 
 class Softplus(Module):
-    """Module form of :func:`softplus`."""
+    """Module form of :func:`softplus`: ``log(1 + exp(beta * x)) / beta``, and ``x`` itself where
+    ``beta * x > threshold``.
+
+    >>> [round(v, 4) for v in cv.nn.Softplus()(cv.Tensor([-1.0, 0.0, 1.0])).tolist()]
+    [0.3133, 0.6931, 1.3133]
+    >>> [round(v, 4) for v in cv.nn.Softplus(beta=2.0)(cv.Tensor([0.0, 30.0])).tolist()]
+    [0.3466, 30.0]
+    """
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
@@ -467,7 +547,14 @@ class Softplus(Module):
 
 
 class Hardtanh(Module):
-    """Module form of :func:`hardtanh`."""
+    """Module form of :func:`hardtanh`: ``x`` clipped to ``[min_val, max_val]`` (default ``[-1, 1]``);
+    ValueError if ``min_val > max_val``.
+
+    >>> cv.nn.Hardtanh()(cv.Tensor([-2.0, 0.5, 2.0])).tolist()
+    [-1.0, 0.5, 1.0]
+    >>> cv.nn.Hardtanh(-2.0, 2.0)(cv.Tensor([-3.0, 0.5, 3.0])).tolist()
+    [-2.0, 0.5, 2.0]
+    """
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         super().__init__()
@@ -512,21 +599,36 @@ class _Normalizer(Module):
 
 
 class Softmax(_Normalizer):
-    """Module form of :func:`softmax` along ``dim``."""
+    """Module form of :func:`softmax` along ``dim``. Unlike PyTorch, ``dim`` has no implicit default:
+    calling a ``Softmax()`` built without it raises ValueError.
+
+    >>> p = cv.nn.Softmax(dim=1)(cv.Tensor([[1.0, 1.0], [0.0, 2.0]]))
+    >>> [[round(v, 4) for v in row] for row in p.tolist()]
+    [[0.5, 0.5], [0.1192, 0.8808]]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return softmax(x, self.dim)
 
 
 class LogSoftmax(_Normalizer):
-    """Module form of :func:`log_softmax` along ``dim``."""
+    """Module form of :func:`log_softmax` along ``dim`` (required, as for :class:`Softmax`).
+
+    >>> [round(v, 4) for v in cv.nn.LogSoftmax(dim=0)(cv.Tensor([0.0, 1.0])).tolist()]
+    [-1.3133, -0.3133]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return log_softmax(x, self.dim)
 
 
 class Softmin(_Normalizer):
-    """Module form of :func:`softmin` along ``dim``."""
+    """Module form of :func:`softmin`: ``softmax(-x)`` along ``dim`` (required), so the smallest input
+    gets the largest weight.
+
+    >>> [round(v, 4) for v in cv.nn.Softmin(dim=0)(cv.Tensor([0.0, 1.0])).tolist()]
+    [0.7311, 0.2689]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return softmin(x, self.dim)
