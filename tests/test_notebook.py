@@ -265,7 +265,7 @@ def test_missing_nbformat_says_what_to_install(tmp_path, monkeypatch):
 def test_mnist_notebook_runs_offline_and_reaches_97_percent(tmp_path):
     for name in ("mnist.md", "mnist.py"):
         shutil.copy(ROOT / "examples" / name, tmp_path / name)
-    done = _cli("run", "--quiet", tmp_path / "mnist.md", env={"CORVID_MNIST_DIR": str(MNIST_DIR)}, timeout=600)
+    done = _cli("run", "--quiet", tmp_path / "mnist.md", env={"CORVID_DATA_DIR": str(MNIST_DIR)}, timeout=600)
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "mnist.md").read_text()
     nb = parse(text)
