@@ -43,7 +43,16 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 
 class Dropout(Module):
-    """Module form of :func:`dropout`: active in training mode, the identity after ``eval()``."""
+    """Module form of :func:`dropout`: in training mode each element is zeroed with probability ``p``
+    and the others scaled by ``1 / (1 - p)``; the identity after ``eval()``. ValueError unless
+    ``0 <= p <= 1``.
+
+    >>> d = cv.nn.Dropout(0.5)
+    >>> sorted(set(d(cv.ones(1000)).tolist()))   # kept elements are doubled
+    [0.0, 2.0]
+    >>> d.eval()(cv.ones(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
