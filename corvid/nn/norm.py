@@ -320,7 +320,16 @@ class BatchNorm2d(_BatchNorm):
 
 
 class BatchNorm3d(_BatchNorm):
-    """Batch normalization of ``(N, C, D, H, W)`` per channel; see :class:`BatchNorm1d`."""
+    """Batch normalization of ``(N, C, D, H, W)`` per channel; see :class:`BatchNorm1d`. In training
+    mode the running mean and (unbiased) variance move by ``momentum`` towards the batch's.
+
+    >>> bn = cv.nn.BatchNorm3d(2)
+    >>> y = bn(cv.arange(16.0).reshape(2, 2, 1, 2, 2))
+    >>> [round(v, 4) for v in y.mean(axis=(0, 2, 3, 4)).tolist()]   # each channel centred
+    [0.0, 0.0]
+    >>> [round(v, 4) for v in bn.running_mean.tolist()], bn.num_batches_tracked.item()   # 0.1 * batch mean
+    ([0.55, 0.95], 1)
+    """
 
     _ranks, _shape_text, _unbatched_rank = (5,), "(N, {c}, D, H, W)", None
 
@@ -354,13 +363,31 @@ class InstanceNorm1d(_InstanceNorm):
 
 
 class InstanceNorm2d(_InstanceNorm):
-    """Instance normalization of ``(N, C, H, W)`` or ``(C, H, W)``; see :class:`InstanceNorm1d`."""
+    """Instance normalization of ``(N, C, H, W)`` or ``(C, H, W)``: each channel of each sample is
+    normalized over its own ``H x W`` values; see :class:`InstanceNorm1d`.
+
+    >>> inorm = cv.nn.InstanceNorm2d(1)
+    >>> y = inorm(cv.Tensor([[[[1.0, 3.0], [5.0, 7.0]]]]))   # mean 4, variance 5
+    >>> [round(v, 4) for v in y.flatten().tolist()]
+    [-1.3416, -0.4472, 0.4472, 1.3416]
+    >>> inorm(cv.ones(1, 2, 2)).shape   # unbatched (C, H, W)
+    (1, 2, 2)
+    """
 
     _ranks, _shape_text, _unbatched_rank = (3, 4), "(N, {c}, H, W) or ({c}, H, W)", 3
 
 
 class InstanceNorm3d(_InstanceNorm):
-    """Instance normalization of ``(N, C, D, H, W)`` or ``(C, D, H, W)``; see :class:`InstanceNorm1d`."""
+    """Instance normalization of ``(N, C, D, H, W)`` or ``(C, D, H, W)``; see :class:`InstanceNorm1d`.
+    ``affine=True`` adds a per-channel ``weight`` and ``bias``.
+
+    >>> inorm = cv.nn.InstanceNorm3d(2, affine=True)
+    >>> y = inorm(cv.arange(16.0).reshape(1, 2, 2, 2, 2))
+    >>> [round(v, 4) for v in y.std(axis=(2, 3, 4)).flatten().tolist()]   # per sample and channel
+    [1.0, 1.0]
+    >>> sorted(name for name, _ in inorm.named_parameters())
+    ['bias', 'weight']
+    """
 
     _ranks, _shape_text, _unbatched_rank = (4, 5), "(N, {c}, D, H, W) or ({c}, D, H, W)", 4
 

@@ -168,13 +168,27 @@ class MaxPool1d(_MaxPool):
 
 
 class MaxPool2d(_MaxPool):
-    """Max over windows of ``(N, C, H, W)``; see :class:`MaxPool1d`."""
+    """Max over windows of ``(N, C, H, W)`` or ``(C, H, W)``; see :class:`MaxPool1d`. ``kernel_size``,
+    ``stride``, ``padding`` and ``dilation`` are an int or an ``(h, w)`` pair.
+
+    >>> x = cv.arange(16.0).reshape(1, 1, 4, 4)
+    >>> cv.nn.MaxPool2d(2)(x).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    >>> cv.nn.MaxPool2d(3, stride=1, padding=1)(x).shape   # same-size output
+    (1, 1, 4, 4)
+    """
 
     _nd = 2
 
 
 class MaxPool3d(_MaxPool):
-    """Max over windows of ``(N, C, D, H, W)``; see :class:`MaxPool1d`."""
+    """Max over windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``; see :class:`MaxPool1d`.
+
+    >>> cv.nn.MaxPool3d(2)(cv.arange(8.0).reshape(1, 1, 2, 2, 2)).tolist()
+    [[[[[7.0]]]]]
+    >>> cv.nn.MaxPool3d((1, 2, 2))(cv.ones(2, 3, 4, 8, 8)).shape   # pool H and W only
+    (2, 3, 4, 4, 4)
+    """
 
     _nd = 3
 
@@ -192,8 +206,39 @@ def _max_pool_function(nd: int) -> Any:
     max_pool.__name__ = max_pool.__qualname__ = f"max_pool{nd}d"
     max_pool.__doc__ = (f"Max pooling over {nd} spatial dimension{'s' if nd > 1 else ''} with torch's arguments: "
                         ":func:`corvid.max_pool`, or ``(values, indices)`` with ``return_indices=True`` "
-                        "(see :func:`max_pool_with_indices`).")
+                        "(see :func:`max_pool_with_indices`). ``stride`` defaults to ``kernel_size``.\n\n"
+                        + _MAX_POOL_EXAMPLES[nd])
     return max_pool
+
+
+_MAX_POOL_EXAMPLES = {
+    1: """>>> import corvid.nn.functional as F
+>>> x = cv.Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]])
+>>> F.max_pool1d(x, 2).tolist()   # the last element is dropped
+[[[3.0, 5.0]]]
+>>> F.max_pool1d(x, 2, ceil_mode=True).tolist()   # ... unless ceil_mode keeps a partial window
+[[[3.0, 5.0, 4.0]]]
+>>> v, i = F.max_pool1d(x, 2, return_indices=True)
+>>> i.tolist()
+[[[1, 3]]]
+""",
+    2: """>>> import corvid.nn.functional as F
+>>> x = cv.arange(16.0).reshape(1, 1, 4, 4)
+>>> F.max_pool2d(x, 2).tolist()
+[[[[5.0, 7.0], [13.0, 15.0]]]]
+>>> F.max_pool2d(x, (1, 4)).tolist()   # a window per row
+[[[[3.0], [7.0], [11.0], [15.0]]]]
+>>> F.max_pool2d(x, 3, stride=1, padding=1).shape
+(1, 1, 4, 4)
+""",
+    3: """>>> import corvid.nn.functional as F
+>>> v, i = F.max_pool3d(cv.arange(8.0).reshape(1, 1, 2, 2, 2), 2, return_indices=True)
+>>> v.tolist(), i.tolist()
+([[[[[7.0]]]]], [[[[[7]]]]])
+>>> F.max_pool3d(cv.ones(2, 4, 4, 4), (1, 2, 2)).shape   # unbatched (C, D, H, W)
+(2, 4, 2, 2)
+""",
+}
 
 
 max_pool1d, max_pool2d, max_pool3d = (_max_pool_function(n) for n in (1, 2, 3))
@@ -256,8 +301,33 @@ def _max_unpool_function(nd: int) -> Any:
         return max_unpool(input, indices, kernel_size, stride, padding, output_size, nd=nd)
 
     unpool.__name__ = unpool.__qualname__ = f"max_unpool{nd}d"
-    unpool.__doc__ = f":func:`max_unpool` over {nd} spatial dimension{'s' if nd > 1 else ''} (torch's arguments)."
+    unpool.__doc__ = (f":func:`max_unpool` over {nd} spatial dimension{'s' if nd > 1 else ''} (torch's arguments): "
+                      f"the values of ``max_pool{nd}d(..., return_indices=True)`` put back at their positions, "
+                      "zeros elsewhere.\n\n" + _MAX_UNPOOL_EXAMPLES[nd])
     return unpool
+
+
+_MAX_UNPOOL_EXAMPLES = {
+    1: """>>> import corvid.nn.functional as F
+>>> v, i = F.max_pool1d(cv.Tensor([[[1.0, 3.0, 4.0, 0.0, 7.0]]]), 2, return_indices=True)
+>>> F.max_unpool1d(v, i, 2).tolist()
+[[[0.0, 3.0, 4.0, 0.0]]]
+>>> F.max_unpool1d(v, i, 2, output_size=[5]).tolist()   # the length before pooling
+[[[0.0, 3.0, 4.0, 0.0, 0.0]]]
+""",
+    2: """>>> import corvid.nn.functional as F
+>>> v, i = F.max_pool2d(cv.arange(16.0).reshape(1, 1, 4, 4), 2, return_indices=True)
+>>> F.max_unpool2d(v, i, 2).tolist()
+[[[[0.0, 0.0, 0.0, 0.0], [0.0, 5.0, 0.0, 7.0], [0.0, 0.0, 0.0, 0.0], [0.0, 13.0, 0.0, 15.0]]]]
+>>> F.max_unpool2d(v, i, 2, output_size=(5, 5)).shape
+(1, 1, 5, 5)
+""",
+    3: """>>> import corvid.nn.functional as F
+>>> v, i = F.max_pool3d(cv.arange(8.0).reshape(1, 1, 2, 2, 2), 2, return_indices=True)
+>>> F.max_unpool3d(v, i, 2).reshape(-1).tolist()
+[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0]
+""",
+}
 
 
 max_unpool1d, max_unpool2d, max_unpool3d = (_max_unpool_function(n) for n in (1, 2, 3))
@@ -289,13 +359,24 @@ class MaxUnpool1d(_MaxUnpool):
 
 
 class MaxUnpool2d(_MaxUnpool):
-    """:func:`max_unpool` of ``(N, C, H, W)``; see :class:`MaxUnpool1d`."""
+    """:func:`max_unpool` of ``(N, C, H, W)``: the maxima of :class:`MaxPool2d` (``return_indices=True``)
+    back at their places, zeros elsewhere; see :class:`MaxUnpool1d`.
+
+    >>> pool, unpool = cv.nn.MaxPool2d(2, return_indices=True), cv.nn.MaxUnpool2d(2)
+    >>> unpool(*pool(cv.Tensor([[[[1.0, 2.0], [4.0, 3.0]]]]))).tolist()
+    [[[[0.0, 0.0], [4.0, 0.0]]]]
+    """
 
     _nd = 2
 
 
 class MaxUnpool3d(_MaxUnpool):
-    """:func:`max_unpool` of ``(N, C, D, H, W)``; see :class:`MaxUnpool1d`."""
+    """:func:`max_unpool` of ``(N, C, D, H, W)``; see :class:`MaxUnpool1d`.
+
+    >>> pool, unpool = cv.nn.MaxPool3d(2, return_indices=True), cv.nn.MaxUnpool3d(2)
+    >>> unpool(*pool(cv.arange(8.0).reshape(1, 1, 2, 2, 2))).reshape(-1).tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0]
+    """
 
     _nd = 3
 
@@ -330,13 +411,29 @@ class AvgPool1d(_AvgPool):
 
 
 class AvgPool2d(_AvgPool):
-    """Mean over windows of ``(N, C, H, W)``; see :class:`AvgPool1d`."""
+    """Mean over windows of ``(N, C, H, W)`` or ``(C, H, W)``; see :class:`AvgPool1d`. With padding,
+    ``count_include_pad=False`` divides by the number of real elements instead of the window size.
+
+    >>> cv.nn.AvgPool2d(2)(cv.arange(16.0).reshape(1, 1, 4, 4)).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
+    >>> cv.nn.AvgPool2d(2, padding=1)(cv.ones(1, 1, 2, 2)).tolist()   # 1 of 4 in each window is real
+    [[[[0.25, 0.25], [0.25, 0.25]]]]
+    >>> cv.nn.AvgPool2d(2, padding=1, count_include_pad=False)(cv.ones(1, 1, 2, 2)).tolist()
+    [[[[1.0, 1.0], [1.0, 1.0]]]]
+    """
 
     _nd = 2
 
 
 class AvgPool3d(_AvgPool):
-    """Mean over windows of ``(N, C, D, H, W)``; see :class:`AvgPool1d`."""
+    """Mean over windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``; see :class:`AvgPool1d`.
+
+    >>> x = cv.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> cv.nn.AvgPool3d(2)(x).tolist()
+    [[[[[3.5]]]]]
+    >>> cv.nn.AvgPool3d(2, divisor_override=1)(x).tolist()   # the window sum
+    [[[[[28.0]]]]]
+    """
 
     _nd = 3
 
@@ -378,7 +475,14 @@ class AdaptiveAvgPool2d(_AdaptivePool):
 
 
 class AdaptiveAvgPool3d(_AdaptivePool):
-    """Average pooling of ``(N, C, D, H, W)`` to ``output_size``; see :class:`AdaptiveAvgPool2d`."""
+    """Average pooling of ``(N, C, D, H, W)`` to ``output_size`` (an int, a triple; ``None`` keeps an
+    axis); see :class:`AdaptiveAvgPool2d`.
+
+    >>> cv.nn.AdaptiveAvgPool3d(1)(cv.ones(2, 3, 4, 5, 6)).shape
+    (2, 3, 1, 1, 1)
+    >>> cv.nn.AdaptiveAvgPool3d((None, 1, 1))(cv.ones(2, 3, 4, 5, 6)).shape
+    (2, 3, 4, 1, 1)
+    """
 
     _nd = 3
 
@@ -396,19 +500,47 @@ class _AdaptiveMaxPool(_AdaptivePool):
 
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPool):
-    """Max pooling of ``(N, C, L)`` to ``output_size`` bins (torch's bin edges)."""
+    """Max pooling of ``(N, C, L)`` or ``(C, L)`` to ``output_size`` bins (torch's bin edges: bin ``i``
+    spans ``floor(i * L / out)`` to ``ceil((i + 1) * L / out)``, so bins may overlap);
+    ``return_indices=True`` also returns the position of each maximum.
+
+    >>> x = cv.Tensor([[[1.0, 5.0, 2.0, 0.0, 3.0]]])
+    >>> cv.nn.AdaptiveMaxPool1d(3)(x).tolist()   # bins [0, 2), [1, 4), [3, 5)
+    [[[5.0, 5.0, 3.0]]]
+    >>> v, i = cv.nn.AdaptiveMaxPool1d(2, return_indices=True)(x)
+    >>> v.tolist(), i.tolist()
+    ([[[5.0, 3.0]]], [[[1, 4]]])
+    """
 
     _nd = 1
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPool):
-    """Max pooling of ``(N, C, H, W)`` to ``output_size``."""
+    """Max pooling of ``(N, C, H, W)`` or ``(C, H, W)`` to ``output_size`` (an int, a pair; ``None``
+    keeps an axis); ``AdaptiveMaxPool2d(1)`` is global max pooling. See :class:`AdaptiveMaxPool1d`.
+
+    >>> x = cv.arange(16.0).reshape(1, 1, 4, 4)
+    >>> cv.nn.AdaptiveMaxPool2d(1)(x).tolist()
+    [[[[15.0]]]]
+    >>> cv.nn.AdaptiveMaxPool2d((2, 1))(x).tolist()
+    [[[[7.0], [15.0]]]]
+    >>> cv.nn.AdaptiveMaxPool2d((None, 1))(cv.arange(6.0).reshape(1, 2, 3)).tolist()   # unbatched
+    [[[2.0], [5.0]]]
+    """
 
     _nd = 2
 
 
 class AdaptiveMaxPool3d(_AdaptiveMaxPool):
-    """Max pooling of ``(N, C, D, H, W)`` to ``output_size``."""
+    """Max pooling of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` to ``output_size``; see
+    :class:`AdaptiveMaxPool1d`.
+
+    >>> x = cv.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> cv.nn.AdaptiveMaxPool3d(1)(x).tolist()
+    [[[[[7.0]]]]]
+    >>> cv.nn.AdaptiveMaxPool3d((1, 2, 2))(x).reshape(-1).tolist()
+    [4.0, 5.0, 6.0, 7.0]
+    """
 
     _nd = 3
 
