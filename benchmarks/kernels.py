@@ -3,7 +3,7 @@ peak without a printed warning.
 
 After a workload is timed, corvid's side of it (the CPU framework ``corvid``; not the
 ``corvid@DEVICE`` columns) is called ``runs`` more times with each kernel timed on its own: the
-timer of ``DEBUG=2`` (:mod:`corvid.engine.realize`, and the replay loop of :mod:`corvid.transforms.jit`,
+timer of ``CORVID_DEBUG=2`` (:mod:`corvid.engine.realize`, and the replay loop of :mod:`corvid.transforms.jit`,
 which reports a replayed kernel the same way), with its printer swapped for a collector for the
 duration. A kernel is one compiled program launched from the workload's schedule; launches of the
 same program in one call (two LayerNorms of one shape, the 1000 calls of ``jit_call``) are added
@@ -19,7 +19,7 @@ What is listed (:func:`slow_kernels`):
   least ``MIN_SECONDS`` (1 ms) per call.
 
 Each such kernel gets one ``WARNING slow kernel`` line at the end of the report: the workload, the
-kernel's name, its loops (as ``DEBUG=2`` prints them), its inputs and output, its time per call,
+kernel's name, its loops (as ``CORVID_DEBUG=2`` prints them), its inputs and output, its time per call,
 GFLOP/s, the fraction of the compute peak, its share of the workload's kernel time and the
 optimization actions applied to it. ``--kernels`` lists every kernel that matters, whatever bounds
 it. The per-kernel times include each launch's own overhead (a few µs), not the Python around it.
@@ -46,7 +46,7 @@ class KernelCheckUnavailable(RuntimeError):
 class KernelStat:
     """One compiled kernel of a workload's call: its launches per call added up."""
     name: str
-    loops: str        # the loop sizes as generated ("2048x24x32"), as DEBUG=2 prints them
+    loops: str        # the loop sizes as generated ("2048x24x32"), as CORVID_DEBUG=2 prints them
     signature: str    # "(float32[8, 256, 768], ...) -> float32[8, 256, 3072]"
     opts: str         # the optimization actions applied
     launches: int     # per call
@@ -84,8 +84,8 @@ class KernelProfile:
 
 @contextlib.contextmanager
 def _kernel_timer() -> Iterator[list[tuple[Any, float]]]:
-    """Within: every kernel corvid launches is timed on its own (``DEBUG=2``), and its
-    (ScheduledKernel, seconds) appended to the yielded list instead of printed. ``DEBUG=2``'s
+    """Within: every kernel corvid launches is timed on its own (``CORVID_DEBUG=2``), and its
+    (ScheduledKernel, seconds) appended to the yielded list instead of printed. ``CORVID_DEBUG=2``'s
     other output (a summary line per realize) is swallowed."""
     import corvid.engine.realize as realize_mod
     import corvid.transforms.jit as jit_mod
@@ -98,10 +98,10 @@ def _kernel_timer() -> Iterator[list[tuple[Any, float]]]:
     modules = [realize_mod, jit_mod]
     missing = [m.__name__ for m in modules if not callable(getattr(m, "_report", None))]
     if missing:
-        raise KernelCheckUnavailable(f"no DEBUG=2 kernel reporter (_report) in {', '.join(missing)}")
+        raise KernelCheckUnavailable(f"no CORVID_DEBUG=2 kernel reporter (_report) in {', '.join(missing)}")
     saved = [(m, m._report) for m in modules]
-    old_debug = os.environ.get("DEBUG")
-    os.environ["DEBUG"] = "2"
+    old_debug = os.environ.get("CORVID_DEBUG")
+    os.environ["CORVID_DEBUG"] = "2"
     for m in modules:
         m._report = collect
     try:
@@ -111,9 +111,9 @@ def _kernel_timer() -> Iterator[list[tuple[Any, float]]]:
         for m, fn in saved:
             m._report = fn
         if old_debug is None:
-            os.environ.pop("DEBUG", None)
+            os.environ.pop("CORVID_DEBUG", None)
         else:
-            os.environ["DEBUG"] = old_debug
+            os.environ["CORVID_DEBUG"] = old_debug
 
 
 def _describe(sk: Any) -> tuple[str, str, str, float, float, bool]:
@@ -180,7 +180,7 @@ def report(profiles: dict[str, KernelProfile], peak: Any, out: TextIO, every: bo
         print("kernel check: skipped (no roofline: corvid/runtime/peak.py could not measure this machine)", file=out)
         return 0
     profiled = {name: p for name, p in profiles.items() if p.kernels}
-    print(f"kernel check (issue 24): corvid's kernels timed one by one (DEBUG=2's timer, least of the profiled "
+    print(f"kernel check (issue 24): corvid's kernels timed one by one (CORVID_DEBUG=2's timer, least of the profiled "
           f"calls) against the roofline ({peak.gflops:g} GFLOP/s float32, {peak.gbps:g} GB/s); a warning for each "
           f"compute-bound kernel under {SLOW_FRACTION:.0%} of the peak that takes >= {SHARE:.0%} of its workload's "
           f"kernel time or >= {MIN_SECONDS * 1e3:g} ms per call"

@@ -87,11 +87,11 @@ def test_the_kernel_check_times_each_kernel_and_restores_debug():
     import corvid.transforms.jit as jit_mod
 
     reporters = (realize_mod._report, jit_mod._report)
-    debug = os.environ.get("DEBUG")
+    debug = os.environ.get("CORVID_DEBUG")
     rng = np.random.default_rng(0)
     a, b = (cv.Tensor(rng.standard_normal((64, 64), dtype=np.float32)).realize() for _ in range(2))
     prof = kernels.profile_kernels(lambda: (a @ b).realize(), runs=2)
-    assert (realize_mod._report, jit_mod._report) == reporters and os.environ.get("DEBUG") == debug
+    assert (realize_mod._report, jit_mod._report) == reporters and os.environ.get("CORVID_DEBUG") == debug
     assert prof.runs == 2 and prof.kernels
     mm = max(prof.kernels, key=lambda k: k.flops)
     assert mm.flops >= 2 * 64 ** 3 and mm.launches == 1 and mm.seconds > 0

@@ -1,4 +1,4 @@
-"""The engine: realize, DEBUG output, memory (freeing and pooling), the NULL device, caches."""
+"""The engine: realize, CORVID_DEBUG output, memory (freeing and pooling), the NULL device, caches."""
 
 import gc
 import weakref
@@ -14,18 +14,18 @@ from corvid.runtime.device import get_device
 
 def test_debug_levels_print_what_they_promise(monkeypatch, capsys):
     x = cv.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
-    monkeypatch.setenv("DEBUG", "1")
+    monkeypatch.setenv("CORVID_DEBUG", "1")
     (x * 3 + 1).realize()
     err = capsys.readouterr().err
     assert "realize: 1 kernel in" in err and "ms" in err
-    monkeypatch.setenv("DEBUG", "2")
+    monkeypatch.setenv("CORVID_DEBUG", "2")
     (x * 5 + 2).sum(axis=1).realize()
     err = capsys.readouterr().err
     assert "GFLOP/s" in err and "GB/s" in err and "r_3" in err
-    monkeypatch.setenv("DEBUG", "3")
+    monkeypatch.setenv("CORVID_DEBUG", "3")
     (x * 7 - 2).realize()
     assert "void E_12(" in capsys.readouterr().err
-    monkeypatch.setenv("DEBUG", "4")
+    monkeypatch.setenv("CORVID_DEBUG", "4")
     (x * 9 - 2).realize()
     assert "digraph corvid" in capsys.readouterr().err
 

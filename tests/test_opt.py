@@ -461,7 +461,7 @@ def test_peak_is_measured_once_cached_and_overridable(tmp_path, monkeypatch):
 
 def test_debug2_prints_roofline_fraction_and_actions(monkeypatch, capsys):
     monkeypatch.setenv("CORVID_PEAK", "100,20")
-    monkeypatch.setenv("DEBUG", "2")
+    monkeypatch.setenv("CORVID_DEBUG", "2")
     from corvid.runtime import peak as pk
 
     pk.cpu_peak.cache_clear()
@@ -578,7 +578,7 @@ def test_beam_candidates_run_in_a_child_process_that_survives_crashes_and_hangs(
 def test_flop_estimate_counts_a_hoisted_reduce_once():
     """A layer norm's mean feeds its variance's reduce; the mean is computed once per row (hoisted
     out of the variance loop), so the estimate is a few FLOPs per element, not one per element
-    squared (DEBUG=2 used to report thousands of percent of peak for such kernels)."""
+    squared (CORVID_DEBUG=2 used to report thousands of percent of peak for such kernels)."""
     x = _real(128, 256)
     m = x.mean(-1, keepdims=True)
     y = (x - m) / (((x - m) ** 2).mean(-1, keepdims=True) + 1e-5).sqrt()

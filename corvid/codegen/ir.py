@@ -153,7 +153,7 @@ class Kernel:
         out.stores = [s.moved(mapping, memo[id(s.value)]) for s in self.stores]
         return out
 
-    # cost model, for DEBUG and the roofline report -------------------------------------------
+    # cost model, for CORVID_DEBUG and the roofline report -------------------------------------------
     def estimates(self) -> tuple[int, int]:
         """(floating point operations, bytes moved): each float ALU op and each float accumulate
         counted once per iteration of the loops it runs in as generated (hoisted out of the loops

@@ -1,6 +1,6 @@
 """Run a schedule: allocate outputs (from the pool), launch kernels, attach results to nodes.
 
-``DEBUG`` (environment variable, read on every realize) selects what is printed:
+``CORVID_DEBUG`` (environment variable, read on every realize) selects what is printed:
 1 = kernel count and time per realize; 2 = each kernel's name, shape, time, GFLOP/s, GB/s, the
 fraction of the device's roofline it reaches (``corvid/runtime/peak.py``; measured once per
 machine and cached) and the optimization actions applied to it; 3 = also the generated source;
@@ -25,11 +25,11 @@ from .schedule import _SHARDED, ScheduledKernel, _const_input, _fill_empty, plan
 # cold after a large kernel; one dict lookup costs a fraction. (Falls back to os.environ where it
 # has no such mapping.)
 _ENVIRON = getattr(os.environ, "_data", None)
-_DEBUG_KEY = os.environ.encodekey("DEBUG") if _ENVIRON is not None and hasattr(os.environ, "encodekey") else None
+_DEBUG_KEY = os.environ.encodekey("CORVID_DEBUG") if _ENVIRON is not None and hasattr(os.environ, "encodekey") else None
 
 
 def debug_level() -> int:
-    raw = _ENVIRON.get(_DEBUG_KEY) if _DEBUG_KEY is not None else os.environ.get("DEBUG")
+    raw = _ENVIRON.get(_DEBUG_KEY) if _DEBUG_KEY is not None else os.environ.get("CORVID_DEBUG")
     if not raw:
         return 0
     try:

@@ -244,7 +244,7 @@ def toposort(roots: list[Node], stop=_never, children=None) -> list[Node]:
 
 
 def graph_dot(roots: list[Node]) -> str:
-    """The graph below ``roots`` as Graphviz dot text (``DEBUG=4`` prints it)."""
+    """The graph below ``roots`` as Graphviz dot text (``CORVID_DEBUG=4`` prints it)."""
     lines = ["digraph corvid {", "  node [shape=box, fontname=monospace];"]
     for n in toposort(roots):
         label = f"{n.op.name}\\n{n.dtype.name}{list(n.shape)}"

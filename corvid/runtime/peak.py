@@ -1,5 +1,5 @@
 """This machine's hardware limits, measured once and cached: the roofline that kernel timings are
-compared with (``DEBUG=2`` and the benchmarks print the fraction of it a kernel reaches).
+compared with (``CORVID_DEBUG=2`` and the benchmarks print the fraction of it a kernel reaches).
 
 * compute: float32 FLOP/s of a C loop of independent vector multiply-adds (fused where the CPU
   has FMA) on every core (or one core's figure times the cores, if higher: on a busy machine
