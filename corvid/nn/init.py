@@ -132,12 +132,25 @@ def constant_(tensor: Tensor, val: float) -> Tensor:
 
 
 def zeros_(tensor: Tensor) -> Tensor:
-    """Fill with 0."""
+    """Fill with 0 (in place for a :class:`~corvid.nn.Parameter`, which keeps its identity).
+
+    >>> w = cv.nn.Parameter(cv.empty(2, 3))
+    >>> zeros_(w) is w
+    True
+    >>> w.tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    """
     return constant_(tensor, 0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
-    """Fill with 1."""
+    """Fill with 1, in the tensor's own dtype.
+
+    >>> ones_(cv.empty(3)).tolist()
+    [1.0, 1.0, 1.0]
+    >>> ones_(cv.empty(2, dtype=cv.int32)).tolist()
+    [1, 1]
+    """
     return constant_(tensor, 1)
 
 
@@ -153,7 +166,13 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
-    """Glorot normal: ``N(0, std²)`` with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    """Glorot normal: ``N(0, std²)`` with ``std = gain * sqrt(2 / (fan_in + fan_out))``; also named
+    ``glorot_normal_``. ValueError for fewer than 2 dimensions.
+
+    >>> w = xavier_normal_(cv.empty(200, 200))            # std = sqrt(2 / 400) ≈ 0.0707
+    >>> abs(w.std().item() - (2 / 400) ** 0.5) < 0.002
+    True
+    """
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
@@ -176,7 +195,16 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonli
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
-    """He normal: ``N(0, std²)`` with ``std = gain / sqrt(fan)`` (arguments as :func:`kaiming_uniform_`)."""
+    """He normal: ``N(0, std²)`` with ``std = gain / sqrt(fan)`` (arguments as :func:`kaiming_uniform_`);
+    ``nonlinearity="relu"`` gives ``std = sqrt(2 / fan_in)``, the usual choice before a ReLU.
+
+    >>> w = kaiming_normal_(cv.empty(256, 128), nonlinearity="relu")   # std = sqrt(2 / 128) = 0.125
+    >>> abs(w.std().item() - 0.125) < 0.005
+    True
+    >>> w = kaiming_normal_(cv.empty(256, 128), mode="fan_out", nonlinearity="relu")   # sqrt(2 / 256)
+    >>> abs(w.std().item() - (2 / 256) ** 0.5) < 0.005
+    True
+    """
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
 
 

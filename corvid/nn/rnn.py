@@ -326,7 +326,22 @@ class RNNCell(_CellBase):
 
 
 class LSTMCell(_CellBase):
-    """One step of :class:`LSTM`; returns ``(h, c)``."""
+    """One step of :class:`LSTM`: ``cell(input, (h, c))`` returns the new ``(h, c)`` (zeros when the
+    state is omitted). Parameters ``weight_ih`` ``(4 * hidden_size, input_size)``, ``weight_hh``,
+    ``bias_ih`` and ``bias_hh``, with the gates in PyTorch's order (input, forget, cell, output).
+
+    >>> cell = cv.nn.LSTMCell(2, 3)
+    >>> h, c = cell(cv.ones(4, 2))                  # a batch of 4, zero initial state
+    >>> for x in cv.ones(5, 4, 2):                  # then 5 more steps
+    ...     h, c = cell(x, (h, c))
+    >>> h.shape, c.shape, cell.weight_ih.shape
+    ((4, 3), (4, 3), (12, 2))
+    >>> for p in cell.parameters():
+    ...     _ = cv.nn.init.zeros_(p)                # every gate at sigmoid(0) = 0.5, candidate tanh(0) = 0
+    >>> h, c = cell(cv.ones(1, 2), (cv.zeros(1, 3), cv.ones(1, 3)))
+    >>> c.tolist(), [round(v, 4) for v in h[0].tolist()]   # c = 0.5 * c, h = 0.5 * tanh(c)
+    ([[0.5, 0.5, 0.5]], [0.2311, 0.2311, 0.2311])
+    """
 
     _kind = "LSTM"
 
@@ -336,7 +351,21 @@ class LSTMCell(_CellBase):
 
 
 class GRUCell(_CellBase):
-    """One step of :class:`GRU`."""
+    """One step of :class:`GRU`: ``cell(input, h)`` returns the new ``h`` (the state starts at zeros when
+    ``h`` is omitted or None). Parameters ``weight_ih`` ``(3 * hidden_size, input_size)``,
+    ``weight_hh``, ``bias_ih`` and ``bias_hh``, with the gates in PyTorch's order (reset, update, new).
+
+    >>> cell = cv.nn.GRUCell(2, 3)
+    >>> h = None
+    >>> for x in cv.ones(5, 4, 2):                  # 5 steps of a batch of 4
+    ...     h = cell(x, h)
+    >>> h.shape, cell.weight_hh.shape
+    ((4, 3), (9, 3))
+    >>> for p in cell.parameters():
+    ...     _ = cv.nn.init.zeros_(p)                # update gate 0.5, candidate tanh(0) = 0
+    >>> [round(v, 4) for v in cell(cv.ones(1, 2), cv.full((1, 3), 0.8))[0].tolist()]
+    [0.4, 0.4, 0.4]
+    """
 
     _kind = "GRU"
 
