@@ -107,6 +107,15 @@ class ElementwiseMixin:
         return out
 
     def mul(self: Tensor, other: Any) -> Tensor:
+        """``self * other``, elementwise (broadcast, promoted); two bool operands give their logical and.
+
+        ``multiply`` is the same method.
+
+        >>> cv.Tensor([1.0, 2.0]).mul(cv.Tensor([3.0, 4.0]))
+        Tensor([3., 8.])
+        >>> cv.Tensor([1, 2]).mul(1.5)
+        Tensor([1.5, 3. ])
+        """
         out = self._elementwise(Op.MUL, other, name="multiply")
         return out if not out.dtype.is_bool else self._elementwise(Op.AND, other)
 
@@ -145,7 +154,18 @@ class ElementwiseMixin:
         return where(rem.ne(0) & ((self < 0) ^ (rem < 0)), floor + 1, floor)
 
     def floor_divide(self: Tensor, other: Any) -> Tensor:
-        """Floor division (numpy semantics; integer division by zero gives 0)."""
+        """Floor division ``self // other``: the quotient rounded toward -inf.
+
+        As numpy's (integer division by zero gives 0), except with an infinite operand, where the
+        quotient is the Array API's: ``inf // 2`` is inf and ``-3 // inf`` is -0.0 (numpy and
+        PyTorch give nan and -1, as :meth:`div` with ``rounding_mode="floor"`` does). bool operands
+        give int8; TypeError for complex.
+
+        >>> cv.Tensor([7, -7]).floor_divide(2)
+        Tensor([ 3, -4])
+        >>> cv.Tensor([7, -7]).floor_divide(0)
+        Tensor([0, 0])
+        """
         from ..tensor import result_type
 
         if result_type(self, other).is_bool:
@@ -153,7 +173,15 @@ class ElementwiseMixin:
         return _real_only("floor_divide", self._elementwise(Op.IDIV, other, name="floor_divide"))
 
     def remainder(self: Tensor, other: Any) -> Tensor:
-        """Remainder with the sign of the divisor (numpy/Python ``%``); bool operands give int8."""
+        """Remainder with the sign of the divisor (numpy/Python ``%``); bool operands give int8.
+
+        C's ``fmod``, which takes the dividend's sign, is :meth:`fmod`.
+
+        >>> cv.Tensor([7, -7]).remainder(3)
+        Tensor([1, 2])
+        >>> cv.Tensor([7, -7]).remainder(-3)
+        Tensor([-2, -1])
+        """
         from ..tensor import result_type
 
         if result_type(self, other).is_bool:
@@ -188,6 +216,11 @@ class ElementwiseMixin:
         return self._elementwise(Op.POW, other, name="power")
 
     def rsub(self: Tensor, other: Any) -> Tensor:
+        """``other - self`` (PyTorch's ``rsub``, without its ``alpha``).
+
+        >>> cv.Tensor([1, 2]).rsub(10)
+        Tensor([9, 8])
+        """
         return self._operand_like(other).sub(self)
 
     def _operand_like(self: Tensor, other: Any) -> Tensor:
@@ -215,6 +248,13 @@ class ElementwiseMixin:
     def __rpow__(self, other): return self._operand_like(other).pow(self)  # noqa: E704
 
     def neg(self: Tensor) -> Tensor:
+        """``-self``, elementwise.
+
+        ``negative`` is the same method. TypeError for bool tensors (``~`` is their logical not).
+
+        >>> cv.Tensor([1, -2]).neg()
+        Tensor([-1,  2])
+        """
         if self.dtype.is_bool:
             raise TypeError("negating a bool tensor is not supported; use ~ or logical_not")
         return self._unary(Op.NEG)
@@ -225,7 +265,16 @@ class ElementwiseMixin:
         return self
 
     def abs(self: Tensor) -> Tensor:
-        """Absolute value; for complex input the modulus ``|z|`` (overflow-safe, as ``hypot``) in the real dtype."""
+        """Absolute value; for complex input the modulus ``|z|`` (overflow-safe, as ``hypot``) in the real dtype.
+
+        ``absolute`` is the same method. Signed integers wrap at their minimum, as in C and numpy
+        (``int8`` -128 stays -128).
+
+        >>> cv.Tensor([-2, 3]).abs()
+        Tensor([2, 3])
+        >>> cv.Tensor([3 + 4j]).abs()
+        Tensor([5.])
+        """
         if self.dtype.is_complex:
             return self._new(node(Op.ABS, (self.node,), None, self.dtype.real_dtype, self.shape))
         return self if self.dtype.is_bool or self.dtype.is_unsigned else self._unary(Op.ABS)
@@ -248,9 +297,23 @@ class ElementwiseMixin:
 
     # --- comparisons -------------------------------------------------------------------------------
     def __lt__(self: Tensor, other: Any) -> Tensor:
+        """``self < other``, elementwise (broadcast), as a bool tensor; false where a value is nan.
+
+        ``lt`` is the same method. TypeError for complex values, which are not ordered.
+
+        >>> cv.Tensor([1.0, 2.0, float("nan")]).lt(2.0)
+        Tensor([ True, False, False])
+        """
         return _ordered(self._elementwise(Op.CMPLT, other))
 
     def __gt__(self: Tensor, other: Any) -> Tensor:
+        """``self > other``, elementwise (broadcast), as a bool tensor; false where a value is nan.
+
+        ``gt`` is the same method. TypeError for complex values, which are not ordered.
+
+        >>> cv.Tensor([1, 2, 3]).gt(2)
+        Tensor([False, False,  True])
+        """
         kind = type(other)
         if kind is int or kind is float or kind is bool:  # a Python scalar that keeps self's dtype: the
             from ..tensor import _fits, _int_out_of_range, _scalar_operand, _weak_result  # general path's graph
@@ -265,25 +328,64 @@ class ElementwiseMixin:
         return _ordered(self._operand_like(other)._elementwise(Op.CMPLT, self))
 
     def __le__(self: Tensor, other: Any) -> Tensor:
+        """``self <= other``, elementwise (broadcast), as a bool tensor; false where a value is nan.
+
+        ``le`` is the same method. TypeError for complex values, which are not ordered.
+
+        >>> cv.Tensor([1, 2, 3]).le(2)
+        Tensor([ True,  True, False])
+        """
         return (self < other) | self.eq(other)
 
     def __ge__(self: Tensor, other: Any) -> Tensor:
+        """``self >= other``, elementwise (broadcast), as a bool tensor; false where a value is nan.
+
+        ``ge`` is the same method. TypeError for complex values, which are not ordered.
+
+        >>> cv.Tensor([1, 2, 3]).ge(2)
+        Tensor([False,  True,  True])
+        """
         return (self > other) | self.eq(other)
 
     def eq(self: Tensor, other: Any) -> Tensor:
+        """``self == other``, elementwise (broadcast), as a bool tensor; nan equals nothing, itself included.
+
+        >>> cv.Tensor([1, 2, 3]).eq(cv.Tensor([1, 0, 3]))
+        Tensor([ True, False,  True])
+        >>> cv.Tensor([float("nan")]).eq(float("nan"))
+        Tensor([False])
+        """
         return self._elementwise(Op.CMPEQ, other)
 
     def ne(self: Tensor, other: Any) -> Tensor:
+        """``self != other``, elementwise (broadcast), as a bool tensor; true where a value is nan.
+
+        >>> cv.Tensor([1.0, 2.0, float("nan")]).ne(2.0)
+        Tensor([ True, False,  True])
+        """
         return self._elementwise(Op.CMPNE, other)
 
     __eq__ = eq  # type: ignore[assignment]
     __ne__ = ne  # type: ignore[assignment]
 
     def maximum(self: Tensor, other: Any) -> Tensor:
-        """Elementwise maximum; nan wins (numpy semantics)."""
+        """Elementwise maximum (broadcast, promoted); nan wins (numpy semantics; :meth:`fmax` ignores nan).
+
+        TypeError for complex values.
+
+        >>> cv.Tensor([1.0, 5.0, float("nan")]).maximum(cv.Tensor([3.0, 2.0, 0.0]))
+        Tensor([ 3.,  5., nan])
+        """
         return _real_only("maximum", self._elementwise(Op.MAX, other))
 
     def minimum(self: Tensor, other: Any) -> Tensor:
+        """Elementwise minimum (broadcast, promoted); nan wins (numpy semantics; :meth:`fmin` ignores nan).
+
+        TypeError for complex values.
+
+        >>> cv.Tensor([1.0, 5.0, float("nan")]).minimum(cv.Tensor([3.0, 2.0, 0.0]))
+        Tensor([ 1.,  2., nan])
+        """
         return _real_only("minimum", self._elementwise(Op.MIN, other))
 
     def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
@@ -330,7 +432,14 @@ class ElementwiseMixin:
         return self.clip(min, max)
 
     def where(self: Tensor, a: Any, b: Any) -> Tensor:
-        """``a`` where self is true, else ``b``."""
+        """``a`` where this tensor is true, else ``b`` (broadcast; ``a`` and ``b`` promoted together).
+
+        Unlike PyTorch's ``x.where(condition, y)``, which keeps ``x`` where ``condition`` holds,
+        this tensor is the condition: ``cond.where(a, b)`` is ``cv.where(cond, a, b)``.
+
+        >>> cv.Tensor([True, False]).where(cv.Tensor([1, 2]), 0)
+        Tensor([1, 0])
+        """
         return where(self, a, b)
 
     # --- logic and bits ----------------------------------------------------------------------------
@@ -360,7 +469,15 @@ class ElementwiseMixin:
     bitwise_left_shift, bitwise_right_shift = __lshift__, __rshift__
 
     def bitwise_not(self: Tensor) -> Tensor:
-        """``~x``: logical not for bools, all bits flipped for integers."""
+        """``~x``: logical not for bools, all bits flipped for integers.
+
+        ``bitwise_invert`` in the Array API (:func:`corvid.bitwise_invert`). TypeError for floats.
+
+        >>> cv.Tensor([0, 5], dtype=cv.int8).bitwise_not()
+        Tensor([-1, -6], dtype=int8)
+        >>> cv.Tensor([True, False]).bitwise_not()
+        Tensor([False,  True])
+        """
         _check_kind("bitwise_not", self, "int", "bool")
         return self._elementwise(Op.XOR, True if self.dtype.is_bool else -1 if not self.dtype.is_unsigned
                                  else dt.iinfo(self.dtype).max)
@@ -368,15 +485,35 @@ class ElementwiseMixin:
     __invert__ = bitwise_not
 
     def logical_not(self: Tensor) -> Tensor:
+        """True where this tensor is false (zero), for any dtype; nan counts as true, so gives false.
+
+        >>> cv.Tensor([0.0, 2.0, float("nan")]).logical_not()
+        Tensor([ True, False, False])
+        """
         return self.astype(dt.bool_)._elementwise(Op.XOR, True)
 
     def logical_and(self: Tensor, other: Any) -> Tensor:
+        """True where both operands are true (non-zero), for any dtypes (broadcast); a bool tensor.
+
+        >>> cv.Tensor([0, 1, 2]).logical_and(cv.Tensor([1, 1, 0]))
+        Tensor([False,  True, False])
+        """
         return self.astype(dt.bool_)._elementwise(Op.AND, _to_bool(self, other))
 
     def logical_or(self: Tensor, other: Any) -> Tensor:
+        """True where either operand is true (non-zero), for any dtypes (broadcast); a bool tensor.
+
+        >>> cv.Tensor([0, 1, 2]).logical_or(cv.Tensor([0, 0, 1]))
+        Tensor([False,  True,  True])
+        """
         return self.astype(dt.bool_)._elementwise(Op.OR, _to_bool(self, other))
 
     def logical_xor(self: Tensor, other: Any) -> Tensor:
+        """True where exactly one operand is true (non-zero), for any dtypes (broadcast); a bool tensor.
+
+        >>> cv.Tensor([0, 1, 2]).logical_xor(cv.Tensor([1, 1, 0]))
+        Tensor([ True, False,  True])
+        """
         return self.astype(dt.bool_)._elementwise(Op.XOR, _to_bool(self, other))
 
     # --- float math --------------------------------------------------------------------------------
@@ -418,7 +555,16 @@ class ElementwiseMixin:
         return self.sqrt().reciprocal()
 
     def atan2(self: Tensor, other: Any) -> Tensor:
-        """Angle of the point (other, self): ``atan2(y=self, x=other)``."""
+        """Angle of the point (other, self): ``atan2(y=self, x=other)``, in [-pi, pi].
+
+        The quadrant follows both signs, signed zeros included (IEEE); integers give float32,
+        complex values raise TypeError.
+
+        >>> cv.Tensor([1.0, 1.0, -1.0]).atan2(cv.Tensor([1.0, -1.0, -1.0]))
+        Tensor([ 0.7853982,  2.3561945, -2.3561945])
+        >>> cv.Tensor([0.0, -0.0]).atan2(-1.0)
+        Tensor([ 3.1415927, -3.1415927])
+        """
         from ..tensor import result_type
 
         common = result_type(self, other)
@@ -434,7 +580,16 @@ class ElementwiseMixin:
     def trunc(self): return self._rounding(Op.TRUNC)  # noqa: E704
 
     def round(self: Tensor, decimals: int = 0) -> Tensor:
-        """Round half to even (numpy semantics), optionally to ``decimals`` places; complex rounds both parts."""
+        """Round half to even (numpy semantics), optionally to ``decimals`` places; complex rounds both parts.
+
+        Integer and bool tensors are returned unchanged. With ``decimals`` the value is scaled by
+        ``10**decimals``, rounded and scaled back, as numpy and PyTorch do.
+
+        >>> cv.Tensor([0.5, 1.5, 2.5, -0.5]).round()
+        Tensor([ 0.,  2.,  2., -0.])
+        >>> cv.Tensor([1.2345, 2.5]).round(decimals=2)
+        Tensor([1.23, 2.5 ])
+        """
         if self.dtype.is_complex:
             return make_complex(self.real.round(decimals), self.imag.round(decimals))
         if not self.dtype.is_float:
@@ -445,19 +600,31 @@ class ElementwiseMixin:
         return (self * scale)._unary(Op.ROUND) / scale
 
     def isnan(self: Tensor) -> Tensor:
-        """True where the value is nan (for complex: where either part is)."""
+        """True where the value is nan (for complex: where either part is); false for integers.
+
+        >>> cv.Tensor([1.0, float("nan"), float("inf")]).isnan()
+        Tensor([False,  True, False])
+        """
         if self.dtype.is_complex:
             return self.real.isnan() | self.imag.isnan()
         return self.ne(self) if self.dtype.is_float else self._const(False, dt.bool_)
 
     def isinf(self: Tensor) -> Tensor:
-        """True where the value is ±inf (for complex: where either part is)."""
+        """True where the value is ±inf (for complex: where either part is); false for integers.
+
+        >>> cv.Tensor([1.0, float("nan"), float("-inf")]).isinf()
+        Tensor([False, False,  True])
+        """
         if self.dtype.is_complex:
             return self.real.isinf() | self.imag.isinf()
         return self.abs().eq(math.inf) if self.dtype.is_float else self._const(False, dt.bool_)
 
     def isfinite(self: Tensor) -> Tensor:
-        """True where the value is neither inf nor nan (for complex: where both parts are)."""
+        """True where the value is neither inf nor nan (for complex: where both parts are); true for integers.
+
+        >>> cv.Tensor([1.0, float("nan"), float("-inf")]).isfinite()
+        Tensor([ True, False, False])
+        """
         if self.dtype.is_complex:
             return self.real.isfinite() & self.imag.isfinite()
         return self.abs() < math.inf if self.dtype.is_float else self._const(True, dt.bool_)
@@ -465,20 +632,34 @@ class ElementwiseMixin:
     # --- complex parts -----------------------------------------------------------------------------
     @property
     def real(self: Tensor) -> Tensor:
-        """The real part (float32 for complex64, float64 for complex128); a real tensor itself."""
+        """The real part (float32 for complex64, float64 for complex128); a real tensor itself.
+
+        >>> cv.Tensor([1 + 2j, 3 - 4j]).real
+        Tensor([1., 3.])
+        """
         if not self.dtype.is_complex:
             return self
         return self._new(node(Op.REAL, (self.node,), None, self.dtype.real_dtype, self.shape))
 
     @property
     def imag(self: Tensor) -> Tensor:
-        """The imaginary part (float32 for complex64, float64 for complex128); zeros for a real tensor."""
+        """The imaginary part (float32 for complex64, float64 for complex128); zeros for a real tensor.
+
+        >>> cv.Tensor([1 + 2j, 3 - 4j]).imag
+        Tensor([ 2., -4.])
+        >>> cv.Tensor([1.0, 2.0]).imag
+        Tensor([0., 0.])
+        """
         if not self.dtype.is_complex:
             return self._const(0)
         return self._new(node(Op.IMAG, (self.node,), None, self.dtype.real_dtype, self.shape))
 
     def conj(self: Tensor) -> Tensor:
-        """The complex conjugate; a real tensor itself."""
+        """The complex conjugate; a real tensor itself.
+
+        >>> cv.Tensor([1 + 2j, 3 - 4j]).conj()
+        Tensor([1.-2.j, 3.+4.j], dtype=complex64)
+        """
         return self._unary(Op.CONJ) if self.dtype.is_complex else self
 
     def angle(self: Tensor) -> Tensor:
@@ -498,9 +679,15 @@ class ElementwiseMixin:
         return where(self <= 0, 0, self)
 
     def sigmoid(self: Tensor) -> Tensor:
-        """``1 / (1 + exp(-x))``, from ``e = exp(-|x|)`` (which never overflows): ``1/(1+e)`` for
-        x >= 0, ``e/(1+e)`` below, so tiny results keep their relative precision and the gradient
-        is finite everywhere (the naive form's is 0 * inf = nan at x = -100 in float32)."""
+        """The logistic function ``1 / (1 + exp(-x))``, elementwise; integers compute in float32.
+
+        Computed from ``e = exp(-|x|)`` (which never overflows): ``1/(1+e)`` for x >= 0,
+        ``e/(1+e)`` below, so tiny results keep their relative precision and the gradient is
+        finite everywhere (the naive form's is 0 * inf = nan at x = -100 in float32).
+
+        >>> cv.Tensor([-100.0, 0.0, 2.0]).sigmoid()
+        Tensor([3.78351e-44, 5.00000e-01, 8.80797e-01])
+        """
         x = _as_float(self)
         up = x >= 0
         e = up.where(-x, x).exp()  # not -|x|: abs has slope 0 at 0, which would lose sigmoid'(0)
@@ -508,11 +695,26 @@ class ElementwiseMixin:
         return up.where(r, e * r)
 
     def silu(self: Tensor) -> Tensor:
+        """SiLU (swish), ``x * sigmoid(x)``, elementwise; integers compute in float32.
+
+        >>> cv.Tensor([-1.0, 0.0, 2.0]).silu()
+        Tensor([-0.26894143,  0.        ,  1.761594  ])
+        """
         x = _as_float(self)
         return x * x.sigmoid()
 
     def gelu(self: Tensor, approximate: str = "none") -> Tensor:
-        """GELU; ``approximate='tanh'`` uses the tanh approximation."""
+        """GELU, ``x * Phi(x)`` with ``Phi`` the standard normal CDF, elementwise; integers compute in float32.
+
+        ``Phi`` comes from ``erf``; ``approximate='tanh'`` uses PyTorch's tanh approximation instead.
+        ValueError for another ``approximate``.
+
+        >>> x = cv.Tensor([-1.0, 0.0, 2.0])
+        >>> x.gelu()
+        Tensor([-0.15865526,  0.        ,  1.9544997 ])
+        >>> x.gelu(approximate="tanh")
+        Tensor([-0.158808 ,  0.       ,  1.9545977])
+        """
         x = _as_float(self)
         if approximate == "tanh":
             return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
@@ -521,7 +723,11 @@ class ElementwiseMixin:
         return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
 
     def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
-        """``log(1 + exp(beta*x)) / beta`` computed without overflow."""
+        """``log(1 + exp(beta*x)) / beta`` computed without overflow (a smooth ``relu``).
+
+        >>> cv.Tensor([-100.0, 0.0, 100.0]).softplus()
+        Tensor([3.783506e-44, 6.931472e-01, 1.000000e+02])
+        """
         x = _as_float(self) * beta
         return (x.maximum(0) + (-x.abs()).exp().log1p()) / beta
 
@@ -563,3 +769,114 @@ def _to_bool(anchor: Tensor, other: Any) -> Tensor:
 
     t = other if isinstance(other, Tensor) else anchor._operand(other, dt.bool_)
     return t.astype(dt.bool_)
+
+
+# --- docstrings of the one-line methods ------------------------------------------------------------------
+# name: (summary, input, printed result). A docstring is the summary, the dtype rules of the method's
+# kind and the example ``cv.Tensor(input).name()`` with its result (run by tests/test_docstrings.py).
+_FLOAT_MATH: dict[str, tuple[str, str, str]] = {
+    "exp": ("The exponential ``e**x``", "[0.0, 1.0]", "Tensor([1.       , 2.7182817])"),
+    "exp2": ("``2**x``", "[-1, 0, 3]", "Tensor([0.5, 1. , 8. ])"),
+    "expm1": ("``exp(x) - 1``, accurate near 0", "[0.0, 1e-10]", "Tensor([0.e+00, 1.e-10])"),
+    "log": ("The natural logarithm (-inf at 0, nan below)", "[1.0, 0.0]", "Tensor([  0., -inf])"),
+    "log2": ("The base-2 logarithm", "[1, 8]", "Tensor([0., 3.])"),
+    "log10": ("The base-10 logarithm", "[1, 100, 1000]", "Tensor([0., 2., 3.])"),
+    "log1p": ("``log(1 + x)``, accurate near 0", "[0.0, 1e-10]", "Tensor([0.e+00, 1.e-10])"),
+    "sqrt": ("The square root (nan for negative input)", "[4.0, 2.0, -1.0]",
+             "Tensor([2.       , 1.4142135,       nan])"),
+    "rsqrt": ("The reciprocal square root ``1 / sqrt(x)``", "[4.0, 0.25]", "Tensor([0.5, 2. ])"),
+    "reciprocal": ("``1 / x`` (inf at 0)", "[2, 0]", "Tensor([0.5, inf])"),
+    "sin": ("The sine (radians)", "[0.0, cv.pi / 2]", "Tensor([0., 1.])"),
+    "cos": ("The cosine (radians)", "[0.0, cv.pi]", "Tensor([ 1., -1.])"),
+    "tan": ("The tangent (radians)", "[0.0, cv.pi / 4]", "Tensor([0., 1.])"),
+    "asin": ("The inverse sine, in [-pi/2, pi/2] (nan outside [-1, 1])", "[0.0, 1.0]",
+             "Tensor([0.       , 1.5707964])"),
+    "acos": ("The inverse cosine, in [0, pi] (nan outside [-1, 1])", "[1.0, 0.0, -1.0]",
+             "Tensor([0.       , 1.5707964, 3.1415927])"),
+    "atan": ("The inverse tangent, in [-pi/2, pi/2]", '[0.0, 1.0, float("inf")]',
+             "Tensor([0.       , 0.7853982, 1.5707964])"),
+    "sinh": ("The hyperbolic sine", "[0.0, 1.0]", "Tensor([0.       , 1.1752012])"),
+    "cosh": ("The hyperbolic cosine", "[0.0, 1.0]", "Tensor([1.       , 1.5430806])"),
+    "tanh": ("The hyperbolic tangent", '[-float("inf"), 0.0, 1.0]', "Tensor([-1.       ,  0.       ,  0.7615942])"),
+    "asinh": ("The inverse hyperbolic sine", "[0.0, 1.0]", "Tensor([0.       , 0.8813736])"),
+    "acosh": ("The inverse hyperbolic cosine (nan below 1)", "[1.0, 2.0, 0.5]",
+              "Tensor([0.      , 1.316958,      nan])"),
+    "atanh": ("The inverse hyperbolic tangent (±inf at ±1, nan beyond)", "[0.0, 0.5, 1.0]",
+              "Tensor([0.        , 0.54930615,        inf])"),
+    "erf": ("The error function ``2/sqrt(pi) * integral of exp(-t**2)`` from 0 to x", '[0.0, 0.5, float("inf")]',
+            "Tensor([0.       , 0.5204999, 1.       ])"),
+}
+_ROUNDING: dict[str, tuple[str, str, str]] = {
+    "floor": ("Round toward -inf", "[-1.5, 0.5, 2.0]", "Tensor([-2.,  0.,  2.])"),
+    "ceil": ("Round toward +inf", "[-1.5, 0.5, 2.0]", "Tensor([-1.,  1.,  2.])"),
+    "trunc": ("Round toward zero (drop the fraction)", "[-1.5, 0.5, 2.0]", "Tensor([-1.,  0.,  2.])"),
+}
+_COMPOSED = {"exp2": "``exp``", "expm1": "``exp``", "log2": "``log``", "log10": "``log``", "log1p": "``log``"}
+_NOT_IN_CV = {"exp2", "rsqrt"}  # no cv function of the same name
+
+
+def _math_doc(name: str, summary: str, values: str, result: str) -> str:
+    own = "" if name in _NOT_IN_CV else f"The method form of :func:`corvid.{name}`. "
+    if name in _ROUNDING:
+        kinds = "Integer and bool tensors are returned unchanged; TypeError for complex tensors."
+    elif name == "erf":
+        kinds = "Integer and bool tensors compute in float32 (the default float dtype); TypeError for complex tensors."
+    else:
+        kinds = "Integer and bool tensors compute in float32 (the default float dtype); complex tensors give " + (
+            f"a complex result, composed from {_COMPOSED[name]}." if name in _COMPOSED else "a complex result.")
+    return f"{summary}, elementwise.\n\n{own}{kinds}\n\n>>> cv.Tensor({values}).{name}()\n{result}\n"
+
+
+for _name, _entry in {**_FLOAT_MATH, **_ROUNDING}.items():
+    getattr(ElementwiseMixin, _name).__doc__ = _math_doc(_name, *_entry)
+
+_BITWISE_DOCS = {
+    "bitwise_and": """``self & other``, elementwise, for integers and bools.
+
+        The method form of :func:`corvid.bitwise_and`, except that a Python int outside this
+        tensor's integer range is read as a bit pattern of its width, as PyTorch does
+        (``int32 & 0xFFFFFFFF`` is ``int32 & -1``; ``cv.bitwise_and`` raises OverflowError, as
+        numpy). TypeError for floats.
+
+        >>> cv.Tensor([12, 10]).bitwise_and(6)
+        Tensor([4, 2])
+        """,
+    "bitwise_or": """``self | other``, elementwise, for integers and bools.
+
+        The method form of :func:`corvid.bitwise_or`; Python ints out of range wrap as in
+        :meth:`bitwise_and`. TypeError for floats.
+
+        >>> cv.Tensor([12, 10]).bitwise_or(6)
+        Tensor([14, 14])
+        """,
+    "bitwise_xor": """``self ^ other``, elementwise, for integers and bools.
+
+        The method form of :func:`corvid.bitwise_xor`; Python ints out of range wrap as in
+        :meth:`bitwise_and`. TypeError for floats.
+
+        >>> cv.Tensor([12, 10]).bitwise_xor(6)
+        Tensor([10, 12])
+        >>> cv.Tensor([True, False]).bitwise_xor(True)
+        Tensor([False,  True])
+        """,
+    "bitwise_left_shift": """``self << other``, elementwise, for integers.
+
+        The method form of :func:`corvid.bitwise_left_shift`. Shifts by the bit width or more give
+        0. TypeError for floats and bools.
+
+        >>> cv.Tensor([1, 8]).bitwise_left_shift(2)
+        Tensor([ 4, 32])
+        """,
+    "bitwise_right_shift": """``self >> other``, elementwise, for integers.
+
+        The method form of :func:`corvid.bitwise_right_shift`. Arithmetic for signed integers: the
+        sign bit is copied in, so negative values round toward -inf (and shifts by the bit width or
+        more give -1 for them, 0 otherwise). TypeError for floats and bools.
+
+        >>> cv.Tensor([-8, -7, 8]).bitwise_right_shift(1)
+        Tensor([-4, -4,  4])
+        """,
+}
+for _name, _doc in _BITWISE_DOCS.items():
+    getattr(ElementwiseMixin, _name).__doc__ = _doc
+del _name, _entry, _doc
