@@ -33,7 +33,21 @@ __all__ = ["CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR", "Lin
 class LRScheduler:
     """Base class. Subclasses define :meth:`lr_at`. ``last_epoch`` is the index of the current
     epoch (-1 before the first ``step``, which the constructor takes); pass it to resume a schedule
-    on an optimizer whose groups already have ``initial_lr`` (KeyError otherwise)."""
+    on an optimizer whose groups already have ``initial_lr`` (KeyError otherwise).
+
+    >>> class Halving(LRScheduler):
+    ...     def lr_at(self, epoch):
+    ...         return [base / 2 ** epoch for base in self.base_lrs]
+    >>> opt = cv.optim.SGD([cv.Tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> sched = Halving(opt)
+    >>> sched.get_last_lr()
+    [1.0]
+    >>> sched.step(); sched.step()
+    >>> sched.get_last_lr(), opt.param_groups[0]["lr"], sched.last_epoch
+    ([0.25], 0.25, 2)
+    >>> sched.lr_at(10)   # any epoch, without stepping
+    [0.0009765625]
+    """
 
     _unsaved: tuple[str, ...] = ("optimizer",)
 

@@ -59,7 +59,33 @@ class Optimizer:
     ``params`` is an iterable of tensors, or of dicts ``{"params": [...], "lr": ..., ...}``
     whose missing hyperparameters come from the constructor's arguments (as PyTorch). A tensor
     may appear in only one group (ValueError). Subclasses define ``__init__`` with their
-    hyperparameters as keyword arguments and the three rule methods described in the module."""
+    hyperparameters as keyword arguments and the three rule methods described in the module.
+
+    Parameter groups, each with its own learning rate:
+
+    >>> a, b = cv.Tensor([1.0], requires_grad=True), cv.Tensor([1.0], requires_grad=True)
+    >>> opt = cv.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.1}], lr=1.0)
+    >>> [group["lr"] for group in opt.param_groups]
+    [1.0, 0.1]
+
+    A new optimizer needs only its update rule (here sign descent, without state); it gets
+    ``step``, state dicts and the functional form from this class:
+
+    >>> class SignSGD(cv.optim.Optimizer):
+    ...     def __init__(self, params, lr=0.01):
+    ...         super().__init__(params, {"lr": lr})
+    ...     @classmethod
+    ...     def _update(cls, p, g, slots, hp, s):
+    ...         return p - s["lr"] * g.sign(), {}
+    >>> w = cv.Tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = SignSGD([w], lr=0.5)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.tolist(), opt.state[w]
+    ([0.5, -1.5], {'step': 1})
+    >>> SignSGD.functional(lr=0.5)
+    SignSGD.functional(lr=0.5)
+    """
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
         self._check(defaults)
@@ -327,7 +353,22 @@ class Functional:
     slot: tree like params, ...}``. ``update(grads, state, params)`` returns
     ``(new_params, new_state)``; ``grads`` has the structure of ``params``. The learning rate
     lives in the state, so a schedule can change it between calls of a jitted step
-    (``state["lr"] = cv.Tensor(new_lr, dtype=cv.float64)``) without retracing."""
+    (``state["lr"] = cv.Tensor(new_lr, dtype=cv.float64)``) without retracing.
+
+    >>> tx = cv.optim.SGD.functional(lr=0.1, momentum=0.9)
+    >>> params = {"w": cv.Tensor([1.0, 2.0])}
+    >>> state = tx.init(params)
+    >>> sorted(state), state["momentum_buffer"]
+    (['lr', 'momentum_buffer', 'step'], {'w': Tensor([0., 0.])})
+    >>> grads = {"w": cv.Tensor([1.0, 1.0])}
+    >>> params, state = tx.update(grads, state, params)
+    >>> [round(v, 4) for v in params["w"].tolist()], state["step"].item()
+    ([0.9, 1.9], 1)
+    >>> state["lr"] = cv.Tensor(0.0, dtype=cv.float64)   # a schedule's new value
+    >>> params, state = tx.update(grads, state, params)
+    >>> [round(v, 4) for v in params["w"].tolist()]
+    [0.9, 1.9]
+    """
 
     def __init__(self, rule: type[Optimizer], hyperparameters: dict[str, Any]):
         self.rule, self.hyperparameters = rule, hyperparameters

@@ -30,7 +30,23 @@ def flatten_state_dict(state_dict: Mapping[Any, Any], prefix: str = "") -> dict[
 
     Leaves may be tensors, bools, ints, floats (float64 0-d tensors, so no precision is lost) and
     lists or tuples of numbers; dicts and lists of dicts nest. TypeError for anything else (a
-    string, None, a function); ValueError when a key contains a dot."""
+    string, None, a function); ValueError when a key contains a dot. ``Optimizer.load_state_dict``
+    accepts the flat form directly.
+
+    >>> w = cv.Tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = cv.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> flat = flatten_state_dict(opt.state_dict())
+    >>> [k for k in sorted(flat) if k.startswith("state.")]
+    ['state.0.exp_avg', 'state.0.exp_avg_sq', 'state.0.step']
+    >>> flat["param_groups.0.lr"], flat["param_groups.0.betas"]
+    (Tensor(0.1, dtype=float64), Tensor([0.9  , 0.999], dtype=float64))
+    >>> other = cv.optim.Adam([cv.Tensor([0.0, 0.0], requires_grad=True)], lr=0.5)
+    >>> other.load_state_dict(flat)
+    >>> other.param_groups[0]["lr"], other.param_groups[0]["betas"]
+    (0.1, (0.9, 0.999))
+    """
     out: dict[str, Tensor] = {}
     for key, value in state_dict.items():
         name = str(key)
@@ -68,7 +84,14 @@ def _numpy_dtype(value: Any) -> type:
 
 def unflatten_state_dict(flat: Mapping[str, Any]) -> dict[Any, Any]:
     """The nesting of ``flat`` (dotted keys) rebuilt; digit keys become ints, and a level whose
-    keys are exactly 0..n-1 becomes a list. Leaves are returned as they are (tensors)."""
+    keys are exactly 0..n-1 becomes a list. Leaves are returned as they are (tensors); use
+    :func:`restore_like` to turn them back into numbers.
+
+    >>> unflatten_state_dict({"a.0": cv.Tensor(1.0), "a.1": cv.Tensor(2.0), "b.x": cv.Tensor(3.0)})
+    {'a': [Tensor(1.), Tensor(2.)], 'b': {'x': Tensor(3.)}}
+    >>> unflatten_state_dict({"state.3.step": cv.Tensor(5)})   # a key 3 alone: a dict, not a list
+    {'state': {3: {'step': Tensor(5)}}}
+    """
     root: dict[Any, Any] = {}
     for name, value in flat.items():
         parts = [int(p) if p.isdigit() else p for p in str(name).split(".")]
