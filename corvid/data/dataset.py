@@ -25,7 +25,19 @@ class Dataset:
     """A map-style dataset (PyTorch's protocol): ``len(ds)`` samples, ``ds[i]`` the i-th one.
 
     Subclasses define ``__len__`` and ``__getitem__``. A sample is a tensor, a numpy array, a
-    number, or a tuple/list/dict of those; the loader's default collation stacks them."""
+    number, or a tuple/list/dict of those; the loader's default collation stacks them.
+
+    >>> class Squares(cv.data.Dataset):
+    ...     def __len__(self):
+    ...         return 4
+    ...     def __getitem__(self, i):
+    ...         return {"x": float(i), "y": i * i}
+    >>> ds = Squares()
+    >>> len(ds), ds[3]
+    (4, {'x': 3.0, 'y': 9})
+    >>> [batch["y"].tolist() for batch in cv.data.DataLoader(ds, batch_size=3)]
+    [[0, 1, 4], [9]]
+    """
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -39,7 +51,21 @@ class ArrayDataset(Dataset):
 
     :meth:`batch` returns the rows for many indices at once as numpy arrays, which is how the
     loader builds a batch without touching samples one by one. Subclasses may override
-    :meth:`batch` to convert on the way out (e.g. uint8 images to float)."""
+    :meth:`batch` to convert on the way out (e.g. uint8 images to float).
+
+    >>> class Images(cv.data.ArrayDataset):
+    ...     def __init__(self, images, labels):
+    ...         self.arrays = (images, labels)
+    ...     def batch(self, indices):
+    ...         images, labels = super().batch(indices)
+    ...         return images.astype(np.float32) / 255, labels
+    >>> ds = Images(np.array([[0, 255], [255, 0]], np.uint8), np.array([1, 0]))
+    >>> len(ds), ds[1][0].tolist()
+    (2, [1.0, 0.0])
+    >>> x, y = next(iter(cv.data.DataLoader(ds, batch_size=2)))
+    >>> x.dtype, x.tolist(), y.tolist()
+    (corvid.float32, [[0.0, 1.0], [1.0, 0.0]], [1, 0])
+    """
 
     arrays: tuple[np.ndarray, ...]
 
@@ -61,7 +87,16 @@ class TensorDataset(ArrayDataset):
     """Samples are the rows of the given tensors or arrays (all with the same first dimension).
 
     Tensors are copied to numpy once, here; ``ds[i]`` is a tuple of tensors (one per input).
-    ValueError when the lengths differ or no array is given."""
+    ValueError when the lengths differ or no array is given; IndexError for an index out of range
+    (negative indices count from the end).
+
+    >>> ds = cv.data.TensorDataset(cv.arange(6.0).reshape(3, 2), np.array([0, 1, 0]))
+    >>> len(ds), ds[-1]
+    (3, (Tensor([4., 5.]), Tensor(0)))
+    >>> x, y = ds[1]
+    >>> x.tolist(), y.item()
+    ([2.0, 3.0], 1)
+    """
 
     def __init__(self, *tensors: Any):
         if not tensors:

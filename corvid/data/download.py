@@ -29,7 +29,20 @@ _CHUNK = 1 << 16
 
 
 class ChecksumError(OSError):
-    """A downloaded file's checksum differs from the known one (the file was not kept)."""
+    """A downloaded file's checksum differs from the known one (the file was not kept). A subclass of
+    OSError, raised by :func:`download_file` when some mirror served the wrong bytes.
+
+    >>> import pathlib
+    >>> src = pathlib.Path("mirror.bin")
+    >>> _ = src.write_bytes(b"corvid")
+    >>> cv.data.download_file([src.resolve().as_uri()], "copy.bin", "0" * 32, progress=False)
+    Traceback (most recent call last):
+        ...
+    corvid.data.download.ChecksumError: could not download copy.bin:
+      file:///.../mirror.bin: md5 96591b07f494d94d6cf7c57342bfcae5, expected 00000000000000000000000000000000
+    >>> pathlib.Path("copy.bin").exists(), issubclass(ChecksumError, OSError)
+    (False, True)
+    """
 
 
 def data_dir(root: str | os.PathLike | None = None) -> pathlib.Path:
@@ -53,7 +66,17 @@ def download_file(urls: Sequence[str], dest: str | os.PathLike, md5: str, progre
     Mirrors are tried in order; a network error or a checksum mismatch moves on to the next one.
     When all fail, raises :class:`ChecksumError` if some mirror served wrong bytes, else OSError,
     listing what each mirror did; nothing is left at ``dest`` or beside it. ``file://`` URLs work
-    too (local mirrors, tests)."""
+    too (local mirrors, tests). ``progress=False`` hides the progress bar (shown with ``tqdm``).
+
+    >>> import hashlib, pathlib
+    >>> src = pathlib.Path("mirror.bin")
+    >>> _ = src.write_bytes(b"corvid")
+    >>> md5 = hashlib.md5(b"corvid").hexdigest()
+    >>> urls = ["file:///nonexistent/data.bin", src.resolve().as_uri()]   # the first mirror fails
+    >>> path = download_file(urls, "downloads/data.bin", md5, progress=False)
+    >>> path, path.read_bytes()
+    (PosixPath('downloads/data.bin'), b'corvid')
+    """
     dest = pathlib.Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []

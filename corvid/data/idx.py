@@ -35,7 +35,18 @@ def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
 
     CorruptFileError (a ValueError) for a bad gzip stream, a bad magic number, an unknown type
     code, dimensions no array can have, or a data size that differs from what the dimensions
-    announce."""
+    announce; ``name`` names the data in those messages.
+
+    >>> raw = bytes([0, 0, 0x08, 1, 0, 0, 0, 3]) + bytes([7, 8, 9])   # uint8, 1 dimension of 3
+    >>> parse_idx(raw)
+    array([7, 8, 9], dtype=uint8)
+    >>> parse_idx(bytes([0, 0, 0x0D, 1, 0, 0, 0, 2]) + np.array([1.5, -2.0], ">f4").tobytes())
+    array([ 1.5, -2. ], dtype=float32)
+    >>> parse_idx(raw[:-1], "labels")
+    Traceback (most recent call last):
+        ...
+    corvid.io.CorruptFileError: labels: dimensions (3,) of uint8 need 3 bytes of data, the file has 2
+    """
     if data[:2] == _GZIP_MAGIC:
         try:
             data = _gunzip(data, name)
@@ -87,6 +98,14 @@ def _gunzip(data: bytes, name: str) -> bytes:
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """The array in the IDX file at ``path`` (gzipped or not); see :func:`parse_idx`."""
+    """The array in the IDX file at ``path`` (gzipped or not); see :func:`parse_idx`.
+
+    >>> import gzip, pathlib
+    >>> raw = bytes([0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 2]) + bytes([1, 2, 3, 4])   # uint8 (2, 2)
+    >>> _ = pathlib.Path("tiny-idx2-ubyte.gz").write_bytes(gzip.compress(raw))
+    >>> read_idx("tiny-idx2-ubyte.gz")
+    array([[1, 2],
+           [3, 4]], dtype=uint8)
+    """
     with open(path, "rb") as f:
         return parse_idx(f.read(), os.fspath(path))

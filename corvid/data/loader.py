@@ -122,7 +122,27 @@ class DataLoader:
     ``device``: where the batches' tensors live (``'CUDA'``, ``'CL'``, ``'CPU'``, ...); None: the
     default device at the start of each pass (:func:`corvid.default_device`), so batches follow a
     model trained under ``cv.set_default_device("CUDA")``. Off the CPU the background thread
-    copies each batch to the device ahead of its use. ValueError for an unknown device."""
+    copies each batch to the device ahead of its use. ValueError for an unknown device.
+
+    >>> ds = cv.data.TensorDataset(np.arange(5.0), np.arange(5) % 2)
+    >>> loader = DataLoader(ds, batch_size=2)
+    >>> len(loader), [x.tolist() for x, y in loader]
+    (3, [[0.0, 1.0], [2.0, 3.0], [4.0]])
+    >>> [x.tolist() for x, y in DataLoader(ds, batch_size=2, drop_last=True)]
+    [[0.0, 1.0], [2.0, 3.0]]
+    >>> [x.tolist() for x, y in DataLoader(ds, batch_size=2, sampler=[4, 0, 2])]
+    [[4.0, 0.0], [2.0]]
+
+    With ``shuffle``, each epoch has its own order, the same for the same seed:
+
+    >>> loader = DataLoader(ds, batch_size=5, shuffle=True, seed=0)
+    >>> first, second = [x.tolist() for x, _ in loader], [x.tolist() for x, _ in loader]
+    >>> first != second, sorted(first[0])
+    (True, [0.0, 1.0, 2.0, 3.0, 4.0])
+    >>> loader.set_epoch(0)
+    >>> [x.tolist() for x, _ in loader] == first
+    True
+    """
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, seed: int | None = None,
                  drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None, prefetch: int = 2,

@@ -43,7 +43,29 @@ class MNIST(ArrayDataset):
     Errors: FileNotFoundError (naming the folders searched) when a file is missing and
     ``download`` is False; :class:`corvid.CorruptFileError` for a file that is not valid IDX or
     not this dataset's layout; :class:`corvid.data.ChecksumError` when every mirror serves a
-    file with the wrong checksum."""
+    file with the wrong checksum.
+
+    Here a test split of two white images is written in the layout the class reads (the real
+    files are the same, with 10,000 images):
+
+    >>> import pathlib
+    >>> def idx(a):   # the IDX bytes of a uint8 array
+    ...     return bytes([0, 0, 0x08, a.ndim]) + np.array(a.shape, ">u4").tobytes() + a.tobytes()
+    >>> folder = pathlib.Path("data/mnist")
+    >>> folder.mkdir(parents=True, exist_ok=True)
+    >>> _ = (folder / "t10k-images-idx3-ubyte").write_bytes(idx(np.full((2, 28, 28), 255, np.uint8)))
+    >>> _ = (folder / "t10k-labels-idx1-ubyte").write_bytes(idx(np.array([7, 2], np.uint8)))
+    >>> test = cv.data.MNIST(root="data", train=False)
+    >>> test, test.images.shape
+    (MNIST(test, 2 images), (2, 28, 28))
+    >>> image, label = test[0]
+    >>> image.shape, image.dtype, image.max().item(), label.item()
+    ((1, 28, 28), corvid.float32, 1.0, 7)
+    >>> cv.data.MNIST(root="data")   # no training files there
+    Traceback (most recent call last):
+        ...
+    FileNotFoundError: MNIST: train-images-idx3-ubyte[.gz] is not in data/mnist or data; pass download=True, ...
+    """
 
     folder: ClassVar[str] = "mnist"
     mirrors: ClassVar[tuple[str, ...]] = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -97,7 +119,23 @@ class MNIST(ArrayDataset):
 
 
 class FashionMNIST(MNIST):
-    """Fashion-MNIST (Zalando): clothing images in MNIST's layout, same interface as :class:`MNIST`."""
+    """Fashion-MNIST (Zalando): clothing images in MNIST's layout, same interface as :class:`MNIST`;
+    its files live in the ``fashion-mnist`` subfolder and ``classes`` names the 10 labels.
+
+    >>> import pathlib
+    >>> def idx(a):   # the IDX bytes of a uint8 array
+    ...     return bytes([0, 0, 0x08, a.ndim]) + np.array(a.shape, ">u4").tobytes() + a.tobytes()
+    >>> folder = pathlib.Path("data/fashion-mnist")
+    >>> folder.mkdir(parents=True, exist_ok=True)
+    >>> _ = (folder / "t10k-images-idx3-ubyte").write_bytes(idx(np.zeros((3, 28, 28), np.uint8)))
+    >>> _ = (folder / "t10k-labels-idx1-ubyte").write_bytes(idx(np.array([9, 0, 3], np.uint8)))
+    >>> test = cv.data.FashionMNIST(root="data", train=False)
+    >>> test, [test.classes[i] for i in test.labels]
+    (FashionMNIST(test, 3 images), ['Ankle boot', 'T-shirt/top', 'Dress'])
+    >>> x, y = next(iter(cv.data.DataLoader(test, batch_size=3)))
+    >>> x.shape, y.tolist()
+    ((3, 1, 28, 28), [9, 0, 3])
+    """
 
     folder: ClassVar[str] = "fashion-mnist"
     mirrors: ClassVar[tuple[str, ...]] = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",)
