@@ -67,7 +67,11 @@ _METHODS: dict[str, Any] = {
 
 
 def _nbytes(self: Tensor) -> int:
-    """Bytes the elements take (``numel() * element_size()``)."""
+    """Bytes the elements take (``numel() * element_size()``).
+
+    >>> cv.Tensor([[1, 2], [3, 4]]).nbytes, cv.Tensor([1.0], dtype=cv.float64).nbytes
+    (32, 8)
+    """
     return self.size * self.dtype.itemsize
 
 
