@@ -1,6 +1,6 @@
 """Train the MNIST CNN and report its test accuracy: corvid's main job.
 
-The network is the one of the performance guide: conv 32 5x5, relu, conv 32 5x5, relu, maxpool 2,
+The network: conv 32 5x5, relu, conv 32 5x5, relu, maxpool 2,
 conv 64 3x3, relu, conv 64 3x3, relu, maxpool 2, flatten, linear 10; cross-entropy, Adam, batch
 128. One training step (forward, backward and the Adam update of every parameter) is a
 ``cv.jit`` function over the model (a pytree) and the optimizer state: it is traced once, then
