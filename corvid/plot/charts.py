@@ -38,7 +38,20 @@ def line(x: Any, y: Any = None, *, ax: Axes | None = None, label: str | Sequence
     ``y`` is 1-D (one line) or 2-D (n, k): k lines, one per column, labelled by ``label`` (a list
     of k names). ``x`` is 1-D with n values. ValueError for other shapes.
 
-        cv.plot.line(cv.linspace(0, 6, 100), cv.linspace(0, 6, 100).sin(), label="sin", title="a wave")
+    >>> import matplotlib.pyplot as plt
+    >>> x = cv.linspace(0, 6, 50)
+    >>> ax = cv.plot.line(x, x.sin(), label="sin", title="a wave")
+    >>> type(ax).__name__, len(ax.lines), ax.get_title()
+    ('Axes', 1, 'a wave')
+    >>> plt.close(ax.figure)
+    >>> ax = cv.plot.line(cv.stack([x.sin(), x.cos()], axis=1), label=["sin", "cos"])   # one line per column
+    >>> [line.get_label() for line in ax.lines]
+    ['sin', 'cos']
+    >>> plt.close(ax.figure)
+    >>> ax = cv.plot.line([1.0, 0.5, 0.25], logy=True, xlabel="step")
+    >>> ax.lines[0].get_xdata().tolist(), ax.get_yscale()
+    ([0, 1, 2], 'log')
+    >>> plt.close(ax.figure)
     """
     ys = as_array(x if y is None else y, "y")
     if ys.ndim not in (1, 2):
@@ -62,7 +75,14 @@ def scatter(x: Any, y: Any, *, c: Any = None, s: Any = None, ax: Axes | None = N
     """Points at ``(x[i], y[i])``; ``c`` colours them (one colour, or one value per point mapped
     through the colormap ``cmap=``, with a colorbar when ``colorbar``), ``s`` sizes them.
 
-    ``x`` and ``y`` are 1-D of equal length (ValueError otherwise)."""
+    ``x`` and ``y`` are 1-D of equal length (ValueError otherwise).
+
+    >>> import matplotlib.pyplot as plt
+    >>> ax = cv.plot.scatter(cv.Tensor([0.0, 1.0, 2.0]), cv.Tensor([1.0, 0.0, 1.0]), c=[0.1, 0.5, 0.9], colorbar=True)
+    >>> ax.collections[0].get_offsets().tolist(), len(ax.figure.axes)   # the colorbar has its own axes
+    ([[0.0, 1.0], [1.0, 0.0], [2.0, 1.0]], 2)
+    >>> plt.close(ax.figure)
+    """
     xs = _vector(x, "x", "scatter")
     ys = _vector(y, "y", "scatter", len(xs))
     if c is not None and not isinstance(c, str):
@@ -84,7 +104,15 @@ def bar(x: Any, height: Any = None, *, yerr: Any = None, horizontal: bool = Fals
     0, 1, 2…  ``yerr`` draws error bars; ``horizontal=True`` draws them sideways (``logy`` then
     scales the bar lengths, on the x axis).
 
-        cv.plot.bar(["cat", "dog", "bird"], [3, 5, 2], ylabel="count")
+    >>> import matplotlib.pyplot as plt
+    >>> ax = cv.plot.bar(["cat", "dog", "bird"], [3, 5, 2], ylabel="count")
+    >>> [float(p.get_height()) for p in ax.patches], [t.get_text() for t in ax.get_xticklabels()]
+    ([3.0, 5.0, 2.0], ['cat', 'dog', 'bird'])
+    >>> plt.close(ax.figure)
+    >>> ax = cv.plot.bar(cv.Tensor([3.0, 5.0]), horizontal=True)
+    >>> [float(p.get_width()) for p in ax.patches]
+    [3.0, 5.0]
+    >>> plt.close(ax.figure)
     """
     heights = _vector(x if height is None else height, "height", "bar")
     where = np.arange(len(heights)) if height is None else _vector(x, "x", "bar", len(heights))
@@ -108,7 +136,22 @@ def hist(values: Any, bins: int | Sequence[float] = 30, *, density: bool = False
     the bars to a probability density.
 
     ValueError when ``values`` is empty or holds NaN or infinity (filter them first: the range of
-    the bins would be undefined)."""
+    the bins would be undefined).
+
+    >>> import matplotlib.pyplot as plt
+    >>> ax = cv.plot.hist(cv.Tensor([[0.0, 0.1], [0.9, 1.0]]), bins=2)   # all 4 elements
+    >>> [float(p.get_height()) for p in ax.patches]
+    [2.0, 2.0]
+    >>> plt.close(ax.figure)
+    >>> ax = cv.plot.hist([0.0, 0.5, 1.0, 1.0], bins=[0, 0.5, 1.0], density=True)
+    >>> [float(p.get_height()) for p in ax.patches]
+    [0.5, 1.5]
+    >>> plt.close(ax.figure)
+    >>> cv.plot.hist(cv.Tensor([1.0, float("nan")]))
+    Traceback (most recent call last):
+        ...
+    ValueError: hist: 1 of the 2 values are NaN or infinite; filter them first
+    """
     flat = as_array(values, "values").ravel()
     if flat.size == 0:
         raise ValueError("hist: values is empty")
@@ -129,7 +172,11 @@ def errorbar(x: Any, y: Any, yerr: Any = None, xerr: Any = None, *, ax: Axes | N
 
     ``x`` and ``y`` are 1-D of equal length (ValueError otherwise).
 
-        cv.plot.errorbar(epochs, mean_acc, yerr=std_acc, ylabel="accuracy")
+    >>> import matplotlib.pyplot as plt
+    >>> ax = cv.plot.errorbar([1, 2, 3], [0.5, 0.75, 0.875], yerr=[0.1, 0.05, 0.02], ylabel="accuracy")
+    >>> ax.lines[0].get_ydata().tolist(), type(ax.containers[0]).__name__
+    ([0.5, 0.75, 0.875], 'ErrorbarContainer')
+    >>> plt.close(ax.figure)
     """
     xs = _vector(x, "x", "errorbar")
     ys = _vector(y, "y", "errorbar", len(xs))
@@ -149,8 +196,14 @@ def fill_between(x: Any, y1: Any, y2: Any = 0.0, *, ax: Axes | None = None, labe
 
     ``x`` and ``y1`` are 1-D of equal length, ``y2`` a scalar or 1-D of that length too.
 
-        ax = cv.plot.fill_between(steps, mean - std, mean + std, label="±1 std")
-        cv.plot.line(steps, mean, ax=ax, label="mean")
+    >>> import matplotlib.pyplot as plt
+    >>> steps = cv.arange(5.0)
+    >>> mean, std = steps * 0.5, cv.full((5,), 0.25)
+    >>> ax = cv.plot.fill_between(steps, mean - std, mean + std, label="±1 std")
+    >>> ax = cv.plot.line(steps, mean, ax=ax, label="mean")   # on the same axes
+    >>> [t.get_text() for t in ax.get_legend().get_texts()]
+    ['±1 std', 'mean']
+    >>> plt.close(ax.figure)
     """
     xs = _vector(x, "x", "fill_between")
     lower = _vector(y1, "y1", "fill_between", len(xs))

@@ -42,9 +42,17 @@ def contour(z: Any, x: Any = None, y: Any = None, *, levels: int | Sequence[floa
     (their number, or the values), or only the lines with ``filled=False`` (then labelled with
     their values). The colorbar is on by default.
 
-        xs = cv.linspace(-2, 2, 50)
-        X, Y = cv.meshgrid(xs, xs)
-        cv.plot.contour((X ** 2 + Y ** 2).sqrt(), xs, xs, title="distance from 0")
+    >>> import matplotlib.pyplot as plt
+    >>> xs = cv.linspace(-2, 2, 21)
+    >>> X, Y = cv.meshgrid(xs, xs)
+    >>> ax = cv.plot.contour((X ** 2 + Y ** 2).sqrt(), xs, xs, title="distance from 0")
+    >>> type(ax).__name__, ax.get_title(), len(ax.figure.axes)   # the colorbar has its own axes
+    ('Axes', 'distance from 0', 2)
+    >>> plt.close(ax.figure)
+    >>> ax = cv.plot.contour((X ** 2 + Y ** 2).sqrt(), xs, xs, levels=[0.5, 1.0], filled=False, colorbar=False)
+    >>> sorted({t.get_text() for t in ax.texts})   # the lines' labels
+    ['0.5', '1.0']
+    >>> plt.close(ax.figure)
     """
     xs, ys, zs = _grid(z, x, y, "contour")
     with styled():
@@ -64,9 +72,13 @@ def surface(z: Any, x: Any = None, y: Any = None, *, cmap: str = "viridis", colo
     by height. ``ax`` must be 3-D axes (``cv.plot.subplots(projection="3d")``; ValueError
     otherwise); without one, a new figure gets them. Returns the 3-D Axes.
 
-        xs = cv.linspace(-3, 3, 40)
-        X, Y = cv.meshgrid(xs, xs)
-        cv.plot.surface((-(X ** 2 + Y ** 2) / 2).exp(), xs, xs, title="a Gaussian bump")
+    >>> import matplotlib.pyplot as plt
+    >>> xs = cv.linspace(-3, 3, 20)
+    >>> X, Y = cv.meshgrid(xs, xs)
+    >>> ax = cv.plot.surface((-(X ** 2 + Y ** 2) / 2).exp(), xs, xs, title="a Gaussian bump", zlabel="height")
+    >>> type(ax).__name__, ax.get_zlabel()
+    ('Axes3D', 'height')
+    >>> plt.close(ax.figure)
     """
     xs, ys, zs = _grid(z, x, y, "surface")
     if ax is not None and getattr(ax, "name", None) != "3d":

@@ -104,8 +104,15 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | N
     ``title`` is the figure's title above all axes; ``projection="3d"`` makes 3-D axes. Pass the
     axes to the plotting functions with ``ax=``.
 
-        fig, (left, right) = cv.plot.subplots(1, 2, figsize=(9, 3))
-        cv.plot.line(losses, ax=left, title="loss", logy=True)
+    >>> fig, (left, right) = cv.plot.subplots(1, 2, figsize=(9, 3), title="training")
+    >>> ax = cv.plot.line([1.0, 0.5, 0.25], ax=left, title="loss", logy=True)
+    >>> ax is left, fig.get_suptitle()
+    (True, 'training')
+    >>> plt.close(fig)
+    >>> fig, axes = cv.plot.subplots(2, 3)
+    >>> axes.shape, type(axes[0, 0]).__name__
+    ((2, 3), 'Axes')
+    >>> plt.close(fig)
     """
     if nrows < 1 or ncols < 1:
         raise ValueError(f"subplots: nrows and ncols must be at least 1, got {nrows} x {ncols}")
@@ -122,7 +129,19 @@ def savefig(fig: Figure | Axes, path: str | os.PathLike, *, dpi: float | None = 
     extension, cropped to what is drawn. Returns the path. Saving again gives the same file
     (no dates in the metadata).
 
-    ValueError for another extension; TypeError when ``fig`` is not a matplotlib Figure or Axes."""
+    ValueError for another extension; TypeError when ``fig`` is not a matplotlib Figure or Axes.
+
+    >>> ax = cv.plot.line([1.0, 2.0, 4.0])
+    >>> path = cv.plot.savefig(ax, "curve.svg")
+    >>> path, path.read_text().startswith("<?xml")
+    (PosixPath('curve.svg'), True)
+    >>> first = path.read_bytes()
+    >>> cv.plot.savefig(ax.figure, "curve.svg").read_bytes() == first   # byte for byte
+    True
+    >>> cv.plot.savefig(ax, "curve.png").read_bytes()[:4]
+    b'\x89PNG'
+    >>> plt.close(ax.figure)
+    """
     path = pathlib.Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in SAVE_FORMATS:

@@ -45,8 +45,14 @@ def imshow(image: Any, *, ax: Axes | None = None, cmap: str = "gray", colorbar: 
     ``colorbar`` adds the scale of values beside it; ``axis=True`` keeps the pixel-coordinate
     ticks. Returns the Axes; the image artist is ``ax.images[0]``.
 
-        x, label = cv.data.MNIST(train=False)[0]
-        cv.plot.imshow(x, title=f"label {label}")     # x is (1, 28, 28)
+    >>> ax = cv.plot.imshow(cv.linspace(0, 1, 30).reshape(1, 5, 6), title="a ramp")   # (C, H, W), C = 1
+    >>> ax.images[0].get_array().shape, ax.get_title()
+    ((5, 6), 'a ramp')
+    >>> plt.close(ax.figure)
+    >>> ax = cv.plot.imshow(cv.zeros(3, 2, 2), axis=True)   # RGB, channels first
+    >>> ax.images[0].get_array().shape
+    (2, 2, 3)
+    >>> plt.close(ax.figure)
     """
     img = _to_image(as_array(image, "image"), "imshow")
     with styled():
@@ -71,7 +77,13 @@ def heatmap(matrix: Any, *, ax: Axes | None = None, cmap: str = "viridis", color
     formatted by ``fmt``; ``xticklabels``/``yticklabels`` name the columns/rows (as many as there
     are). The colorbar is on by default.
 
-        cv.plot.heatmap(confusion, annotate=True, fmt="{:d}", xlabel="predicted", ylabel="true")
+    >>> confusion = cv.Tensor([[5, 1], [0, 4]])
+    >>> names = ["cat", "dog"]
+    >>> ax = cv.plot.heatmap(confusion, annotate=True, fmt="{:d}", xticklabels=names, yticklabels=names,
+    ...                      xlabel="predicted", ylabel="true")
+    >>> [t.get_text() for t in ax.texts], [t.get_text() for t in ax.get_xticklabels()]
+    (['5', '1', '0', '4'], ['cat', 'dog'])
+    >>> plt.close(ax.figure)
     """
     m = as_array(matrix, "matrix")
     if m.ndim != 2:
@@ -129,8 +141,17 @@ def image_grid(images: Any, labels: Any = None, predictions: Any = None, *, ncol
     classes. ``size`` is the width of one image in inches. Returns the new Figure. ValueError
     for a batch that is not images, or labels/predictions that do not match it.
 
-        x, y = next(iter(cv.data.DataLoader(cv.data.MNIST(train=False), batch_size=32)))
-        cv.plot.image_grid(x, labels=y, predictions=model(x), ncols=8)
+    >>> images = cv.zeros(4, 1, 8, 8)
+    >>> fig = cv.plot.image_grid(images, labels=[0, 1, 2, 0], predictions=[0, 1, 1, 0], ncols=2,
+    ...                          class_names=["cat", "dog", "bird"])
+    >>> type(fig).__name__, [ax.get_title() for ax in fig.axes]
+    ('Figure', ['cat', 'dog', 'dog (true bird)', 'cat'])
+    >>> plt.close(fig)
+    >>> logits = cv.Tensor([[2.0, 0.1], [0.3, 1.0], [0.9, 0.1]])
+    >>> fig = cv.plot.image_grid(cv.zeros(3, 4, 4), labels=[0, 0, 0], predictions=logits, ncols=2)
+    >>> [ax.get_title() for ax in fig.axes]   # the 4th cell of the 2 x 2 grid is empty
+    ['0', '1 (true 0)', '0', '']
+    >>> plt.close(fig)
     """
     batch = as_array(images, "images")
     if batch.ndim not in (3, 4):

@@ -59,8 +59,16 @@ def theme(rc: dict[str, Any] | None = None) -> Iterator[None]:
     is undone at its end. Corvid plotting functions called inside keep the block's settings.
     KeyError (from matplotlib) for a name that is not an rcParam.
 
-        with cv.plot.theme({"axes.grid": False, "figure.figsize": (8, 3)}):
-            cv.plot.line(losses)
+    >>> import matplotlib, matplotlib.pyplot as plt
+    >>> before = matplotlib.rcParams["lines.linewidth"]
+    >>> with cv.plot.theme({"lines.linewidth": 3.0, "figure.figsize": (8, 3)}):
+    ...     ax = cv.plot.line([1.0, 2.0])
+    ...     fig, plain = plt.subplots()          # plain matplotlib inside the block is themed too
+    >>> ax.lines[0].get_linewidth(), plain.spines["top"].get_visible()
+    (3.0, False)
+    >>> matplotlib.rcParams["lines.linewidth"] == before   # matplotlib's own settings are back
+    True
+    >>> plt.close(ax.figure); plt.close(fig)
     """
     global _depth
     with matplotlib.rc_context({**STYLE, **(rc or {})}):
