@@ -1,5 +1,5 @@
-"""corvid.notebook: markdown files whose ```` ```python ```` blocks are cells, run in order in
-one Python process with each cell's output written back under it: text, errors with their
+"""corvid.notebook: markdown files whose fenced ``python`` code blocks are cells, run in
+order in one Python process with each cell's output written back under it: text, errors with their
 traceback, and matplotlib figures as PNG files next to the notebook.
 
     python -m corvid.notebook run examples/mnist.md          # run every cell, write the outputs

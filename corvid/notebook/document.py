@@ -19,7 +19,7 @@ Inside the markers, each output is a fenced block whose info string says what it
 ``Out[n]``) or ``error`` (a traceback); or an image link ``![...](nb_files/cell3_1.png)``.
 Everything else in the file is kept exactly as written: parsing then rendering a file gives
 back the same text, and a file whose outputs are removed is the file as it was before its first
-run. Other fenced blocks (```` ```bash ````, or a longer fence around an example notebook) are
+run. Other fenced blocks (a ``bash`` block, or a longer fence around an example notebook) are
 text, not cells.
 """
 
@@ -42,7 +42,25 @@ _IMAGE = re.compile(r"^!\[([^\]]*)\]\((\S+)\)\s*$")
 class Output:
     """One output of a cell: ``kind`` is one of :data:`OUTPUT_KINDS` with ``text`` the text (no
     trailing newline), or ``"image"`` with ``text`` the link to the image file, relative to the
-    notebook's folder."""
+    notebook's folder.
+
+    >>> nb = parse("```python\\nx = 'hi'\\nx\\n```\\n")
+    >>> nb.cells[0].outputs = [Output("result", "'hi'"), Output("image", "demo_files/cell1_1.png")]
+    >>> print(nb.render())
+    ```python
+    x = 'hi'
+    x
+    ```
+    <BLANKLINE>
+    <!-- corvid:output -->
+    ```result
+    'hi'
+    ```
+    <BLANKLINE>
+    ![cell1_1.png](demo_files/cell1_1.png)
+    <!-- corvid:end -->
+    <BLANKLINE>
+    """
 
     kind: str
     text: str
@@ -50,9 +68,18 @@ class Output:
 
 @dataclasses.dataclass
 class Cell:
-    """A ```` ```python ```` block: ``source`` is its code, ``fence`` its text in the file (from
-    the opening fence line through the closing one), ``line`` the 1-based line of the opening
-    fence, ``outputs`` what its last run wrote."""
+    """A fenced ``python`` code block of a notebook: ``source`` is its code, ``fence`` its text in
+    the file (from the opening fence line through the closing one), ``line`` the 1-based line of
+    the opening fence, ``outputs`` what its last run wrote.
+
+    >>> text = ("Intro\\n\\n```python\\nprint(42)\\n```\\n\\n"
+    ...         "<!-- corvid:output -->\\n```output\\n42\\n```\\n<!-- corvid:end -->\\n")
+    >>> cell = parse(text).cells[0]
+    >>> cell.source, cell.line, cell.outputs
+    ('print(42)\\n', 3, [Output(kind='output', text='42')])
+    >>> cell.fence
+    '```python\\nprint(42)\\n```\\n'
+    """
 
     source: str
     fence: str
@@ -62,7 +89,31 @@ class Cell:
 
 @dataclasses.dataclass
 class Notebook:
-    """A parsed file: its ``parts`` in order, markdown text (str) and cells."""
+    """A parsed file: its ``parts`` in order, markdown text (str) and cells; ``cells`` lists the
+    cells alone, ``render()`` gives the file's text back.
+
+    >>> nb = parse("# Title\\n\\n```python\\nx = 1\\n```\\n\\n```bash\\nls\\n```\\n")
+    >>> [type(part).__name__ for part in nb.parts], len(nb.cells)   # the bash block is text
+    (['str', 'Cell', 'str'], 1)
+    >>> nb.cells[0].outputs = [Output("output", "done")]
+    >>> print(nb.render())
+    # Title
+    <BLANKLINE>
+    ```python
+    x = 1
+    ```
+    <BLANKLINE>
+    <!-- corvid:output -->
+    ```output
+    done
+    ```
+    <!-- corvid:end -->
+    <BLANKLINE>
+    ```bash
+    ls
+    ```
+    <BLANKLINE>
+    """
 
     parts: list[str | Cell]
 
@@ -131,8 +182,8 @@ def parse(text: str) -> Notebook:
     """Split markdown ``text`` into markdown parts and cells (with the outputs written under
     them). ``parse(text).render() == text``.
 
-    ValueError, naming the line, for a ```` ```python ```` block or an output block that is
-    never closed.
+    ValueError, naming the line, for a ``python`` code block or an output block that is never
+    closed.
 
     >>> nb = parse("# Title\\n\\n```python\\nx = 1\\n```\\n")
     >>> [c.source for c in nb.cells], nb.cells[0].line

@@ -1,7 +1,7 @@
 """Converting between markdown notebooks and Jupyter's ``.ipynb``, through nbformat (an optional
 extra: ``pip install "corvid[notebook]"``), so one notebook opens in Jupyter too.
 
-Markdown between cells becomes markdown cells; each ```` ```python ```` cell becomes a code cell
+Markdown between cells becomes markdown cells; each ``python`` cell becomes a code cell
 with its outputs: ``output``/``stderr`` as stream outputs, ``result`` as the execution result,
 images as ``image/png`` display data (the file's bytes, base64), ``error`` as an error output.
 Back from ``.ipynb``, images are written to ``<stem>_files/`` as a run would write them. A
@@ -62,7 +62,20 @@ def _code_cell(nbf: Any, cell: Cell, number: int, folder: pathlib.Path) -> Any:
 def to_ipynb(path: str | os.PathLike, output: str | os.PathLike | None = None) -> pathlib.Path:
     """Write the markdown notebook ``path`` as a Jupyter notebook (default: the same name with
     ``.ipynb``), outputs and images included; returns the path written. FileNotFoundError when
-    the notebook, or an image it links, is missing."""
+    the notebook, or an image it links, is missing.
+
+    >>> import json, pathlib
+    >>> _ = pathlib.Path("demo.md").write_text("# Demo\\n\\n```python\\nprint(6 * 7)\\n```\\n")
+    >>> _ = cv.notebook.run("demo.md")
+    >>> path = to_ipynb("demo.md")
+    >>> cells = json.loads(path.read_text())["cells"]
+    >>> path, [c["cell_type"] for c in cells]
+    (PosixPath('demo.ipynb'), ['markdown', 'code'])
+    >>> cells[1]["source"], cells[1]["outputs"]
+    (['print(6 * 7)'], [{'name': 'stdout', 'output_type': 'stream', 'text': ['42\\n']}])
+    >>> from_ipynb(path, "copy.md").read_text() == pathlib.Path("demo.md").read_text()   # the round trip
+    True
+    """
     nbf = _nbformat()
     path = pathlib.Path(path)
     if not path.is_file():
@@ -112,7 +125,28 @@ def _outputs_from(cell: Any, number: int, folder: pathlib.Path) -> list[Output]:
 def from_ipynb(path: str | os.PathLike, output: str | os.PathLike | None = None) -> pathlib.Path:
     """Write the Jupyter notebook ``path`` as a markdown notebook (default: the same name with
     ``.md``), its outputs included (PNG images into ``<stem>_files/``); returns the path written.
-    FileNotFoundError when there is no such file; nbformat's errors for an invalid notebook."""
+    FileNotFoundError when there is no such file; nbformat's errors for an invalid notebook.
+
+    >>> import nbformat, pathlib
+    >>> result = nbformat.v4.new_output("execute_result", data={"text/plain": "2"}, execution_count=1)
+    >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# From Jupyter"),
+    ...                                      nbformat.v4.new_code_cell("1 + 1", outputs=[result])])
+    >>> nbformat.write(nb, "jupyter.ipynb")
+    >>> path = from_ipynb("jupyter.ipynb")
+    >>> print(path.read_text())
+    # From Jupyter
+    <BLANKLINE>
+    ```python
+    1 + 1
+    ```
+    <BLANKLINE>
+    <!-- corvid:output -->
+    ```result
+    2
+    ```
+    <!-- corvid:end -->
+    <BLANKLINE>
+    """
     nbf = _nbformat()
     path = pathlib.Path(path)
     if not path.is_file():

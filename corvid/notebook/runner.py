@@ -52,7 +52,18 @@ class RunReport:
     """What :func:`run` did: the notebook ``path``, its number of ``cells``, how many ran, the
     1-based number of the ``failed`` cell (None when all succeeded) with its ``error``
     (traceback text) and file ``line``, the wall time, the images written, and whether the file
-    was ``written`` (False when it changed during the run)."""
+    was ``written`` (False when it changed during the run). ``ok``: every cell ran and the file
+    was written.
+
+    >>> import pathlib
+    >>> cells = ["print('one')", "1 / 0", "print('three')"]
+    >>> _ = pathlib.Path("failing.md").write_text("\\n".join(f"```python\\n{c}\\n```\\n" for c in cells))
+    >>> report = cv.notebook.run("failing.md")
+    >>> report.ok, report.cells, report.ran, report.failed, report.line, report.written
+    (False, 3, 2, 2, 5, True)
+    >>> report.error.splitlines()[-1]
+    'ZeroDivisionError: division by zero'
+    """
 
     path: pathlib.Path
     cells: int
@@ -98,7 +109,19 @@ def _read(path: pathlib.Path) -> tuple[str, Notebook]:
 def clean(path: str | os.PathLike) -> int:
     """Remove every cell's outputs from the notebook at ``path`` and the images runs wrote (the
     ``<stem>_files/`` folder too when that leaves it empty). Returns the number of cells whose
-    outputs were removed. FileNotFoundError when there is no such file."""
+    outputs were removed. FileNotFoundError when there is no such file.
+
+    >>> import pathlib
+    >>> text = "# Plot\\n\\n```python\\nimport corvid as cv\\ncv.plot.line([1.0, 2.0])\\n```\\n"
+    >>> _ = pathlib.Path("plot.md").write_text(text)
+    >>> report = cv.notebook.run("plot.md")
+    >>> report.images, sorted(p.name for p in pathlib.Path("plot_files").iterdir())
+    (1, ['cell1_1.png'])
+    >>> clean("plot.md")
+    1
+    >>> pathlib.Path("plot.md").read_text() == text, pathlib.Path("plot_files").exists()
+    (True, False)
+    """
     path = pathlib.Path(path)
     text, nb = _read(path)
     cleaned = sum(bool(c.outputs) for c in nb.cells)
@@ -300,7 +323,33 @@ def run(path: str | os.PathLike, *, echo: bool = False) -> RunReport:
 
     Returns a :class:`RunReport` (``report.ok``); a failing cell is reported there, not raised.
     FileNotFoundError when there is no such file; ValueError for a malformed notebook (a block
-    that is never closed)."""
+    that is never closed).
+
+    >>> import pathlib
+    >>> _ = pathlib.Path("demo.md").write_text("# Demo\\n\\n```python\\nx = 6 * 7\\nprint('x is', x)\\nx\\n```\\n")
+    >>> report = run("demo.md")
+    >>> report.ok, report.cells
+    (True, 1)
+    >>> print(pathlib.Path("demo.md").read_text())   # the printed text, then the last value
+    # Demo
+    <BLANKLINE>
+    ```python
+    x = 6 * 7
+    print('x is', x)
+    x
+    ```
+    <BLANKLINE>
+    <!-- corvid:output -->
+    ```output
+    x is 42
+    ```
+    <BLANKLINE>
+    ```result
+    42
+    ```
+    <!-- corvid:end -->
+    <BLANKLINE>
+    """
     path = pathlib.Path(path).resolve()
     text, nb = _read(path)
     report = RunReport(path, len(nb.cells))

@@ -50,7 +50,18 @@ def watch(path: str | os.PathLike, *, interval: float = 0.5, max_runs: int | Non
           quiet: bool = False) -> int:
     """Run the notebook at ``path`` now and after every save that changes its cells or text,
     until interrupted (Ctrl-C) or, with ``max_runs``, after that many runs. Returns the exit
-    status of the last run (0: every cell succeeded). FileNotFoundError when there is no such file."""
+    status of the last run (0: every cell succeeded). FileNotFoundError when there is no such file.
+
+    Each run is a separate ``python -m corvid.notebook run`` process; ``quiet=True`` keeps its
+    cells' output off the terminal.
+
+    >>> import pathlib
+    >>> _ = pathlib.Path("demo.md").write_text("```python\\nprint(6 * 7)\\n```\\n")
+    >>> watch("demo.md", max_runs=1, quiet=True)   # one run, then return its exit status
+    0
+    >>> "```output\\n42\\n```" in pathlib.Path("demo.md").read_text()
+    True
+    """
     path = pathlib.Path(path).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such notebook file")
