@@ -47,9 +47,23 @@ def save_checkpoint(path: str | os.PathLike, state: Any, root: int = 0) -> None:
     :func:`corvid.save` (``.safetensors`` recommended). The other processes write nothing. An
     error on the root is raised there and, as a RuntimeError naming it, on every other process.
 
-    Example::
+    Every process calls it::
 
-        dist.save_checkpoint("model.safetensors", model)   # every process calls it
+        dist.save_checkpoint("model.safetensors", model)
+
+    A training script started with plain ``python`` (a group of one) writes the file itself; it
+    runs here in a new process, as :func:`~corvid.distributed.init` explains:
+
+    >>> import subprocess, sys
+    >>> script = '''
+    ... import corvid as cv, corvid.distributed as dist
+    ... dist.init()
+    ... dist.save_checkpoint("model.safetensors", cv.nn.Linear(2, 1))
+    ... '''
+    >>> subprocess.run([sys.executable, "-c", script]).returncode
+    0
+    >>> sorted(cv.load("model.safetensors"))
+    ['bias', 'weight']
     """
     from ..nn import Module
 
@@ -67,9 +81,24 @@ def load_checkpoint(path: str | os.PathLike, module: Any, root: int = 0) -> None
     (:func:`~corvid.distributed.broadcast_parameters`). Every process passes the same model. An
     error on the root is raised there and, as a RuntimeError naming it, on every other process.
 
-    Example::
+    Every process calls it::
 
-        dist.load_checkpoint("model.safetensors", model)   # every process calls it
+        dist.load_checkpoint("model.safetensors", model)
+
+    Here a checkpoint is loaded by a script started with plain ``python`` (a group of one), in a
+    new process as :func:`~corvid.distributed.init` explains:
+
+    >>> import subprocess, sys
+    >>> cv.save("model.safetensors", {"weight": cv.Tensor([[1.0, 2.0]]), "bias": cv.Tensor([0.5])})
+    >>> script = '''
+    ... import corvid as cv, corvid.distributed as dist
+    ... dist.init()
+    ... model = cv.nn.Linear(2, 1)
+    ... dist.load_checkpoint("model.safetensors", model)
+    ... print(model.weight.tolist(), model(cv.ones(1, 2)).tolist())
+    ... '''
+    >>> print(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True).stdout, end="")
+    [[1.0, 2.0]] [[3.5]]
     """
     _on_root(lambda: module.load_state_dict(load(path)), root, f"loading the checkpoint {os.fspath(path)}")
     broadcast_parameters(module, root=root)

@@ -63,11 +63,26 @@ def init(comm: Any = None) -> None:
     once initialized is a RuntimeError. Raises ImportError, saying what to install, when mpi4py
     or an MPI library is missing.
 
-    Example (under ``mpirun -n 2 python -m mpi4py script.py``)::
+    Under ``mpirun -n 2 python -m mpi4py script.py``::
 
         import corvid.distributed as dist
         dist.init()
         print(dist.rank(), "of", dist.world_size())   # "0 of 2" and "1 of 2"
+
+    The same script started with plain ``python`` is a group of one process, in which every
+    collective returns its input. Here it runs as such a script, in a new process (MPI starts
+    once per process, and a process that started it should not launch ``mpirun`` itself):
+
+    >>> import subprocess, sys
+    >>> script = '''
+    ... import corvid as cv, corvid.distributed as dist
+    ... dist.init()
+    ... print(dist.rank(), "of", dist.world_size(), dist.is_initialized())
+    ... print(dist.all_reduce(cv.Tensor([1.0, 2.0]), op="mean").tolist())
+    ... '''
+    >>> print(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True).stdout, end="")
+    0 of 1 True
+    [1.0, 2.0]
     """
     global _comm
     MPI = _mpi()
@@ -80,7 +95,12 @@ def init(comm: Any = None) -> None:
 
 
 def is_initialized() -> bool:
-    """Whether :func:`init` has run in this process."""
+    """Whether :func:`init` has run in this process (the other functions of the group need it).
+
+    >>> import corvid.distributed as dist
+    >>> dist.is_initialized()   # a process that has not called dist.init()
+    False
+    """
     return _comm is not None
 
 
@@ -91,17 +111,41 @@ def _group() -> Any:
 
 
 def rank() -> int:
-    """This process's index in the group, ``0 <= rank() < world_size()``. RuntimeError before :func:`init`."""
+    """This process's index in the group, ``0 <= rank() < world_size()``: 0 in a script started
+    without ``mpirun`` (see :func:`init`). RuntimeError before :func:`init`.
+
+    >>> import corvid.distributed as dist
+    >>> dist.rank()   # before dist.init()
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
+    """
     return _group().Get_rank()
 
 
 def world_size() -> int:
-    """The number of processes in the group (1 without ``mpirun``). RuntimeError before :func:`init`."""
+    """The number of processes in the group (1 without ``mpirun``; see :func:`init`). RuntimeError
+    before :func:`init`.
+
+    >>> import corvid.distributed as dist
+    >>> dist.world_size()   # before dist.init()
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
+    """
     return _group().Get_size()
 
 
 def barrier() -> None:
-    """Wait until every process of the group has reached this call."""
+    """Wait until every process of the group has reached this call (returns at once in a group of
+    one). RuntimeError before :func:`init`.
+
+    >>> import corvid.distributed as dist
+    >>> dist.barrier()   # before dist.init()
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
+    """
     _group().Barrier()
 
 
@@ -177,10 +221,23 @@ def all_reduce(tensors: Any, op: str = "sum") -> Any:
     are reduced in float32. Every process must pass the same shapes and dtypes in the same order.
     With one process the input is returned as it is.
 
-    Example (2 processes, rank ``r`` passing ``cv.Tensor([r + 1.0])``)::
+    With 2 processes, rank ``r`` passing ``cv.Tensor([r + 1.0])``::
 
         dist.all_reduce(cv.Tensor([dist.rank() + 1.0]))               # Tensor([3.]) on both
         dist.all_reduce({"a": a, "b": b}, op="max")                   # a dict of maxima
+
+    The arguments are checked before the group is needed; a process that has not called
+    :func:`init` gets a RuntimeError (see :func:`init` for a run as one process):
+
+    >>> import corvid.distributed as dist
+    >>> dist.all_reduce(cv.ones(2), op="prod")
+    Traceback (most recent call last):
+        ...
+    ValueError: all_reduce: op must be one of ('sum', 'mean', 'max', 'min'), got 'prod'
+    >>> dist.all_reduce(cv.ones(2))   # before dist.init()
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
     """
     if op not in REDUCE_OPS:
         raise ValueError(f"all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
@@ -214,9 +271,17 @@ def broadcast(tensors: Any, root: int = 0) -> Any:
     every process raise ValueError (instead of a hang or garbage). With one process the input is
     returned as it is.
 
-    Example::
+    Under ``mpirun``::
 
         w = dist.broadcast(cv.randn(3))    # rank 0's random draw, on every process
+
+    A process that has not called :func:`init` gets a RuntimeError:
+
+    >>> import corvid.distributed as dist
+    >>> dist.broadcast(cv.ones(2))
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
     """
     comm = _group()
     leaves, treedef = _tensor_leaves(tensors, "broadcast")
@@ -268,11 +333,19 @@ def all_reduce_gradients(module_or_params: Any, average: bool = True) -> None:
     every process runs the same model). All gradients of one dtype travel in one MPI call.
     RuntimeError inside ``cv.jit`` (see the module's docstring); a no-op with one process.
 
-    Example::
+    In a training step::
 
         opt.zero_grad(); loss.backward()
         dist.all_reduce_gradients(model)
         opt.step()
+
+    A process that has not called :func:`init` gets a RuntimeError:
+
+    >>> import corvid.distributed as dist
+    >>> dist.all_reduce_gradients(cv.nn.Linear(2, 1))
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
     """
     params = [p for p in _parameters_of(module_or_params) if p.grad is not None]
     _not_traced("all_reduce_gradients")
@@ -290,7 +363,13 @@ def broadcast_parameters(module_or_params: Any, root: int = 0) -> None:
     buffers, such as batch-norm statistics) through ``load_state_dict``; an iterable of tensors
     is updated with ``assign``. Parameters stay the same objects, so an optimizer made before
     keeps working. Call it once after building the model (and after loading a checkpoint on the
-    root alone). A no-op with one process.
+    root alone). A no-op with one process; RuntimeError before :func:`init`.
+
+    >>> import corvid.distributed as dist
+    >>> dist.broadcast_parameters(cv.nn.Linear(2, 1))   # before dist.init()
+    Traceback (most recent call last):
+        ...
+    RuntimeError: corvid.distributed is not initialized: call corvid.distributed.init() first
     """
     from ..nn import Module
 

@@ -39,6 +39,20 @@ class DistributedSampler:
     by repeating its first indices (those samples count twice that epoch) or, with ``drop_last``,
     its last ``len(dataset) % num_replicas`` indices are dropped (other samples each epoch when
     shuffled). ValueError for ``rank`` outside ``[0, num_replicas)`` or ``num_replicas < 1``.
+
+    Given ``num_replicas`` and ``rank``, it needs no MPI, so each process's share can be seen here:
+
+    >>> [list(DistributedSampler(range(5), num_replicas=2, rank=r, shuffle=False)) for r in (0, 1)]
+    [[0, 2, 4], [1, 3, 0]]
+    >>> [list(DistributedSampler(range(5), num_replicas=2, rank=r, shuffle=False, drop_last=True)) for r in (0, 1)]
+    [[0, 2], [1, 3]]
+    >>> shards = [DistributedSampler(range(10), num_replicas=2, rank=r, seed=0) for r in (0, 1)]
+    >>> sorted(list(shards[0]) + list(shards[1]))   # shuffled, disjoint, the whole epoch together
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    >>> ds = cv.data.TensorDataset(np.arange(8.0))
+    >>> sampler = DistributedSampler(ds, num_replicas=2, rank=1, shuffle=False)
+    >>> [x.tolist() for (x,) in cv.data.DataLoader(ds, batch_size=2, sampler=sampler)]
+    [[1.0, 3.0], [5.0, 7.0]]
     """
 
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
