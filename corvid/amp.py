@@ -41,7 +41,14 @@ _WIDE = (dt.float32, dt.float64)  # what it narrows
 
 
 def autocast_dtype() -> dt.DType | None:
-    """The dtype that products are computed in here (inside an enabled :class:`autocast`), or None."""
+    """The dtype that products are computed in here (inside an enabled :class:`autocast`), or None.
+
+    >>> cv.amp.autocast_dtype() is None
+    True
+    >>> with cv.autocast(dtype=cv.float16):
+    ...     cv.amp.autocast_dtype()
+    corvid.float16
+    """
     return _AUTOCAST.get()
 
 
@@ -51,7 +58,21 @@ class autocast:
     ``autocast(dtype=cv.bfloat16, enabled=True)``; PyTorch's spelling
     ``autocast("cuda", dtype=...)`` is accepted too (the device type is ignored: the dtype
     policy is the same on every device). ``enabled=False`` turns an enclosing one off.
-    TypeError for a dtype other than bfloat16 or float16."""
+    TypeError for a dtype other than bfloat16 or float16.
+
+    >>> w = cv.ones(3, 2)  # float32 weights
+    >>> with cv.autocast(cv.bfloat16):
+    ...     y = cv.ones(4, 3) @ w
+    ...     with cv.autocast(enabled=False):
+    ...         z = cv.ones(4, 3) @ w
+    >>> y.dtype, z.dtype
+    (corvid.bfloat16, corvid.float32)
+    >>> @cv.autocast(dtype=cv.float16)
+    ... def forward(x):
+    ...     return x @ w
+    >>> forward(cv.ones(4, 3)).dtype
+    corvid.float16
+    """
 
     def __init__(self, device_type: Any = None, dtype: Any = None, enabled: bool = True, cache_enabled: Any = None):
         if dtype is None and device_type is not None and not isinstance(device_type, str):
@@ -143,7 +164,27 @@ class GradScaler:
                                   # growth_interval good ones
 
     ``enabled=False`` makes every method a pass-through (one code path for both precisions).
-    ValueError for a non-positive scale or factors on the wrong side of 1."""
+    ValueError for a non-positive scale or factors on the wrong side of 1.
+
+    One good step and one that overflows:
+
+    >>> w = cv.Tensor([1.0], requires_grad=True)
+    >>> opt = cv.optim.SGD([w], lr=0.1)
+    >>> scaler = cv.amp.GradScaler(init_scale=1024.0)
+    >>> scaler.scale((w * w).sum()).backward()
+    >>> w.grad  # 2 * w, scaled
+    Tensor([2048.])
+    >>> scaler.step(opt); scaler.update()
+    >>> round(w.item(), 4), scaler.get_scale()
+    (0.8, 1024.0)
+    >>> opt.zero_grad()
+    >>> scaler.scale((w * cv.inf).sum()).backward()
+    >>> scaler.step(opt) is None  # skipped: w is unchanged
+    True
+    >>> scaler.update()
+    >>> round(w.item(), 4), scaler.get_scale()
+    (0.8, 512.0)
+    """
 
     def __init__(self, device: Any = None, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
@@ -154,6 +195,7 @@ class GradScaler:
         self._unscaled: dict[int, bool] = {}  # id(optimizer) -> whether its grads held an inf or nan
 
     def is_enabled(self) -> bool:
+        """Whether the scaler scales (False when built with ``enabled=False``)."""
         return self._enabled
 
     def get_scale(self) -> float:
@@ -262,7 +304,21 @@ class DynamicLossScale:
             return params, opt_state, ls.update(scale_state, finite)
 
     The scale halves after a step whose gradients hold an inf or nan and doubles after
-    ``growth_interval`` good steps in a row, as :class:`GradScaler`'s does."""
+    ``growth_interval`` good steps in a row, as :class:`GradScaler`'s does.
+
+    >>> ls = cv.amp.DynamicLossScale(init_scale=8.0, growth_interval=2)
+    >>> state = ls.init()
+    >>> grads, finite = ls.unscale({"w": cv.asarray([16.0, cv.inf])}, state)
+    >>> finite.item(), ls.select(finite, cv.asarray(1.0), cv.asarray(2.0)).item()  # keep the old value
+    (False, 2.0)
+    >>> state = ls.update(state, finite)
+    >>> state["scale"].item()
+    4.0
+    >>> for _ in range(2):  # two good steps in a row
+    ...     state = ls.update(state, cv.asarray(True))
+    >>> state["scale"].item()
+    8.0
+    """
 
     def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000):

@@ -51,7 +51,15 @@ def full(shape: Any, fill_value: bool | int | float, dtype: DTypeLike | None = N
          requires_grad: bool = False) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if not given).
 
-    Every float creation function takes ``requires_grad=True`` to make a leaf for ``backward()``."""
+    A Python bool gives bool, an int int64, a float float32. Every float creation function takes
+    ``requires_grad=True`` to make a leaf for ``backward()``.
+
+    >>> cv.full((2, 3), 7)
+    Tensor([[7, 7, 7],
+            [7, 7, 7]])
+    >>> cv.full(2, 0.5, dtype=cv.float16)
+    Tensor([0.5, 0.5], dtype=float16)
+    """
     d = _dtype_for(fill_value, dtype)
     _check_int_fill(fill_value, d, dtype is not None, "full")
     out = _const_node(fill_value, d, _shape(shape, d.itemsize))
@@ -72,24 +80,55 @@ def zeros(shape: Any = (), *dims: int, dtype: DTypeLike | None = None, device: s
 
 def ones(shape: Any = (), *dims: int, dtype: DTypeLike | None = None, device: str | None = None,
          requires_grad: bool = False) -> Tensor:
-    """Ones of ``shape`` (spelled as for :func:`zeros`), default float32."""
+    """Ones of ``shape`` (spelled as for :func:`zeros`), default float32.
+
+    >>> cv.ones(2, 3)
+    Tensor([[1., 1., 1.],
+            [1., 1., 1.]])
+    >>> cv.ones((2,), dtype=cv.int32)
+    Tensor([1, 1], dtype=int32)
+    """
     return full(_varargs((shape, *dims)), 1.0 if dtype is None else 1, dtype or dt.default_float, device, requires_grad)
 
 
 def empty(shape: Any = (), *dims: int, dtype: DTypeLike | None = None, device: str | None = None,
           requires_grad: bool = False) -> Tensor:
-    """Uninitialized values in the Array API sense; corvid gives zeros (a constant costs nothing)."""
+    """Uninitialized values in the Array API sense; corvid gives zeros (a constant costs nothing).
+
+    Unlike numpy's and PyTorch's, the values are therefore deterministic, but code should not rely
+    on that.
+
+    >>> x = cv.empty(2, 3)
+    >>> x.shape, x.dtype
+    ((2, 3), corvid.float32)
+    """
     return zeros(shape, *dims, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def rand(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1) of ``shape``."""
+    """Uniform samples in [0, 1) of ``shape``, default float32, from the global generator (see
+    :func:`corvid.manual_seed`; :func:`corvid.random.uniform` takes an explicit key).
+
+    >>> x = cv.rand(2, 3)
+    >>> x.shape, x.dtype
+    ((2, 3), corvid.float32)
+    >>> bool(((x >= 0) & (x < 1)).all())
+    True
+    """
     return _leaf(_random.rand(*shape, dtype=dtype, device=device), requires_grad)
 
 
 def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None,
           requires_grad: bool = False) -> Tensor:
-    """Standard normal samples of ``shape``."""
+    """Standard normal samples of ``shape``, default float32, from the global generator (see
+    :func:`corvid.manual_seed`; :func:`corvid.random.normal` takes an explicit key).
+
+    >>> x = cv.randn(2, 3, dtype=cv.float64)
+    >>> x.shape, x.dtype
+    ((2, 3), corvid.float64)
+    >>> bool(x.isfinite().all())
+    True
+    """
     return _leaf(_random.randn(*shape, dtype=dtype, device=device), requires_grad)
 
 
@@ -121,7 +160,15 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTyp
 
     OverflowError when an integer result has a value its dtype cannot hold (numpy gives float64
     for ``arange(2**63 - 2, 2**63 + 2)``, rounding all four values to 2**63; a C cast would wrap
-    them); ValueError for a zero step or a tensor too big to address."""
+    them); ValueError for a zero step or a tensor too big to address.
+
+    >>> cv.arange(5)
+    Tensor([0, 1, 2, 3, 4])
+    >>> cv.arange(5, 0, -2)
+    Tensor([5, 3, 1])
+    >>> cv.arange(1, 2, 0.25)
+    Tensor([1.  , 1.25, 1.5 , 1.75])
+    """
     if stop is None:
         start, stop = 0, start
     if step == 0:
@@ -148,7 +195,13 @@ def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: 
     """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``).
 
     TypeError when ``num`` is not an integer (``2.0``, nan) or ``dtype`` is bool; ValueError when
-    ``num`` is negative or the tensor is too big to address."""
+    ``num`` is negative or the tensor is too big to address.
+
+    >>> cv.linspace(0, 1, 5)
+    Tensor([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    >>> cv.linspace(0, 1, 4, endpoint=False)
+    Tensor([0.  , 0.25, 0.5 , 0.75])
+    """
     try:
         num = operator.index(num)
     except TypeError:
@@ -173,7 +226,17 @@ def linspace(start: float, stop: float, num: int, endpoint: bool = True, dtype: 
 def eye(n: int, m: int | None = None, k: int = 0, dtype: DTypeLike | None = None, device: str | None = None,
         requires_grad: bool = False) -> Tensor:
     """``n x m`` matrix with ones on the ``k``-th diagonal. TypeError unless ``n``, ``m`` and ``k``
-    are integers; ValueError for a negative size (numpy: "negative dimensions are not allowed")."""
+    are integers; ValueError for a negative size (numpy: "negative dimensions are not allowed").
+
+    ``k > 0`` is above the main diagonal, ``k < 0`` below; ``m`` defaults to ``n``.
+
+    >>> cv.eye(2)
+    Tensor([[1., 0.],
+            [0., 1.]])
+    >>> cv.eye(2, 3, k=1, dtype=cv.int32)
+    Tensor([[0, 1, 0],
+            [0, 0, 1]], dtype=int32)
+    """
     try:
         n, m, k = operator.index(n), operator.index(n if m is None else m), operator.index(k)
     except TypeError:

@@ -38,6 +38,16 @@ class DType:
 
     ``kind`` is ``'b'`` (bool), ``'i'`` (signed int), ``'u'`` (unsigned int)
     ``'f'`` (real floating point) or ``'c'`` (complex floating point); ``itemsize`` is in bytes.
+    The singletons are ``cv.bool``, ``cv.int8`` ... ``cv.uint64``, ``cv.float8_e4m3fn``,
+    ``cv.float8_e5m2``, ``cv.float16``, ``cv.bfloat16``, ``cv.float32``, ``cv.float64``,
+    ``cv.complex64`` and ``cv.complex128``; functions that take a dtype also accept its name, a
+    numpy dtype or ``bool``/``int``/``float``/``complex``.
+
+    >>> d = cv.asarray([1.0, 2.0]).dtype
+    >>> d, d.name, d.itemsize, d.kind
+    (corvid.float32, 'float32', 4, 'f')
+    >>> d is cv.float32, d.is_float, d.np
+    (True, True, dtype('float32'))
     """
 
     name: str
@@ -291,7 +301,13 @@ def result_type(*args: DTypeLike | bool | int | float) -> DType:
 
 def promote_types(a: DTypeLike, b: DTypeLike) -> DType:
     """Promote two strong dtypes; same as ``result_type(a, b)`` for dtypes (TypeError for
-    float8_e4m3fn with float8_e5m2)."""
+    float8_e4m3fn with float8_e5m2).
+
+    >>> cv.promote_types(cv.int8, cv.uint8), cv.promote_types("float16", "bfloat16")
+    (corvid.int16, corvid.float32)
+    >>> cv.promote_types(cv.int32, cv.float16)  # the float, as PyTorch (numpy: float64)
+    corvid.float16
+    """
     return _join(frozenset((to_dtype(a), to_dtype(b))))
 
 

@@ -18,18 +18,41 @@ from __future__ import annotations
 
 class ShapeError(ValueError, RuntimeError):
     """Shapes that do not fit together (broadcasting, a product's inner sizes, a reshape's
-    element count, a layer's expected input)."""
+    element count, a layer's expected input).
+
+    A ValueError (numpy's type) and a RuntimeError (PyTorch's).
+
+    >>> try:
+    ...     cv.ones(2).reshape(3)
+    ... except ValueError as e:
+    ...     print(type(e).__name__, "-", e)
+    ShapeError - cannot reshape tensor of shape (2,) (size 2) into (3,)
+    """
 
 
 class ArgumentError(ValueError, RuntimeError):
     """An argument the operation cannot take. PyTorch raises RuntimeError for these (``clamp()``
     without bounds, ``flip((0, 0))``, an integer to a negative integer power) and numpy ValueError,
-    so this is both: code written for either catches it."""
+    so this is both: code written for either catches it.
+
+    >>> try:
+    ...     cv.asarray([2, 3]) ** -1
+    ... except RuntimeError as e:
+    ...     print(type(e).__name__, isinstance(e, ValueError))
+    ArgumentError True
+    """
 
 
 class AxisError(IndexError, ValueError):
     """An axis (dimension) out of range: PyTorch's IndexError, numpy's AxisError (a ValueError
-    and an IndexError)."""
+    and an IndexError).
+
+    >>> try:
+    ...     cv.ones(2, 3).sum(axis=2)
+    ... except IndexError as e:
+    ...     print(type(e).__name__, "-", e)
+    AxisError - axis 2 is out of range for a tensor with 2 dimensions
+    """
 
 
 __all__ = ["ArgumentError", "AxisError", "ShapeError"]

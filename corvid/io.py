@@ -63,7 +63,20 @@ from .tensor import Tensor
 
 
 class CorruptFileError(ValueError):
-    """A file is not a valid tensor file (truncated, malformed header, inconsistent sizes)."""
+    """A file is not a valid tensor file (truncated, malformed header, inconsistent sizes).
+
+    A ValueError; the message names the file and the problem.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "bad.npy")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"not an array")
+    >>> try:
+    ...     cv.load(path)
+    ... except ValueError as e:
+    ...     print(type(e).__name__, "-", e)
+    CorruptFileError - ...bad.npy: not a valid .npy file: it does not start with the .npy magic string ...
+    """
 
 
 _ST_DTYPES = {"F64": dt.float64, "F32": dt.float32, "F16": dt.float16, "BF16": dt.bfloat16, "I64": dt.int64,
@@ -293,7 +306,18 @@ class SafeTensorsFile:
 
 
 def safe_open(path: str | os.PathLike, framework: str = "corvid", device: str | None = None) -> SafeTensorsFile:
-    """Open a safetensors file for lazy reading (the ``safetensors`` package's API shape)."""
+    """Open a safetensors file for lazy reading (the ``safetensors`` package's API shape).
+
+    Returns a :class:`SafeTensorsFile`: ``keys()``, ``metadata()``, and ``get_tensor(name)``, which
+    reads only that tensor's bytes. ``framework`` is accepted for compatibility and ignored.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> cv.save(path, {"w": cv.ones(2, 3), "b": cv.zeros(3)}, metadata={"step": "10"})
+    >>> with cv.safe_open(path) as f:
+    ...     f.keys(), f.metadata(), f.get_tensor("b")
+    (['b', 'w'], {'step': '10'}, Tensor([0., 0., 0.]))
+    """
     return SafeTensorsFile(path, device)
 
 
@@ -484,7 +508,22 @@ def save(path: str | os.PathLike, obj: Any, metadata: Mapping[str, str] | None =
     A new file gets the permissions ``open`` would give; an existing one keeps its mode, and a
     symbolic link is written through. TypeError for a value that is not a tensor or a dtype the
     format cannot name; ValueError for an unknown extension or an ``.npz`` key that would be
-    unsafe as a zip member name (``"../x"``). PyTorch's order, ``save(obj, path)``, is accepted too."""
+    unsafe as a zip member name (``"../x"``). PyTorch's order, ``save(obj, path)``, is accepted too.
+    ``metadata`` (a dict of strings) is stored in a ``.safetensors`` header.
+
+    The files are numpy's and Hugging Face's own formats: ``np.load`` and the ``safetensors``
+    package read them.
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> cv.save(os.path.join(folder, "x.npy"), cv.arange(3))
+    >>> np.load(os.path.join(folder, "x.npy"))
+    array([0, 1, 2])
+    >>> cv.save(os.path.join(folder, "x.npy"), cv.ones(2, dtype=cv.bfloat16))
+    Traceback (most recent call last):
+        ...
+    TypeError: save: .npy cannot hold bfloat16 (numpy has no such type); use .safetensors
+    """
     if isinstance(obj, (str, os.PathLike)) and not isinstance(path, (str, os.PathLike)):
         path, obj = obj, path  # (torch.save's order)
     if not isinstance(path, (str, os.PathLike)):
@@ -514,7 +553,16 @@ def load(path: str | os.PathLike, device: str | None = None) -> Any:
 
     CorruptFileError (a ValueError) naming the file and the problem for a malformed, truncated
     or unsupported file (object arrays included: loading never unpickles); ValueError for an
-    unknown extension; ``open``'s OSError for a missing or unreadable file."""
+    unknown extension; ``open``'s OSError for a missing or unreadable file. ``device`` places the
+    tensors (the default device if None).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "params.npz")
+    >>> cv.save(path, {"w": cv.ones(2, 2), "b": cv.asarray([1, 2])})
+    >>> params = cv.load(path)
+    >>> sorted(params), params["b"]
+    (['b', 'w'], Tensor([1, 2]))
+    """
     p = os.fspath(path)
     ext = os.path.splitext(p)[1].lower()
     if ext == ".safetensors":

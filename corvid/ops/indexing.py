@@ -282,7 +282,19 @@ def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
 
 
 def index_select(x: Tensor, axis: int, index: Any) -> Tensor:
-    """Torch ``index_select``: ``take`` with a 1-d index along ``axis`` (ValueError otherwise)."""
+    """Torch ``index_select``: ``take`` with a 1-d index along ``axis`` (ValueError otherwise).
+
+    Note the argument order, PyTorch's: the axis comes before the index (numpy's ``take`` has
+    ``indices`` first). Negative indices count from the end.
+
+    >>> x = cv.asarray([[1, 2, 3], [4, 5, 6]])
+    >>> cv.index_select(x, 1, cv.asarray([2, 0]))
+    Tensor([[3, 1],
+            [6, 4]])
+    >>> x.index_select(0, [1, 1])
+    Tensor([[4, 5, 6],
+            [4, 5, 6]])
+    """
     idx = _int_index(index, x, "index_select: index")
     if x.ndim == 0:  # (as torch: one index, a 0-d result)
         if idx.size != 1:
@@ -466,7 +478,20 @@ def nonzero(x: Tensor) -> tuple[Tensor, ...]:
 
 def where(condition: Any, x: Any = _MISSING, y: Any = _MISSING) -> Any:
     """``where(cond, x, y)``: ``x`` where ``cond`` is true, else ``y`` (broadcast, promoted).
-    ``where(cond)``: ``nonzero(cond)`` (numpy)."""
+    ``where(cond)``: ``nonzero(cond)`` (numpy).
+
+    ``x`` and ``y`` may be Python scalars. Differentiable in ``x`` and ``y``: the gradient flows only
+    to the branch selected at each element.
+
+    >>> x = cv.asarray([1.0, -2.0, 3.0])
+    >>> cv.where(x > 0, x, 0)
+    Tensor([1., 0., 3.])
+    >>> cv.where(cv.asarray([[True], [False]]), 1, cv.asarray([0.5, 0.25]))  # broadcast to (2, 2)
+    Tensor([[1.  , 1.  ],
+            [0.5 , 0.25]])
+    >>> cv.where(cv.asarray([0, 3, 0, 4]))
+    (Tensor([1, 3]),)
+    """
     if x is _MISSING and y is _MISSING:
         return nonzero(condition)
     if x is _MISSING or y is _MISSING:

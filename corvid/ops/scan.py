@@ -111,14 +111,30 @@ def cumsum(x: Tensor, axis: int | None = None, dtype: Any = None, include_initia
 
 
 def cumprod(x: Tensor, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Tensor:
-    """Running product along ``axis`` (the flattened tensor if None); dtypes as :func:`cumsum`."""
+    """Running product along ``axis`` (the flattened tensor if None); dtypes as :func:`cumsum`.
+
+    >>> cv.cumprod(cv.Tensor([1, 2, 3, 4])).tolist()
+    [1, 2, 6, 24]
+    >>> cv.cumprod(cv.Tensor([[1, 2], [3, 4]]), axis=1).tolist()
+    [[1, 2], [3, 12]]
+    """
     x, a = _prepare(x, axis)
     d = dt.sum_dtype(x.dtype) if dtype is None else dt.to_dtype(dtype)
     return _with_initial(x, _scan(x.astype(d), a, "prod"), a, "prod", include_initial)
 
 
 def cumulative_sum(x: Tensor, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Tensor:
-    """Array API name of :func:`cumsum`; ``axis`` may be omitted only for tensors of at most 1 dimension."""
+    """Array API name of :func:`cumsum`; ``axis`` may be omitted only for tensors of at most 1 dimension.
+
+    ValueError (a :class:`~corvid.ShapeError`) without ``axis`` for more dimensions, where
+    :func:`cumsum` would flatten.
+
+    >>> cv.cumulative_sum(cv.asarray([1, 2, 3]), include_initial=True)
+    Tensor([0, 1, 3, 6])
+    >>> cv.cumulative_sum(cv.asarray([[1, 2], [3, 4]]), axis=1)
+    Tensor([[1, 3],
+            [3, 7]])
+    """
     x = _tensor(x)
     if axis is None and x.ndim > 1:
         raise ShapeError(f"cumulative_sum: axis is required for a tensor of shape {x.shape}")
@@ -126,7 +142,11 @@ def cumulative_sum(x: Tensor, axis: int | None = None, dtype: Any = None, includ
 
 
 def cumulative_prod(x: Tensor, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Tensor:
-    """Array API name of :func:`cumprod` (``axis`` as in :func:`cumulative_sum`)."""
+    """Array API name of :func:`cumprod` (``axis`` as in :func:`cumulative_sum`).
+
+    >>> cv.cumulative_prod(cv.asarray([1, 2, 3]), include_initial=True)
+    Tensor([1, 1, 2, 6])
+    """
     x = _tensor(x)
     if axis is None and x.ndim > 1:
         raise ShapeError(f"cumulative_prod: axis is required for a tensor of shape {x.shape}")
@@ -153,12 +173,23 @@ def cummax(x: Tensor, axis: int | None = None) -> ValuesIndices:
 
     Returns ``(values, indices)``; indices are int64, the last position of the running maximum
     (torch semantics). nan propagates: from the first nan on, values are nan and the index is
-    that of the latest nan."""
+    that of the latest nan.
+
+    >>> values, indices = cv.cummax(cv.asarray([1, 3, 2, 3, 5]))
+    >>> values.tolist(), indices.tolist()  # the second 3 (index 3) is the latest maximum
+    ([1, 3, 3, 3, 5], [0, 1, 1, 3, 4])
+    """
     return _cum_extreme(x, axis, "max")
 
 
 def cummin(x: Tensor, axis: int | None = None) -> ValuesIndices:
-    """Running minimum along ``axis``; see :func:`cummax`."""
+    """Running minimum along ``axis`` (flattened if None) and the index where each was attained; see
+    :func:`cummax`.
+
+    >>> values, indices = cv.cummin(cv.asarray([3.0, 1.0, 2.0, cv.nan, 0.0]))
+    >>> values.tolist(), indices.tolist()
+    ([3.0, 1.0, 1.0, nan, nan], [0, 1, 1, 3, 3])
+    """
     return _cum_extreme(x, axis, "min")
 
 

@@ -215,14 +215,31 @@ def sort(x: Tensor, axis: int | None = -1, descending: bool = False, stable: boo
 
 def argsort(x: Tensor, axis: int | None = -1, descending: bool = False, stable: bool = True) -> Tensor:
     """The int64 indices that sort ``x`` along ``axis`` (see :func:`sort`); equals
-    ``np.argsort(x, kind="stable")`` for ascending order."""
+    ``np.argsort(x, kind="stable")`` for ascending order.
+
+    Ascending puts nan last, ``descending=True`` first; equal values keep their input order in both
+    directions (so descending is not the reverse of ascending, unlike ``np.argsort(x)[::-1]``).
+
+    >>> x = cv.asarray([3.0, cv.nan, 1.0, 3.0])
+    >>> cv.argsort(x), cv.argsort(x, descending=True)
+    (Tensor([2, 0, 3, 1]), Tensor([1, 0, 3, 2]))
+    """
     return _sort(x, axis, descending).indices
 
 
 def topk(x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
     """The ``k`` largest (or smallest) values along ``axis`` and their int64 indices, in sorted
     order (also when ``sorted=False``); ties keep input order, nan counts as the largest.
-    ValueError unless ``0 <= k <= x.shape[axis]``."""
+    ValueError unless ``0 <= k <= x.shape[axis]``.
+
+    Returns a named tuple ``(values, indices)``, as PyTorch's ``topk``.
+
+    >>> values, indices = cv.topk(cv.asarray([1, 5, 3, 5]), 2)
+    >>> values, indices
+    (Tensor([5, 5]), Tensor([1, 3]))
+    >>> cv.topk(cv.asarray([1.0, 5.0, 3.0]), 2, largest=False).values
+    Tensor([1., 3.])
+    """
     x = _tensor(x)
     a = axis_of(axis, x.ndim)
     n = x.shape[a] if x.ndim else 1
@@ -238,7 +255,14 @@ def searchsorted(x1: Tensor, x2: Any, side: str = "left", sorter: Any = None) ->
     (torch). ``side='left'`` gives the first suitable index, ``'right'`` the last; nan sorts last.
     Returns int64 of ``x2``'s shape. ``sorter`` (indices that sort ``x1``) is accepted and only
     checked, since the count does not depend on the order of ``x1``.
-    ValueError for a bad ``side``, shape or sorter."""
+    ValueError for a bad ``side``, shape or sorter.
+
+    >>> edges = cv.asarray([1, 3, 5, 7])
+    >>> cv.searchsorted(edges, cv.asarray([0, 3, 6, 8]))
+    Tensor([0, 1, 3, 4])
+    >>> edges.searchsorted(cv.asarray([3]), side="right")
+    Tensor([2])
+    """
     from ..tensor import result_type
 
     if side not in ("left", "right"):
@@ -318,24 +342,55 @@ def unique_all(x: Tensor) -> UniqueAll:
     inverse indices (``values[inverse] == x``, shape of ``x``) and the counts; indices are int64.
 
     Each nan is distinct. Realizes one scalar (the number of distinct values), so it cannot be
-    used inside ``vmap`` or ``jit``; the values stay differentiable."""
+    used inside ``vmap`` or ``jit``; the values stay differentiable.
+
+    >>> u = cv.unique_all(cv.asarray([3, 1, 3, 2, 1]))
+    >>> u.values, u.indices, u.counts
+    (Tensor([1, 2, 3]), Tensor([1, 3, 0]), Tensor([2, 1, 2]))
+    >>> u.inverse_indices
+    Tensor([2, 0, 2, 1, 0])
+    """
     return _unique(x)
 
 
 def unique_counts(x: Tensor) -> UniqueCounts:
-    """Sorted distinct values of ``x`` and how often each occurs (see :func:`unique_all`)."""
+    """Sorted distinct values of ``x`` and how often each occurs (see :func:`unique_all`).
+
+    >>> values, counts = cv.unique_counts(cv.asarray([3, 1, 3, 2, 1]))
+    >>> values, counts
+    (Tensor([1, 2, 3]), Tensor([2, 1, 2]))
+    """
     out = _unique(x)
     return UniqueCounts(out.values, out.counts)
 
 
 def unique_inverse(x: Tensor) -> UniqueInverse:
-    """Sorted distinct values of ``x`` and the inverse indices (see :func:`unique_all`)."""
+    """Sorted distinct values of ``x`` and the inverse indices (see :func:`unique_all`).
+
+    The inverse indices have ``x``'s shape: ``values[inverse_indices]`` rebuilds ``x``.
+
+    >>> values, inverse = cv.unique_inverse(cv.asarray([[3, 1], [3, 2]]))
+    >>> values
+    Tensor([1, 2, 3])
+    >>> inverse
+    Tensor([[2, 0],
+            [2, 1]])
+    """
     out = _unique(x)
     return UniqueInverse(out.values, out.inverse_indices)
 
 
 def unique_values(x: Tensor) -> Tensor:
-    """Sorted distinct values of ``x`` (flattened; see :func:`unique_all`)."""
+    """Sorted distinct values of ``x`` (flattened; see :func:`unique_all`).
+
+    Each nan is its own value (as the Array API says; numpy's ``unique`` merges them by default),
+    and -0.0 equals 0.0.
+
+    >>> cv.unique_values(cv.asarray([3, 1, 3, 2, 1]))
+    Tensor([1, 2, 3])
+    >>> cv.unique_values(cv.asarray([1.0, cv.nan, cv.nan]))
+    Tensor([ 1., nan, nan])
+    """
     return _unique(x).values
 
 

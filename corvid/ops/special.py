@@ -56,17 +56,32 @@ def _polyval(coeffs: tuple[float, ...], x: Tensor) -> Tensor:
 
 
 def erf(x: Tensor) -> Tensor:
-    """Error function (libm ``erf``)."""
+    """Error function, ``2/sqrt(pi)`` times the integral of ``exp(-t**2)`` from 0 to ``x`` (libm ``erf``).
+
+    >>> cv.round(cv.erf(cv.asarray([0.0, 0.5, -3.0, cv.inf])), decimals=4)
+    Tensor([ 0.    ,  0.5205, -1.    ,  1.    ])
+    """
     return x.erf()
 
 
 def erfc(x: Tensor) -> Tensor:
-    """``1 - erf(x)`` without the cancellation for large ``x`` (libm ``erfc``)."""
+    """``1 - erf(x)`` without the cancellation for large ``x`` (libm ``erfc``).
+
+    >>> x = cv.asarray(10.0, dtype=cv.float64)
+    >>> cv.erfc(x).item(), (1 - cv.erf(x)).item()
+    (2.088487583762545e-45, 0.0)
+    """
     return _float(x)._unary(Op.ERFC)
 
 
 def lgamma(x: Tensor) -> Tensor:
-    """``log(|gamma(x)|)`` (libm ``lgamma``); +inf at the poles 0, -1, -2, ..."""
+    """``log(|gamma(x)|)`` (libm ``lgamma``); +inf at the poles 0, -1, -2, ...
+
+    Finite where ``gamma`` itself overflows (``gamma(200)`` is beyond float64).
+
+    >>> cv.round(cv.lgamma(cv.asarray([1.0, 3.0, 0.5, 0.0, -1.0])), decimals=4)  # log 2 at 3
+    Tensor([0.    , 0.6931, 0.5724,    inf,    inf])
+    """
     return _float(x)._unary(Op.LGAMMA)
 
 
@@ -133,7 +148,13 @@ def _digamma64(x: Tensor) -> Tensor:
 
 
 def digamma(x: Tensor) -> Tensor:
-    """Logarithmic derivative of gamma: -inf at +0, +inf at -0, nan at negative integers and -inf."""
+    """Logarithmic derivative of gamma: -inf at +0, +inf at -0, nan at negative integers and -inf.
+
+    >>> cv.round(cv.digamma(cv.asarray([1.0, 2.0, 0.5])), decimals=4)  # -Euler's constant at 1
+    Tensor([-0.5772,  0.4228, -1.9635])
+    >>> cv.digamma(cv.asarray([0.0, -0.0, -1.0]))
+    Tensor([-inf,  inf,  nan])
+    """
     return _in_f64(_digamma64, x)
 
 
@@ -157,7 +178,11 @@ def _i0_64(x: Tensor) -> Tensor:
 
 
 def i0(x: Tensor) -> Tensor:
-    """Modified Bessel function of the first kind, order 0 (even; inf for |x| > ~713 in float64)."""
+    """Modified Bessel function of the first kind, order 0 (even; inf for ``|x| > ~713`` in float64).
+
+    >>> cv.round(cv.i0(cv.asarray([0.0, 1.0, -1.0, 2.0])), decimals=4)
+    Tensor([1.    , 1.2661, 1.2661, 2.2796])
+    """
     return _in_f64(_i0_64, x)
 
 
@@ -177,7 +202,15 @@ def logaddexp(a: Tensor, b: Any) -> Tensor:
 
 
 def hypot(a: Tensor, b: Any) -> Tensor:
-    """``sqrt(a^2 + b^2)`` without overflow or underflow; inf if either is ±inf (even with nan)."""
+    """``sqrt(a^2 + b^2)`` without overflow or underflow; inf if either is ±inf (even with nan).
+
+    Integer inputs compute in float32.
+
+    >>> cv.hypot(cv.asarray([3.0, 3e30]), cv.asarray([4.0, 4e30]))  # 9e60 would overflow float32
+    Tensor([5.e+00, 5.e+30])
+    >>> cv.hypot(cv.asarray([cv.inf, cv.nan]), cv.asarray([cv.nan, 1.0]))
+    Tensor([inf, nan])
+    """
     x, y = (v.abs() for v in _float_pair(a, b))
     big, small = x.maximum(y), x.minimum(y)
     safe = where(big.eq(0) | big.isinf(), 1.0, big)  # finite, non-zero divisor keeps gradients finite
@@ -187,7 +220,15 @@ def hypot(a: Tensor, b: Any) -> Tensor:
 
 
 def signbit(x: Tensor) -> Tensor:
-    """True where the sign bit is set: negative numbers, -0.0, and nans with the sign bit."""
+    """True where the sign bit is set: negative numbers, -0.0, and nans with the sign bit.
+
+    Unlike ``x < 0``, it tells -0.0 from 0.0; never true for unsigned integers and bools.
+
+    >>> cv.signbit(cv.asarray([-1.0, -0.0, 0.0, 2.0]))
+    Tensor([ True,  True, False, False])
+    >>> cv.signbit(cv.asarray([-3, 3]))
+    Tensor([ True, False])
+    """
     if x.dtype.is_float:
         return x.bitcast(_BITS[x.dtype.itemsize]) < 0
     if x.dtype.is_unsigned or x.dtype.is_bool:
@@ -196,7 +237,15 @@ def signbit(x: Tensor) -> Tensor:
 
 
 def copysign(a: Tensor, b: Any) -> Tensor:
-    """``|a|`` with the sign bit of ``b`` (so -0.0 and negative nans count as negative)."""
+    """``|a|`` with the sign bit of ``b`` (so -0.0 and negative nans count as negative).
+
+    Integer inputs compute in float32; ``cv.copysign`` takes a Python scalar for either operand.
+
+    >>> cv.copysign(cv.asarray([1.0, 2.0, 3.0]), cv.asarray([-1.0, -0.0, 0.0]))
+    Tensor([-1., -2.,  3.])
+    >>> cv.asarray([1.0, -2.0]).copysign(1)
+    Tensor([1., 2.])
+    """
     a, b = _float_pair(a, b)
     return where(signbit(b), -a.abs(), a.abs())
 
@@ -204,7 +253,13 @@ def copysign(a: Tensor, b: Any) -> Tensor:
 def nextafter(a: Tensor, b: Any) -> Tensor:
     """The next representable value after ``a`` in the direction of ``b`` (``b`` if they are equal).
 
-    Both must have the same float dtype (TypeError otherwise, as the Array API standard says)."""
+    Both must have the same float dtype (TypeError otherwise, as the Array API standard says).
+
+    >>> (cv.nextafter(cv.asarray(1.0), 2.0) - 1).item() == cv.finfo(cv.float32).eps
+    True
+    >>> cv.nextafter(cv.asarray(0.0, dtype=cv.float64), -1.0).item()  # the smallest subnormal, negated
+    -5e-324
+    """
     from ..tensor import Tensor
 
     b = b if isinstance(b, Tensor) else a._operand(b, a.dtype)
