@@ -211,12 +211,30 @@ def hypot(a: Tensor, b: Any) -> Tensor:
     >>> cv.hypot(cv.asarray([cv.inf, cv.nan]), cv.asarray([cv.nan, 1.0]))
     Tensor([inf, nan])
     """
+    from ..runtime.device import get_device
+
     x, y = (v.abs() for v in _float_pair(a, b))
-    big, small = x.maximum(y), x.minimum(y)
-    safe = where(big.eq(0) | big.isinf(), 1.0, big)  # finite, non-zero divisor keeps gradients finite
-    ratio = small / safe
-    out = where(big.eq(0), 0.0, big * (1 + ratio * ratio).sqrt())
+    d = x.dtype
+    if d.itemsize < 8 and get_device(x.device).has_float64:
+        # squares of float32 (and narrower) values are exact and cannot overflow in float64:
+        # one rounding, at the end (``big * sqrt(1 + ratio**2)`` was 1 ulp off for 5, 12 -> 13)
+        x64, y64 = x.astype(dt.float64), y.astype(dt.float64)
+        out = _sqrt0(x64 * x64 + y64 * y64).astype(d)
+    else:
+        # scale by a power of two near the larger value (exact), so the squares neither overflow
+        # nor underflow; the exponent is clipped so that the scale itself stays finite
+        big = x.maximum(y)
+        safe = where(big.eq(0) | big.isinf() | big.isnan(), 1.0, big)
+        scale = (-safe.log2().floor()).clip(-1000, 1000).exp2()
+        xs, ys = x * scale, y * scale
+        out = _sqrt0(xs * xs + ys * ys) / scale
     return where(x.isinf() | y.isinf(), math.inf, out)
+
+
+def _sqrt0(sq: Tensor) -> Tensor:
+    """``sqrt(sq)`` whose gradient at 0 is 0, not nan (hypot(0, 0)'s gradient, as the subgradient)."""
+    zero = sq.eq(0)
+    return where(zero, 0.0, where(zero, 1.0, sq).sqrt())
 
 
 def signbit(x: Tensor) -> Tensor:
