@@ -1144,8 +1144,11 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     a, b = _t(x1), _t(x2)
     shape = broadcast_shapes(a.shape, b.shape)
     ax = normalize_axis(axis, len(shape))
-    if a.ndim and b.ndim and a.shape[ax - len(shape)] != b.shape[ax - len(shape)]:
-        raise ShapeError(f"vecdot: axis {axis} has sizes {a.shape} and {b.shape} that differ")
+    k = ax - len(shape)  # the axis counted from the end, as both operands align there
+    sizes = [t.shape[k] if -k <= t.ndim else 1 for t in (a, b)]  # (a missing axis broadcasts: size 1)
+    if a.ndim and b.ndim and sizes[0] != sizes[1]:
+        raise ShapeError(f"vecdot: the sizes along axis {axis} differ ({sizes[0]} and {sizes[1]}, of shapes "
+                         f"{a.shape} and {b.shape}); the standard does not broadcast the contracted axis")
     products = a.conj() * b
     # the standard's promotion and no wider: uint8 vectors give a uint8 dot product (wrapping as
     # uint8 arithmetic does), where a plain sum would accumulate in uint64

@@ -255,3 +255,12 @@ def test_complex_tan_is_minus_i_tanh_of_iz(device):
         same_values(got.real, w.imag)
         same_values(got.imag, -w.real)
         same_values(got.imag[:3], np.array([1.0, -1.0, 1.0], got.real.dtype))
+
+
+def test_vecdot_names_the_sizes_that_differ():
+    """A contracted axis the operands do not share raises ShapeError saying so (it was a bare
+    IndexError from inside the size check when one operand had fewer dimensions)."""
+    with pytest.raises(cv.ShapeError, match=r"along axis 0 differ \(1 and 2"):
+        cv.vecdot(cv.asarray([1, 2, 3]), cv.asarray([[1], [2]]), axis=0)
+    a = np.array([[1.0, 2], [3, 4]])
+    np.testing.assert_array_equal(cv.vecdot(cv.asarray(a), cv.asarray([[1.0], [1]]), axis=0).numpy(), a.sum(0))
