@@ -52,9 +52,9 @@ _INTERNAL = frozenset({"_params", "_buffers", "training", *_HOOKS})
 
 
 class IncompatibleKeys(NamedTuple):
-    """What :meth:`Module.load_state_dict` did not match: a named tuple of the keys the module has that
-    the state dict lacks (``missing_keys``), and the keys of the state dict the module does not have
-    (``unexpected_keys``); both empty after a full match.
+    """What :meth:`~corvid.nn.Module.load_state_dict` did not match: a named tuple of the keys the
+    module has that the state dict lacks (``missing_keys``), and the keys of the state dict the
+    module does not have (``unexpected_keys``); both empty after a full match.
 
     >>> lin = cv.nn.Linear(2, 1)
     >>> res = lin.load_state_dict({"weight": np.ones((1, 2)), "scale": np.ones(1)}, strict=False)
