@@ -1,6 +1,9 @@
 """Optimization actions, beam search and its disk cache (corvid/codegen/opt.py, search.py)."""
 
 import os
+import pathlib
+import subprocess
+import sys
 import sqlite3
 import time
 
@@ -585,3 +588,20 @@ def test_flop_estimate_counts_a_hoisted_reduce_once():
     flops, nbytes = y.schedule()[-1].kernel.estimates()
     assert 4 * x.size <= flops <= 10 * x.size, flops
     assert nbytes >= 2 * 4 * x.size
+
+
+def test_beam_search_runs_in_a_script_without_a_main_guard(tmp_path):
+    """The timing child is a new Python running corvid's sandbox, not multiprocessing's spawn,
+    which re-imported the user's script: a script without ``if __name__ == "__main__":`` died
+    with "... before the current process has finished its bootstrapping phase"."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("import numpy as np\nimport corvid as cv\n"
+                      "a = cv.randn(64, 64).realize(); b = cv.randn(64, 64).realize()\n"
+                      "with cv.beam(2):\n    r = (a @ b).relu().numpy()\n"
+                      "print(float(np.abs(r - np.maximum(a.numpy() @ b.numpy(), 0)).max()))\n")
+    env = dict(os.environ, CORVID_BEAM_SECONDS="2", CORVID_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout.strip().splitlines()[-1]) < 1e-3

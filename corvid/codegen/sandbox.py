@@ -2,8 +2,13 @@
 per candidate"): a candidate kernel that crashes (a segfault from a bad index) or hangs takes
 down the child, not the search, and one that runs past a hard time limit is killed.
 
-The child (:func:`serve`) is started once per process with the ``spawn`` method and reused by
-every search; it holds one kernel's random inputs at a time and, for each candidate, loads the
+The child (:func:`serve`) is started once per process as a new Python running this module
+(``python -c ...``, talking over two pipes), and reused by every search. Not multiprocessing's
+``spawn``: that re-imports the parent's main script in the child, so a script without an
+``if __name__ == "__main__":`` guard ran its own code again there and the search died with
+"An attempt has been made to start a new process before the current process has finished its
+bootstrapping phase". The child imports only corvid, from the folder the parent's corvid came from.
+Each search it holds one kernel's random inputs at a time and, for each candidate, loads the
 compiled library (a path in the kernel cache, verified as in :func:`corvid.runtime.compiler.load_cached`;
 one that does not verify is answered None), runs the function on those inputs ``runs`` times
 and answers with the output bytes and the best time, or None when the first run took longer than
@@ -17,8 +22,12 @@ Only the CPU device has libraries to hand over; other devices time candidates in
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
+import os
+import pathlib
+import subprocess
+import sys
 import time
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -82,20 +91,26 @@ class ChildRunner:
 
     @classmethod
     def _ensure(cls) -> None:
-        if cls._proc is not None and cls._proc.is_alive():
+        if cls._proc is not None and cls._proc.poll() is None:
             return
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=serve, args=(child,), daemon=True, name="corvid-beam-timer")
-        proc.start()
-        child.close()
-        cls._proc, cls._conn = proc, parent
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        home = str(pathlib.Path(__file__).resolve().parents[2])  # the folder holding this corvid
+        code = (f"import sys; sys.path.insert(0, {home!r}); from corvid.codegen.sandbox import _child_main; "
+                f"_child_main({to_child_r}, {to_parent_w})")
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(to_child_r, to_parent_w),
+                                    stdin=subprocess.DEVNULL, close_fds=True)
+        finally:
+            os.close(to_child_r)
+            os.close(to_parent_w)
+        cls._proc, cls._conn = proc, _Duplex(to_parent_r, to_child_w)
 
     @classmethod
     def _kill(cls) -> None:
         if cls._proc is not None:
             cls._proc.kill()
-            cls._proc.join(5)
+            cls._proc.wait(5)
         if cls._conn is not None:
             cls._conn.close()
         cls._proc = cls._conn = None
@@ -129,3 +144,28 @@ class ChildRunner:
             return None
         out = np.frombuffer(got[0], dtype=self.out_dtype, count=self.out_size).copy()
         return out, got[1]
+
+
+class _Duplex:
+    """A two-way connection over two one-way pipes (multiprocessing's Connection on each end)."""
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self._r, self._w = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+
+    def send(self, obj: Any) -> None:
+        self._w.send(obj)
+
+    def recv(self) -> Any:
+        return self._r.recv()
+
+    def poll(self, timeout: float) -> bool:
+        return self._r.poll(timeout)
+
+    def close(self) -> None:
+        self._r.close()
+        self._w.close()
+
+
+def _child_main(read_fd: int, write_fd: int) -> None:
+    """The child process's entry (see :meth:`ChildRunner._ensure`)."""
+    serve(_Duplex(read_fd, write_fd))
