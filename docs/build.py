@@ -163,11 +163,16 @@ def build(out: pathlib.Path | None = None, run: bool = True, strict: bool = True
     echo(f"staged the pages and wrote {len(reference.PAGES)} API pages in {time.perf_counter() - t:.1f} s")
     if run:
         notebooks = tutorials(src)
+        pages = set(src.rglob("*.md"))
         echo(f"running {len(notebooks)} tutorials")
         run_tutorials(notebooks, jobs=jobs, echo=echo)
+        for made in set(src.rglob("*.md")) - pages:  # files a tutorial wrote (its demo notebooks): not pages
+            made.unlink()
     problems = check_links(src)
     if problems:
         raise BuildError("broken links:\n  " + "\n  ".join(problems))
+    if (out / ".buildinfo").is_file():  # a site this builder made: start afresh (no stale pages)
+        shutil.rmtree(out)
     t = time.perf_counter()
     sphinx(src, out, strict=strict)
     echo(f"Sphinx: {time.perf_counter() - t:.1f} s")
