@@ -86,7 +86,7 @@ def _attach() -> None:
     for name, fn in _METHODS.items():
         setattr(Tensor, name, fn)
     for name, d in meta._CASTS.items():
-        setattr(Tensor, name, meta._cast(d))
+        setattr(Tensor, name, meta._cast(name, d))
     for name, getter in _PROPERTIES.items():
         setattr(Tensor, name, property(getter, doc=getter.__doc__))
     for name in index._IN_PLACE:

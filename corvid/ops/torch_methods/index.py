@@ -16,8 +16,16 @@ from .arith import masked_fill
 
 # --- indexing -----------------------------------------------------------------------------------------
 def masked_select(self: Tensor, mask: Any) -> Tensor:
-    """The elements where the bool ``mask`` is true (the two broadcast together), as a 1-D tensor in
-    row-major order. Computes the mask (the length depends on it). TypeError for a non-bool mask."""
+    """The elements where the bool ``mask`` is true (the two broadcast together), as a 1-D tensor.
+
+    Row-major order. Computes the mask (the length depends on it). TypeError for a non-bool mask.
+
+    >>> x = cv.Tensor([[1, 2], [3, 4]])
+    >>> x.masked_select(x > 1)
+    Tensor([2, 3, 4])
+    >>> x.masked_select(cv.Tensor([True, False]))
+    Tensor([1, 3])
+    """
     m = _tensor(self, mask)
     if not m.dtype.is_bool:
         raise TypeError(f"masked_select: the mask must be a bool tensor, got {m.dtype.name}")
@@ -60,14 +68,27 @@ def index_add(self: Tensor, dim: int, index: Any, source: Any, *, alpha: Any = 1
 
 
 def index_copy(self: Tensor, dim: int, index: Any, source: Any) -> Tensor:
-    """A copy with ``source[..., i, ...]`` written at ``index[i]`` along ``dim`` (of duplicates the
-    last wins; PyTorch leaves that undefined). Shapes as :func:`index_add`."""
+    """A copy with ``source[..., i, ...]`` written at ``index[i]`` along ``dim``.
+
+    Of duplicate indices the last wins (PyTorch leaves that undefined). Shapes as
+    :meth:`index_add`.
+
+    >>> cv.zeros(2, 3).index_copy(1, cv.Tensor([2, 0]), cv.Tensor([[1.0, 2.0], [3.0, 4.0]]))
+    Tensor([[2., 0., 1.],
+            [4., 0., 3.]])
+    """
     return _index_write(self, "index_copy", dim, index, source, "set")
 
 
 def index_fill(self: Tensor, dim: int, index: Any, value: Any) -> Tensor:
-    """A copy with the slices at ``index`` along ``dim`` set to ``value`` (a scalar or a 0-d tensor,
-    which gets a gradient)."""
+    """A copy with the slices at ``index`` along ``dim`` set to ``value``.
+
+    ``value`` is a scalar or a 0-d tensor (which gets a gradient).
+
+    >>> cv.Tensor([[1, 2, 3], [4, 5, 6]]).index_fill(1, cv.Tensor([0, 2]), -1)
+    Tensor([[-1,  2, -1],
+            [-1,  5, -1]])
+    """
     a, idx = _index_1d(self, "index_fill", dim, index)
     hit = indexing._scatter(self._const(False, dt.bool_, (self.shape[a],)), 0, idx,
                             self._const(True, dt.bool_, idx.shape), "set")
@@ -75,13 +96,29 @@ def index_fill(self: Tensor, dim: int, index: Any, value: Any) -> Tensor:
 
 
 def scatter_add(self: Tensor, dim: int, index: Any, src: Any) -> Tensor:
-    """A copy with ``src[i][j]`` added at ``[index[i][j]][j]`` (``dim=0``, and so on); duplicates add up."""
+    """A copy with ``src[i][j]`` added at ``[index[i][j]][j]`` (``dim=0``, and so on); duplicates add up.
+
+    ``scatter_reduce(dim, index, src, "sum")``.
+
+    >>> cv.zeros(2, 2).scatter_add(1, cv.Tensor([[0, 0], [1, 0]]), cv.Tensor([[1.0, 2.0], [3.0, 4.0]]))
+    Tensor([[3., 0.],
+            [4., 3.]])
+    """
     return indexing.scatter_reduce(self, dim, index, src, "sum")
 
 
 def take_along_dim(self: Tensor, indices: Any, dim: int | None = None) -> Tensor:
-    """Elements at ``indices`` along ``dim`` (numpy's ``take_along_axis``: the other dimensions
-    broadcast); without ``dim`` both are flattened."""
+    """Elements at ``indices`` along ``dim`` (numpy's ``take_along_axis``: the other dimensions broadcast).
+
+    Without ``dim`` both are flattened. Negative indices count from the end (PyTorch raises).
+
+    >>> x = cv.Tensor([[10, 30, 20], [60, 40, 50]])
+    >>> x.take_along_dim(x.argmax(dim=1, keepdim=True), dim=1)
+    Tensor([[30],
+            [60]])
+    >>> x.take_along_dim(cv.Tensor([0, 5]))
+    Tensor([10, 50])
+    """
     if dim is None:
         return indexing.take(self.reshape(-1), _tensor(self, indices).reshape(-1), 0)
     return indexing.take_along_axis(self, indices, dim)
@@ -105,10 +142,20 @@ def repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None, *, out
 
 def unique(self: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim: int | None = None) -> Any:
-    """The distinct values of the flattened tensor, sorted (also when ``sorted=False``, which PyTorch
-    allows), and with the flags the inverse indices (``self``'s shape) and the counts, int64.
-    Each nan is distinct. Computes ``self`` (the length depends on it). ``dim`` is not supported
-    (NotImplementedError)."""
+    """The distinct values of the flattened tensor, sorted, with the inverse indices and counts on request.
+
+    Sorted also when ``sorted=False`` (which lets PyTorch keep another order). With the flags, the
+    inverse indices (``self``'s shape) and the counts, int64, follow the values in a tuple. Each
+    nan is distinct. Computes ``self`` (the length depends on it). ``dim`` is not supported
+    (NotImplementedError).
+
+    >>> x = cv.Tensor([3, 1, 3, 2, 1, 3])
+    >>> x.unique()
+    Tensor([1, 2, 3])
+    >>> values, inverse, counts = x.unique(return_inverse=True, return_counts=True)
+    >>> inverse, counts
+    (Tensor([2, 0, 2, 1, 0, 2]), Tensor([2, 1, 3]))
+    """
     if dim is not None:
         raise NotImplementedError("unique(dim=...) (distinct slices) is not supported; flatten the slices into "
                                   "keys first, or call unique without dim for distinct elements")
@@ -135,30 +182,108 @@ def _in_place(name: str) -> Callable[..., Tensor]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return _write(self, getattr(self, name)(*args, **kwargs), name + "_")
 
-    method.__doc__ = f"In-place ``{name}``: rebinds this tensor to the result (see :meth:`Tensor.assign`); returns it."
+    init, args, result = _IN_PLACE[name]
+    method.__doc__ = f"""In-place :meth:`{name}`: rebinds this tensor to ``self.{name}(...)`` and returns it.
+
+The result keeps this tensor's shape and dtype, as PyTorch's in-place methods do: a float result
+cannot go into an integer tensor (TypeError), a float64 one into float32 is cast. Other tensors
+that shared the old value keep it (views share no memory; see :meth:`Tensor.assign`). On a leaf
+that requires grad, RuntimeError outside ``cv.no_grad()``.
+
+>>> x = cv.Tensor({init})
+>>> x.{name}_({args}) is x
+True
+>>> x
+{result}
+"""
     method.__name__ = method.__qualname__ = name + "_"
     return method
 
 
-_IN_PLACE = ("add", "sub", "mul", "div", "pow", "fmod", "remainder", "clamp", "clip", "clamp_min", "clamp_max",
-             "lerp", "addcmul", "addcdiv", "masked_fill", "index_add", "index_copy", "index_fill", "scatter",
-             "scatter_add", "scatter_reduce", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu",
-             "floor", "ceil", "round", "trunc", "reciprocal", "sin", "cos", "copysign", "nan_to_num", "tril", "triu")
+# name: (the tensor, the arguments, the tensor after ``x.name_(arguments)``), the example of each docstring
+_IN_PLACE: dict[str, tuple[str, str, str]] = {
+    "add": ("[1.0, 2.0]", "10.0, alpha=2", "Tensor([21., 22.])"),
+    "sub": ("[1.0, 2.0]", "0.5", "Tensor([0.5, 1.5])"),
+    "mul": ("[1.0, 2.0]", "3.0", "Tensor([3., 6.])"),
+    "div": ("[1.0, 2.0]", "4.0", "Tensor([0.25, 0.5 ])"),
+    "pow": ("[1.0, 2.0, 3.0]", "2", "Tensor([1., 4., 9.])"),
+    "fmod": ("[-7.0, 7.0]", "3.0", "Tensor([-1.,  1.])"),
+    "remainder": ("[-7.0, 7.0]", "3.0", "Tensor([2., 1.])"),
+    "clamp": ("[-1.0, 0.5, 2.0]", "0.0, 1.0", "Tensor([0. , 0.5, 1. ])"),
+    "clip": ("[-1.0, 0.5, 2.0]", "max=1.0", "Tensor([-1. ,  0.5,  1. ])"),
+    "clamp_min": ("[-1.0, 0.5]", "0.0", "Tensor([0. , 0.5])"),
+    "clamp_max": ("[0.5, 2.0]", "1.0", "Tensor([0.5, 1. ])"),
+    "lerp": ("[0.0, 10.0]", "cv.Tensor([10.0, 20.0]), 0.5", "Tensor([ 5., 15.])"),
+    "addcmul": ("[1.0, 1.0]", "cv.Tensor([2.0, 3.0]), cv.Tensor([4.0, 5.0])", "Tensor([ 9., 16.])"),
+    "addcdiv": ("[1.0, 1.0]", "cv.Tensor([2.0, 3.0]), cv.Tensor([4.0, 6.0])", "Tensor([1.5, 1.5])"),
+    "masked_fill": ("[1.0, 2.0, 3.0]", "cv.Tensor([True, False, True]), 0.0", "Tensor([0., 2., 0.])"),
+    "index_add": ("[1.0, 1.0, 1.0]", "0, cv.Tensor([0, 0, 2]), cv.Tensor([1.0, 2.0, 3.0])", "Tensor([4., 1., 4.])"),
+    "index_copy": ("[0.0, 0.0, 0.0]", "0, cv.Tensor([2, 0]), cv.Tensor([1.0, 2.0])", "Tensor([2., 0., 1.])"),
+    "index_fill": ("[[1, 2], [3, 4]]", "1, cv.Tensor([0]), 0", "Tensor([[0, 2],\n        [0, 4]])"),
+    "scatter": ("[[0, 0, 0], [0, 0, 0]]", "1, cv.Tensor([[2], [0]]), cv.Tensor([[5], [6]])",
+                "Tensor([[0, 0, 5],\n        [6, 0, 0]])"),
+    "scatter_add": ("[1.0, 1.0, 1.0]", "0, cv.Tensor([0, 0, 2]), cv.Tensor([1.0, 2.0, 3.0])", "Tensor([4., 1., 4.])"),
+    "scatter_reduce": ("[1.0, 1.0, 1.0]", '0, cv.Tensor([0, 0, 2]), cv.Tensor([5.0, 2.0, 0.0]), "amax"',
+                       "Tensor([5., 1., 1.])"),
+    "neg": ("[1, -2]", "", "Tensor([-1,  2])"),
+    "abs": ("[-1.5, 2.0]", "", "Tensor([1.5, 2. ])"),
+    "exp": ("[0.0, 1.0]", "", "Tensor([1.       , 2.7182817])"),
+    "log": ("[1.0, 0.0]", "", "Tensor([  0., -inf])"),
+    "sqrt": ("[4.0, 9.0]", "", "Tensor([2., 3.])"),
+    "rsqrt": ("[4.0, 0.25]", "", "Tensor([0.5, 2. ])"),
+    "sigmoid": ("[0.0, 100.0]", "", "Tensor([0.5, 1. ])"),
+    "tanh": ('[0.0, float("inf")]', "", "Tensor([0., 1.])"),
+    "relu": ("[-1.0, 2.0]", "", "Tensor([0., 2.])"),
+    "floor": ("[-1.5, 1.5]", "", "Tensor([-2.,  1.])"),
+    "ceil": ("[-1.5, 1.5]", "", "Tensor([-1.,  2.])"),
+    "round": ("[0.5, 1.5, 2.567]", "", "Tensor([0., 2., 3.])"),
+    "trunc": ("[-1.5, 1.5]", "", "Tensor([-1.,  1.])"),
+    "reciprocal": ("[2.0, 4.0]", "", "Tensor([0.5 , 0.25])"),
+    "sin": ("[0.0, cv.pi / 2]", "", "Tensor([0., 1.])"),
+    "cos": ("[0.0, cv.pi]", "", "Tensor([ 1., -1.])"),
+    "copysign": ("[1.0, 2.0]", "cv.Tensor([-1.0, 0.0])", "Tensor([-1.,  2.])"),
+    "nan_to_num": ('[float("nan"), float("inf"), 1.0]', "posinf=100.0", "Tensor([  0., 100.,   1.])"),
+    "tril": ("[[1, 2], [3, 4]]", "", "Tensor([[1, 0],\n        [3, 4]])"),
+    "triu": ("[[1, 2], [3, 4]]", "", "Tensor([[1, 2],\n        [0, 4]])"),
+}
 
 
 def fill_(self: Tensor, value: Any) -> Tensor:
-    """Every element set to ``value`` (a scalar or a 0-d tensor), in place; returns self."""
+    """Every element set to ``value`` (a scalar or a 0-d tensor), in place; returns self.
+
+    >>> x = cv.zeros(2)
+    >>> x.fill_(7.0) is x
+    True
+    >>> x
+    Tensor([7., 7.])
+    """
     v = value.astype(self.dtype) if isinstance(value, Tensor) else full((), value, self.dtype, self.device)
     return self.assign(v)
 
 
 def zero_(self: Tensor) -> Tensor:
-    """Every element set to 0, in place; returns self."""
+    """Every element set to 0, in place; returns self.
+
+    >>> x = cv.ones(2)
+    >>> x.zero_() is x
+    True
+    >>> x
+    Tensor([0., 0.])
+    """
     return fill_(self, 0)
 
 
 def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
-    """``src`` (broadcast to this shape, converted to this dtype, moved to this device) written
-    into this tensor in place; returns self."""
+    """``src`` (broadcast to this shape, converted to this dtype, moved to this device) written into this tensor.
+
+    In place; returns self. ``non_blocking`` is ignored.
+
+    >>> x = cv.zeros(2, 2)
+    >>> x.copy_(cv.Tensor([1, 2])) is x
+    True
+    >>> x
+    Tensor([[1., 2.],
+            [1., 2.]])
+    """
     s = _tensor(self, src)
     return self.assign(_DEVICE_TO(s, self.device) if s.device != self.device else s)
