@@ -260,3 +260,17 @@ def test_kernels_of_many_shapes_stay_bounded_in_memory():
     assert done.returncode == 0, done.stderr
     cache, plans, loaded = map(int, done.stdout.split())
     assert cache <= 40 and plans <= 40 and loaded <= 40
+
+
+def test_realizing_a_reshape_of_a_computed_value_shares_its_buffer():
+    """Movement never copies: a reshape of a realized tensor realizes to the same buffer (it was a
+    copy kernel). A view that reorders elements still needs its kernel."""
+    x = cv.randn(64, 64).realize()
+    y = x.reshape(2, 2048).reshape(4096).realize()
+    assert y.node.buffer is x.node.buffer
+    np.testing.assert_array_equal(y.numpy(), x.numpy().reshape(-1))
+    t = x.T.reshape(4096).realize()
+    assert t.node.buffer is not x.node.buffer
+    np.testing.assert_array_equal(t.numpy(), x.numpy().T.reshape(-1))
+    x.assign(x + 1)  # rebinding x leaves the shared buffer (and y's value) as they were
+    np.testing.assert_array_equal(y.numpy() + 1, x.numpy().reshape(-1))

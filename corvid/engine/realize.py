@@ -59,6 +59,11 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
         for r in todo:
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
+            elif r.op is Op.RESHAPE:
+                _share_reshaped(r, device)
+        todo = [r for r in todo if r.buffer is None]
+        if not todo:
+            return
         devices = None
     else:
         pairs = [(r, d) for r, d in zip(roots, root_devices) if r.buffer is None and r.op is not Op.CONST]
@@ -81,6 +86,19 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
     finish = getattr(schedule, "assemble", None)  # a partitioned (sharded) schedule's results
     if finish is not None:
         finish()
+
+
+def _share_reshaped(r: Node, device: Any) -> None:
+    """A reshape of a computed value (reshapes only, down to a node with a buffer on ``device``)
+    is that buffer read in the same order: ``r`` gets the same buffer instead of a copy kernel.
+    Buffers are never written after their kernel ran (nodes are immutable; an in-place method
+    rebinds its tensor to a new node), so sharing one is safe."""
+    base = r
+    while base.op is Op.RESHAPE and base.buffer is None:
+        base = base.src[0]
+    b = base.buffer
+    if type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel:
+        r.buffer = b
 
 
 def _run_plan(every: list[Node], plan: list) -> bool:
