@@ -17,7 +17,7 @@ from typing import Any
 
 from ..graph.node import Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
-from .schedule import _SHARDED, ScheduledKernel, _const_input, _fill_empty, plan_for, schedule_from
+from .schedule import _SHARDED, ScheduledKernel, _const_input, _fill_empty, plan_for, reshaped_buffer, schedule_from
 
 
 # os.environ's own mapping (bytes to bytes on POSIX): ``os.environ.get`` runs several Python
@@ -60,7 +60,7 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
             elif r.op is Op.RESHAPE:
-                _share_reshaped(r, device)
+                r.buffer = reshaped_buffer(r, device)
         todo = [r for r in todo if r.buffer is None]
         if not todo:
             return
@@ -86,19 +86,6 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
     finish = getattr(schedule, "assemble", None)  # a partitioned (sharded) schedule's results
     if finish is not None:
         finish()
-
-
-def _share_reshaped(r: Node, device: Any) -> None:
-    """A reshape of a computed value (reshapes only, down to a node with a buffer on ``device``)
-    is that buffer read in the same order: ``r`` gets the same buffer instead of a copy kernel.
-    Buffers are never written after their kernel ran (nodes are immutable; an in-place method
-    rebinds its tensor to a new node), so sharing one is safe."""
-    base = r
-    while base.op is Op.RESHAPE and base.buffer is None:
-        base = base.src[0]
-    b = base.buffer
-    if type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel:
-        r.buffer = b
 
 
 def _run_plan(every: list[Node], plan: list) -> bool:

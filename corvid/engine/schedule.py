@@ -145,8 +145,24 @@ def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | No
     The kernel split depends only on the graph's structure, so it is cached by a structural key
     of the whole graph: a training loop that rebuilds the same graph every step pays for one
     graph walk, not for lowering probes and region walks."""
+    if root_devices is None:  # (a reshape of a computed value needs no kernel: see reshaped_buffer)
+        roots = [r for r in roots if r.op is not Op.RESHAPE or r.buffer is not None or reshaped_buffer(r, device) is None]
     found = plan_for(roots, device, root_devices)
     return [] if found is None else schedule_from(found)
+
+
+def reshaped_buffer(r: Node, device: Any) -> Buffer | None:
+    """The buffer that holds ``r``'s value already when ``r`` is a reshape (reshapes only) of a
+    computed value on ``device``: the same elements in the same order, so realizing ``r`` shares
+    it instead of running a copy kernel. Buffers are never written after their kernel ran (nodes
+    are immutable; an in-place method rebinds its tensor to a new node), so sharing one is safe."""
+    base = r
+    while base.op is Op.RESHAPE and base.buffer is None:
+        base = base.src[0]
+    b = base.buffer
+    if type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel:
+        return b
+    return None
 
 
 def schedule_from(found: tuple) -> list[ScheduledKernel]:
