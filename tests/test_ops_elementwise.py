@@ -312,8 +312,8 @@ def test_where_broadcast_and_scalars():
     a = np.arange(3, dtype=np.int8)
     out = cv.where(cv.Tensor(c), cv.Tensor(a), 5)
     check(out, np.where(c, a, 5), cv.int8)
-    out = cv.Tensor(c).where(1.5, cv.Tensor(a))
-    check(out, np.where(c, 1.5, a), cv.float32)
+    out = cv.Tensor(a).where(cv.Tensor(c), 1.5)  # PyTorch's method: self where condition, else other
+    check(out, np.where(c, a, 1.5), cv.float32)
     # cond given as an int tensor
     ci = np.array([0, 2, -1], dtype=np.int32)
     check(cv.where(cv.Tensor(ci), 1.0, 0.0), np.where(ci != 0, 1.0, 0.0), cv.float32)

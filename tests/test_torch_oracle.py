@@ -521,10 +521,8 @@ case("allclose", method("allclose", atol=0.1), V(np.array([1.0, 2.0])), V(np.arr
 case("equal", method("equal"), V(np.array([1, 2])), V(np.array([1, 2])))
 case("equal", method("equal"), V(np.array([1, 2])), V(np.array([1, 3])), label="false")
 case("equal", method("equal"), V(np.array([1, 2])), V(np.array([[1, 2]])), label="shapes")
-case("where", lambda m, c, x, y: c.where(x, y), A(2, 3, dtype="bool"), A(2, 3), A(3),
-     torch_fn=lambda m, c, x, y: torch.where(c, x, y), label="corvid's cond.where(x, y) is torch.where")
-case("where", lambda m, c, x: c.where(x, 0.0), A(2, 3, dtype="bool"), A(2, 3),
-     torch_fn=lambda m, c, x: torch.where(c, x, 0.0), label="python other")
+case("where", lambda m, x, c, y: x.where(c, y), A(2, 3), A(2, 3, dtype="bool"), A(3))
+case("where", lambda m, x, c: x.where(c, 0.0), A(2, 3), A(2, 3, dtype="bool"), label="python other")
 
 # --- sorting and selection --------------------------------------------------------------------------------------
 case("sort", method("sort", 1), A(2, 5))

@@ -431,16 +431,14 @@ class ElementwiseMixin:
                                 "(cv.clip(x) returns x unchanged, as numpy's clip does)")
         return self.clip(min, max)
 
-    def where(self: Tensor, a: Any, b: Any) -> Tensor:
-        """``a`` where this tensor is true, else ``b`` (broadcast; ``a`` and ``b`` promoted together).
+    def where(self: Tensor, condition: Any, other: Any) -> Tensor:
+        """This tensor where ``condition`` is true, else ``other`` (broadcast, promoted together):
+        PyTorch's ``x.where(condition, y)``, which is ``cv.where(condition, x, y)``.
 
-        Unlike PyTorch's ``x.where(condition, y)``, which keeps ``x`` where ``condition`` holds,
-        this tensor is the condition: ``cond.where(a, b)`` is ``cv.where(cond, a, b)``.
-
-        >>> cv.Tensor([True, False]).where(cv.Tensor([1, 2]), 0)
-        Tensor([1, 0])
+        >>> cv.Tensor([1, 2, 3]).where(cv.Tensor([True, False, True]), 0)
+        Tensor([1, 0, 3])
         """
-        return where(self, a, b)
+        return where(condition, self, other)
 
     # --- logic and bits ----------------------------------------------------------------------------
     def _bitwise(self: Tensor, op: Op, other: Any, name: str) -> Tensor:
@@ -690,9 +688,9 @@ class ElementwiseMixin:
         """
         x = _as_float(self)
         up = x >= 0
-        e = up.where(-x, x).exp()  # not -|x|: abs has slope 0 at 0, which would lose sigmoid'(0)
+        e = where(up, -x, x).exp()  # not -|x|: abs has slope 0 at 0, which would lose sigmoid'(0)
         r = (1 + e).reciprocal()
-        return up.where(r, e * r)
+        return where(up, r, e * r)
 
     def silu(self: Tensor) -> Tensor:
         """SiLU (swish), ``x * sigmoid(x)``, elementwise; integers compute in float32.
