@@ -278,3 +278,16 @@ def test_mnist_notebook_runs_offline_and_reaches_97_percent(tmp_path):
         assert width > 200 and height > 100
     accuracy = float(re.findall(r"test accuracy: (\d+\.\d+)%", text)[-1])
     assert accuracy >= 97.0, text
+
+
+def test_a_cell_that_prints_the_end_marker_runs_again(tmp_path):
+    """The end marker inside a fenced output (a cell showing another notebook) does not end the
+    output block: the file could be neither run nor cleaned again."""
+    path = _write(tmp_path, '# t\n\n```python\nprint("<!-- corvid:end -->")\nprint("after")\n```\n')
+    assert cv.notebook.run(path).ok
+    first = path.read_text()
+    nb = parse(first)
+    assert [o.text for o in nb.cells[0].outputs] == ["<!-- corvid:end -->\nafter"]
+    assert cv.notebook.run(path).ok and path.read_text() == first
+    cv.notebook.clean(path)
+    assert path.read_text() == '# t\n\n```python\nprint("<!-- corvid:end -->")\nprint("after")\n```\n'

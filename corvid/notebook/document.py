@@ -178,6 +178,23 @@ def _parse_outputs(lines: list[str], first_line: int) -> list[Output]:
     return outputs
 
 
+def _output_end(lines: list[str], start: int) -> int | None:
+    """The line of the OUTPUT_END that closes an output block starting at ``start``: the first
+    one outside the block's fenced outputs (a cell may print the marker itself, as a cell that
+    shows another notebook does), or None."""
+    e = start
+    while e < len(lines):
+        if lines[e].strip() == OUTPUT_END:
+            return e
+        m = _FENCE.match(lines[e].rstrip("\n"))
+        if m:
+            e += 1
+            while e < len(lines) and not _closes(lines[e], m.group(2)):
+                e += 1
+        e += 1
+    return None
+
+
 def parse(text: str) -> Notebook:
     """Split markdown ``text`` into markdown parts and cells (with the outputs written under
     them). ``parse(text).render() == text``.
@@ -218,7 +235,7 @@ def parse(text: str) -> Notebook:
         if k + 1 < len(lines) and not lines[k].strip() and lines[k + 1].strip() == OUTPUT_START:
             k += 1
         if k < len(lines) and lines[k].strip() == OUTPUT_START:
-            end = next((e for e in range(k + 1, len(lines)) if lines[e].strip() == OUTPUT_END), None)
+            end = _output_end(lines, k + 1)
             if end is None:
                 raise ValueError(f"line {k + 1}: the output block of the cell at line {i + 1} has no {OUTPUT_END}")
             cell.outputs = _parse_outputs(lines[k + 1:end], k + 2)
