@@ -114,9 +114,18 @@ def _resolve(app, env, node, contnode):
         written_in = [".".join(owner[:i]) for i in range(len(owner) - 1, 0, -1)]
     context = [c for c in (node.get("py:module"), node.get("py:class") and f"{node.get('py:module')}.{node.get('py:class')}") if c]
     candidates = [target] + [f"{c}.{target}" for c in written_in + context] + [f"corvid.{target}", f"corvid.Tensor.{target}"]
-    if "." not in target:
-        candidates += [f"{name}.{target}" for name, mod in sorted(_sys.modules.items())
-                       if name.startswith("corvid") and mod is not None and hasattr(mod, target)]
+    head = target.split(".")[0]
+    candidates += [f"{name}.{target}" for name, mod in sorted(_sys.modules.items())
+                   if name.startswith("corvid") and mod is not None and hasattr(mod, head)]
+    py = env.get_domain("py")
+
+    def link(name):
+        for role in ("obj", "func", "class", "meth", "attr", "data", "exc"):
+            found = py.resolve_xref(env, node["refdoc"], app.builder, role, name, node, contnode)
+            if found is not None:
+                return found
+        return None
+
     for dotted in candidates:
         if not dotted.startswith("corvid"):
             continue
@@ -124,13 +133,11 @@ def _resolve(app, env, node, contnode):
         if obj is None:
             continue
         documented = _documented().get(id(obj.fget if isinstance(obj, property) else obj))
-        if documented:
-            py = env.get_domain("py")
-            for role in ("obj", "func", "class", "meth", "attr", "data", "exc"):
-                found = py.resolve_xref(env, node["refdoc"], app.builder, role, documented, node, contnode)
-                if found is not None:
-                    return found
-        return contnode  # corvid's own, but internal: code without a link
+        found = link(documented) if documented else None
+        if found is None and "." in target:  # a method of a documented class (autoclass :members:)
+            owner = _documented().get(id(_find(dotted.rsplit(".", 1)[0])))
+            found = link(f"{owner}.{dotted.rsplit('.', 1)[1]}") if owner else None
+        return found if found is not None else contnode  # corvid's own, but internal: code, no link
     return None
 
 
