@@ -593,3 +593,27 @@ def test_python_int_fills_beyond_64_bits_raise():
               lambda: cv.Tensor(2**70), lambda: cv.Tensor(-2**63 - 1, dtype=cv.int64)):
         with pytest.raises(OverflowError, match="out of bounds"):
             f()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_round_integers_to_negative_decimals(dtype):
+    """Integers round to a multiple of 10**-decimals, half to even, exactly, wrapping where the
+    multiple overflows (they came back unchanged); numpy agrees where its float64 path is exact."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    a = rng.integers(info.min, info.max, 200, dtype=dtype, endpoint=True)
+    a[:6] = [info.min, info.max, 0, 5, 15, 25]
+    bits = 8 * np.dtype(dtype).itemsize
+    for decimals in (-1, -2, -3, -25, 0, 2):
+        f = 10 ** max(-decimals, 0)
+        want = []
+        for v in a.tolist():
+            q, r = divmod(v, f)
+            m = (q + (r > f // 2 or (r == f // 2 and q % 2 == 1 and f > 1))) * f
+            m %= 2 ** bits  # wrap
+            want.append(m - 2 ** bits if info.min < 0 and m > info.max else m)
+        got = cv.round(cv.Tensor(a), decimals=decimals).numpy()
+        assert got.dtype == a.dtype and got.tolist() == want, decimals
+        exact = (np.abs(a.astype(np.float64)) < 2.0 ** 52) & (np.abs(a.astype(np.float64)) + f <= info.max)
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.testing.assert_array_equal(got[exact], np.round(a, decimals)[exact])

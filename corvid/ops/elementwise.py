@@ -37,6 +37,20 @@ def _check_kind(name: str, x: Tensor, *allowed: str) -> None:
         raise TypeError(f"{name} is not supported for {x.dtype.name} tensors (needs {' or '.join(allowed)})")
 
 
+def _round_int(x: Tensor, digits: int) -> Tensor:
+    """Integer ``x`` rounded to a multiple of ``10**digits`` (``digits > 0``), half to even, in
+    int64 (uint64 for uint64), cast back with wrap-around."""
+    f = 10 ** digits
+    if f > 2 * int(np.iinfo(x.dtype.np).max) + 1:  # every value is under half a step: all round to 0
+        return x._const(0, x.dtype).broadcast_to(x.shape)
+    wide = dt.uint64 if x.dtype is dt.uint64 else dt.int64
+    w = x.astype(wide)
+    q = w // f
+    r = w - q * f  # in [0, f): floor division
+    up = (r > f // 2) | ((r == f // 2) & ((q % 2) != 0))
+    return ((q + up.astype(wide)) * f).astype(x.dtype)
+
+
 def where(cond: Any, a: Any, b: Any) -> Tensor:
     """``a`` where ``cond`` is true, else ``b`` (broadcast; ``a`` and ``b`` promoted together)."""
     from ..tensor import Tensor, broadcast_shapes, result_type
@@ -580,18 +594,23 @@ class ElementwiseMixin:
     def round(self: Tensor, decimals: int = 0) -> Tensor:
         """Round half to even (numpy semantics), optionally to ``decimals`` places; complex rounds both parts.
 
-        Integer and bool tensors are returned unchanged. With ``decimals`` the value is scaled by
-        ``10**decimals``, rounded and scaled back, as numpy and PyTorch do.
+        With ``decimals`` a float value is scaled by ``10**decimals``, rounded and scaled back, as
+        numpy and PyTorch do. Integers are unchanged unless ``decimals`` is negative: then they
+        round to a multiple of ``10**-decimals``, half to even, in exact integer arithmetic (numpy
+        goes through float64, which loses the low digits of large int64 values), wrapping on
+        overflow as numpy's int8 ``127 -> -126`` does. Bool tensors are returned unchanged.
 
         >>> cv.Tensor([0.5, 1.5, 2.5, -0.5]).round()
         Tensor([ 0.,  2.,  2., -0.])
         >>> cv.Tensor([1.2345, 2.5]).round(decimals=2)
         Tensor([1.23, 2.5 ])
+        >>> cv.Tensor([1250, 1350, -1251, 15]).round(decimals=-2)
+        Tensor([ 1200,  1400, -1300,     0])
         """
         if self.dtype.is_complex:
             return make_complex(self.real.round(decimals), self.imag.round(decimals))
         if not self.dtype.is_float:
-            return self
+            return self if self.dtype.is_bool or decimals >= 0 else _round_int(self, -decimals)
         if decimals == 0:
             return self._unary(Op.ROUND)
         scale = 10.0 ** decimals
