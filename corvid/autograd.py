@@ -53,7 +53,14 @@ grad_mode = _GradMode()
 
 
 def is_grad_enabled() -> bool:
-    """True unless inside :class:`no_grad` (per thread)."""
+    """True unless inside :class:`no_grad` (per thread; :class:`enable_grad` turns it back on).
+
+    >>> cv.is_grad_enabled()
+    True
+    >>> with cv.no_grad():
+    ...     cv.is_grad_enabled()
+    False
+    """
     return grad_mode.enabled
 
 
@@ -98,7 +105,17 @@ class no_grad(_SetGradMode):
 
 
 class enable_grad(_SetGradMode):
-    """Turn grad mode back on inside :class:`no_grad` (context manager or decorator)."""
+    """Turn grad mode back on inside :class:`no_grad` (context manager or decorator, as
+    ``torch.enable_grad``).
+
+    >>> w = cv.ones(2, requires_grad=True)
+    >>> with cv.no_grad():
+    ...     with cv.enable_grad():
+    ...         y = w * 2
+    ...     z = w * 2
+    >>> y.requires_grad, z.requires_grad
+    (True, False)
+    """
 
     _value = True
 
@@ -159,7 +176,16 @@ class AutogradMixin:
 
     @property
     def requires_grad(self: Tensor) -> bool:
-        """True for a ``requires_grad`` leaf and for every result computed from one (outside no_grad)."""
+        """True for a ``requires_grad`` leaf and for every result computed from one (outside no_grad).
+
+        Setting it (``x.requires_grad = True``) is :meth:`requires_grad_`.
+
+        >>> x = cv.Tensor([1.0, 2.0], requires_grad=True)
+        >>> x.requires_grad, (x * 2).requires_grad, x.detach().requires_grad
+        (True, True, False)
+        >>> cv.ones(2).requires_grad
+        False
+        """
         return depends_on(self.node, _LEAF)
 
     @requires_grad.setter
@@ -169,7 +195,14 @@ class AutogradMixin:
     def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
         """Make this tensor a leaf whose gradient ``backward()`` accumulates into ``.grad`` (or stop).
 
-        TypeError for non-float dtypes; RuntimeError when turning it off on a non-leaf result."""
+        TypeError for non-float dtypes; RuntimeError when turning it off on a non-leaf result.
+        Returns the tensor itself (in place, as torch's).
+
+        >>> w = cv.zeros(2).requires_grad_()
+        >>> (w + 3).sum().backward()
+        >>> w.grad.tolist()
+        [1.0, 1.0]
+        """
         own = _own_leaf(self)
         if requires_grad:
             if own:
@@ -186,11 +219,23 @@ class AutogradMixin:
 
     @property
     def is_leaf(self: Tensor) -> bool:
-        """True unless this tensor is the result of ops on a ``requires_grad`` leaf (torch semantics)."""
+        """True unless this tensor is the result of ops on a ``requires_grad`` leaf (torch semantics).
+
+        >>> x = cv.Tensor([1.0, 2.0], requires_grad=True)
+        >>> x.is_leaf, (x * 2).is_leaf, cv.ones(2).is_leaf
+        (True, False, True)
+        """
         return _own_leaf(self) or not self.requires_grad
 
     def detach(self: Tensor) -> Tensor:
-        """The same value with no gradient flowing back through it (a DETACH node; no copy)."""
+        """The same value with no gradient flowing back through it (a DETACH node; no copy).
+        :func:`corvid.stop_gradient` does the same for pytrees.
+
+        >>> x = cv.Tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> (x.detach() * x).sum().backward()  # d/dx of c * x, with c = x held constant
+        >>> x.grad.tolist()
+        [1.0, 2.0, 3.0]
+        """
         return type(self)._from_node(detach_node(self.node), self.device)
 
     def backward(self: Tensor, gradient: Any = None, create_graph: bool = False) -> None:
@@ -200,7 +245,17 @@ class AutogradMixin:
         any other shape needs it (RuntimeError otherwise, as in torch). Gradients accumulate over
         calls; set ``leaf.grad = None`` to reset. The graph is immutable, so calling backward twice
         works (no ``retain_graph``). The new ``.grad`` tensors are computed at once, in one
-        schedule; with ``create_graph=True`` they stay differentiable (for higher derivatives)."""
+        schedule; with ``create_graph=True`` they stay differentiable (for higher derivatives).
+
+        >>> x = cv.Tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> y = x ** 2
+        >>> y.sum().backward()
+        >>> x.grad.tolist()
+        [2.0, 4.0, 6.0]
+        >>> y.backward(gradient=cv.Tensor([1.0, 0.0, 0.0]))  # accumulates
+        >>> x.grad.tolist()
+        [4.0, 4.0, 6.0]
+        """
         from .engine.realize import holder, realize
         from .tensor import Tensor
         from .transforms.reverse import backprop
@@ -252,7 +307,16 @@ class AutogradMixin:
         For a ``requires_grad`` leaf this must happen under :class:`no_grad` (RuntimeError
         otherwise): the tensor stays the same leaf with the new value, computed at once. Any other
         tensor is simply rebound to the new graph; other tensors that shared its old node keep the
-        old value (nodes are immutable)."""
+        old value (nodes are immutable).
+
+        >>> w = cv.Tensor([1.0, 2.0], requires_grad=True)
+        >>> with cv.no_grad():
+        ...     _ = w.assign(w - 0.5)  # an optimizer step
+        >>> w.tolist(), w.is_leaf, w.requires_grad
+        ([0.5, 1.5], True, True)
+        >>> cv.zeros(3).assign(7).tolist()  # broadcast and cast to float32
+        [7.0, 7.0, 7.0]
+        """
         from .tensor import Tensor
 
         v = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype, device=self.device)
@@ -285,7 +349,14 @@ class AutogradMixin:
 
 def stop_gradient(x: Any) -> Any:
     """``x`` (a tensor or a pytree of them) with no gradient flowing back through it (JAX name of
-    :meth:`Tensor.detach`). Non-tensor leaves pass through unchanged."""
+    :meth:`Tensor.detach`). Non-tensor leaves pass through unchanged.
+
+    >>> f = lambda x: (x * cv.stop_gradient(x)).sum()  # the gradient of c * x: c = x
+    >>> cv.grad(f)(cv.Tensor([1.0, 2.0])).tolist()
+    [1.0, 2.0]
+    >>> cv.stop_gradient({"step": 3, "w": cv.Tensor([1.0])})
+    {'step': 3, 'w': Tensor([1.])}
+    """
     from .tensor import Tensor
     from .tree import tree_map
 

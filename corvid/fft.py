@@ -436,44 +436,98 @@ def _real_input(x: Any, name: str) -> Tensor:
 # ---------------------------------------------------------------- complex-to-complex
 
 def fft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The 1-D discrete Fourier transform along ``axis`` (zero-padded or trimmed to ``n``)."""
+    """The 1-D discrete Fourier transform along ``axis`` (zero-padded or trimmed to ``n``).
+
+    ``X[k] = sum_j x[j] exp(-2 pi i jk / n)``, numpy's definition; ``norm`` chooses the scaling (see
+    the module docstring). Real input is accepted (float64 gives complex128, others complex64).
+
+    >>> x = cv.Tensor([1.0, 2.0, 3.0, 4.0])
+    >>> cv.fft.fft(x).numpy()
+    array([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j], dtype=complex64)
+    >>> cv.fft.fft(x, n=2).numpy()  # trimmed to [1, 2]
+    array([ 3.+0.j, -1.+0.j], dtype=complex64)
+    >>> cv.fft.fft(x, norm="ortho").numpy()  # divided by sqrt(4)
+    array([ 5.+0.j, -1.+1.j, -1.+0.j, -1.-1.j], dtype=complex64)
+    """
     return _c2c(x, n, axis, norm, False, "fft")
 
 
 def ifft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The 1-D inverse discrete Fourier transform along ``axis``."""
+    """The 1-D inverse discrete Fourier transform along ``axis`` (``n``, ``axis``, ``norm`` as in
+    :func:`fft`; by default it divides by n).
+
+    >>> x = cv.Tensor([1.0, 2.0, 3.0, 4.0])
+    >>> cv.fft.ifft(cv.fft.fft(x)).numpy()
+    array([1.+0.j, 2.+0.j, 3.+0.j, 4.+0.j], dtype=complex64)
+    >>> cv.fft.ifft(cv.Tensor([4.0, 0.0, 0.0, 0.0])).numpy()
+    array([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex64)
+    """
     return _c2c(x, n, axis, norm, True, "ifft")
 
 
 def fftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
          norm: str = "backward") -> Tensor:
     """The N-D discrete Fourier transform over ``axes`` (all axes if None; the last len(s) if only
-    ``s`` is given); ``s[i]`` is the length along ``axes[i]`` (-1: keep)."""
+    ``s`` is given); ``s[i]`` is the length along ``axes[i]`` (-1: keep).
+
+    >>> cv.fft.fftn(cv.Tensor([[1.0, 2.0], [3.0, 4.0]])).numpy()
+    array([[10.+0.j, -2.+0.j],
+           [-4.+0.j,  0.+0.j]], dtype=complex64)
+    >>> cv.fft.fftn(cv.ones(2, 3, 4), s=(5, 6)).shape  # the last two axes, zero-padded
+    (2, 5, 6)
+    """
     return _c2c_n(x, s, axes, norm, False, "fftn")
 
 
 def ifftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: str = "backward") -> Tensor:
-    """The N-D inverse discrete Fourier transform (see :func:`fftn`)."""
+    """The N-D inverse discrete Fourier transform (see :func:`fftn`).
+
+    >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> cv.fft.ifftn(cv.fft.fftn(x)).numpy()
+    array([[1.+0.j, 2.+0.j],
+           [3.+0.j, 4.+0.j]], dtype=complex64)
+    """
     return _c2c_n(x, s, axes, norm, True, "ifftn")
 
 
 def fft2(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
          norm: str = "backward") -> Tensor:
-    """:func:`fftn` over the last two axes."""
+    """:func:`fftn` over the last two axes (by default; ``axes`` names two others).
+
+    >>> cv.fft.fft2(cv.Tensor([[1.0, 2.0], [3.0, 4.0]])).numpy()
+    array([[10.+0.j, -2.+0.j],
+           [-4.+0.j,  0.+0.j]], dtype=complex64)
+    >>> cv.fft.fft2(cv.ones(3, 4, 5)).shape  # a batch of 3 images
+    (3, 4, 5)
+    """
     return _c2c_n(x, s, axes, norm, False, "fft2")
 
 
 def ifft2(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
           norm: str = "backward") -> Tensor:
-    """:func:`ifftn` over the last two axes."""
+    """:func:`ifftn` over the last two axes (by default; ``axes`` names two others).
+
+    >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> cv.fft.ifft2(cv.fft.fft2(x)).numpy()
+    array([[1.+0.j, 2.+0.j],
+           [3.+0.j, 4.+0.j]], dtype=complex64)
+    """
     return _c2c_n(x, s, axes, norm, True, "ifft2")
 
 
 # ---------------------------------------------------------------- real <-> Hermitian
 
 def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The DFT of a real input along ``axis``: the ``n // 2 + 1`` non-negative frequencies."""
+    """The DFT of a real input along ``axis``: the ``n // 2 + 1`` non-negative frequencies.
+
+    The others are their complex conjugates, so they are left out. TypeError for complex input.
+
+    >>> cv.fft.rfft(cv.Tensor([1.0, 2.0, 3.0, 4.0])).numpy()
+    array([10.+0.j, -2.+2.j, -2.+0.j], dtype=complex64)
+    >>> cv.fft.rfft(cv.ones(5)).shape
+    (3,)
+    """
     x = _real_input(x, "rfft")
     a, n = _axis_and_n(x, n, axis, norm, "rfft")
     re, _ = _parts(_resize(x, a, n))
@@ -483,7 +537,14 @@ def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backwa
 def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
     """The inverse of :func:`rfft`: a real output of length ``n`` (default ``2 (m - 1)`` for an
     input of length m). The imaginary parts of the zero (and, for even n, Nyquist) frequency are
-    ignored, as in numpy."""
+    ignored, as in numpy. Pass ``n`` for an odd length: the default is always even.
+
+    >>> x = cv.Tensor([1.0, 2.0, 3.0])
+    >>> cv.fft.irfft(cv.fft.rfft(x), n=3).numpy()
+    array([1., 2., 3.], dtype=float32)
+    >>> cv.fft.irfft(cv.fft.rfft(x)).shape  # 2 * (2 - 1)
+    (2,)
+    """
     x = _tensor(x)
     a, n = _axis_and_n(x, n, axis, norm, "irfft", hermitian=True)
     return _scaled(_irfft_along(*_hermitian_parts(x), a, n), _scale(n, norm, True))
@@ -492,7 +553,14 @@ def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
 def rfftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: str = "backward") -> Tensor:
     """The N-D DFT of a real input; the last of ``axes`` keeps ``n // 2 + 1`` frequencies (the real
-    transform along it comes first, then complex ones along the others)."""
+    transform along it comes first, then complex ones along the others).
+
+    >>> cv.fft.rfftn(cv.Tensor([[1.0, 2.0], [3.0, 4.0]])).numpy()
+    array([[10.+0.j, -2.+0.j],
+           [-4.+0.j,  0.+0.j]], dtype=complex64)
+    >>> cv.fft.rfftn(cv.ones(4, 6)).shape
+    (4, 4)
+    """
     x = _real_input(x, "rfftn")
     _check_norm(norm)
     axes_, sizes = _axes_and_sizes(x, s, axes, "rfftn")
@@ -509,7 +577,15 @@ def rfftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | No
 def irfftn(x: Any, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
            norm: str = "backward") -> Tensor:
     """The inverse of :func:`rfftn`: ``s[-1]`` (default ``2 (m - 1)``) is the real output length
-    along the last of ``axes`` (complex inverses along the others come first, the real one last)."""
+    along the last of ``axes`` (complex inverses along the others come first, the real one last).
+
+    >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> cv.fft.irfftn(cv.fft.rfftn(x), s=(2, 2)).numpy()
+    array([[1., 2.],
+           [3., 4.]], dtype=float32)
+    >>> cv.fft.irfftn(cv.fft.rfftn(cv.ones(4, 6))).shape
+    (4, 6)
+    """
     x = _tensor(x)
     _check_norm(norm)
     if axes is None:
@@ -545,14 +621,25 @@ _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 def hfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
     """The DFT of a signal with Hermitian symmetry given by its first half ``x``: a real output of
-    length ``n`` (default ``2 (m - 1)``)."""
+    length ``n`` (default ``2 (m - 1)``), as ``numpy.fft.hfft``.
+
+    >>> cv.fft.hfft(cv.Tensor([1.0, 2.0, 3.0])).numpy()  # the signal [1, 2, 3, 2]
+    array([ 8., -2.,  0., -2.], dtype=float32)
+    """
     _check_norm(norm)
     x = _tensor(x)
     return irfft(x.conj() if x.dtype.is_complex else x, n=n, axis=axis, norm=_SWAP[norm])
 
 
 def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The inverse of :func:`hfft` for a real input: ``n // 2 + 1`` complex values."""
+    """The inverse of :func:`hfft` for a real input: ``n // 2 + 1`` complex values.
+
+    >>> x = cv.Tensor([1.0, 2.0, 3.0, 2.0])
+    >>> cv.fft.ihfft(x).real.tolist()
+    [2.0, -0.5, 0.0]
+    >>> cv.fft.hfft(cv.fft.ihfft(x)).numpy()
+    array([1., 2., 3., 2.], dtype=float32)
+    """
     _check_norm(norm)
     x = _real_input(x, "ihfft")
     return rfft(x, n=n, axis=axis, norm=_SWAP[norm]).conj()
@@ -561,7 +648,15 @@ def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
 # ---------------------------------------------------------------- frequencies and shifts
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: str | None = None) -> Tensor:
-    """Sample frequencies ``[0, 1, ..., ceil(n/2) - 1, -floor(n/2), ..., -1] / (d n)``."""
+    """Sample frequencies ``[0, 1, ..., ceil(n/2) - 1, -floor(n/2), ..., -1] / (d n)``: those of
+    each output of :func:`fft` for samples ``d`` apart (cycles per unit of ``d``). The default
+    float dtype unless ``dtype`` says otherwise.
+
+    >>> cv.fft.fftfreq(4).tolist()
+    [0.0, 0.25, -0.5, -0.25]
+    >>> cv.fft.fftfreq(4, d=0.5).tolist()
+    [0.0, 0.5, -1.0, -0.5]
+    """
     _check_n(n)
     k = np.arange(n)
     k = np.where(k < (n + 1) // 2, k, k - n)
@@ -569,7 +664,11 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: str | None 
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: str | None = None) -> Tensor:
-    """Sample frequencies of :func:`rfft`: ``[0, 1, ..., n // 2] / (d n)``."""
+    """Sample frequencies of :func:`rfft`: ``[0, 1, ..., n // 2] / (d n)``.
+
+    >>> cv.fft.rfftfreq(4).tolist()
+    [0.0, 0.25, 0.5]
+    """
     _check_n(n)
     return Tensor(np.arange(n // 2 + 1) / (d * n), dtype=dt.default_float if dtype is None else dtype,
                   device=device)
@@ -589,10 +688,24 @@ def _shift(x: Any, axes: int | Sequence[int] | None, inverse: bool) -> Tensor:
 
 
 def fftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Tensor:
-    """Move the zero frequency to the middle (``roll`` by ``n // 2`` along ``axes``; all if None)."""
+    """Move the zero frequency to the middle (``roll`` by ``n // 2`` along ``axes``; all if None).
+
+    >>> cv.fft.fftshift(cv.fft.fftfreq(4)).tolist()
+    [-0.5, -0.25, 0.0, 0.25]
+    >>> cv.fft.fftshift(cv.arange(5)).tolist()
+    [3, 4, 0, 1, 2]
+    >>> cv.fft.fftshift(cv.arange(6).reshape(2, 3), axes=1).tolist()
+    [[2, 0, 1], [5, 3, 4]]
+    """
     return _shift(x, axes, False)
 
 
 def ifftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Tensor:
-    """The inverse of :func:`fftshift`."""
+    """The inverse of :func:`fftshift` (they differ for odd lengths: ``roll`` by ``-(n // 2)``).
+
+    >>> cv.fft.ifftshift(cv.arange(5)).tolist()
+    [2, 3, 4, 0, 1]
+    >>> cv.fft.ifftshift(cv.fft.fftshift(cv.arange(5))).tolist()
+    [0, 1, 2, 3, 4]
+    """
     return _shift(x, axes, True)

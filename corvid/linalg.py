@@ -118,30 +118,78 @@ __all__ = ["LinAlgError", "EigResult", "EighResult", "QRResult", "SlogdetResult"
 
 
 class LinAlgError(ValueError):
-    """LAPACK could not compute the value: a singular matrix, one that is not positive definite."""
+    """LAPACK could not compute the value: a singular matrix, one that is not positive definite.
+
+    A ValueError (as ``numpy.linalg.LinAlgError``), raised when the value is computed (``.numpy()``,
+    ``.realize()``), not when the function is called, since graphs are lazy. The kernels backend
+    never raises it (see :func:`set_backend`): it gives inf or nan entries instead.
+
+    >>> x = cv.linalg.inv(cv.zeros(2, 2))  # nothing computed yet
+    >>> x.numpy()
+    Traceback (most recent call last):
+    ...
+    corvid.linalg.LinAlgError: linalg.inv: Singular matrix (for an input of shape (2, 2))
+    """
 
 
 class EigResult(NamedTuple):
+    """What :func:`eig` returns: a named tuple ``(eigenvalues, eigenvectors)``, both complex.
+
+    >>> w, v = cv.linalg.eig(cv.Tensor([[2.0, 1.0], [0.0, 3.0]]))
+    >>> w.tolist()
+    [(2+0j), (3+0j)]
+    >>> cv.linalg.eig(cv.eye(3)).eigenvectors.shape
+    (3, 3)
+    """
+
     eigenvalues: Tensor
     eigenvectors: Tensor
 
 
 class EighResult(NamedTuple):
+    """What :func:`eigh` returns: a named tuple ``(eigenvalues, eigenvectors)``.
+
+    >>> res = cv.linalg.eigh(cv.Tensor([[2.0, 1.0], [1.0, 2.0]]))
+    >>> res.eigenvalues.tolist(), res.eigenvectors.shape
+    ([1.0, 3.0], (2, 2))
+    """
+
     eigenvalues: Tensor
     eigenvectors: Tensor
 
 
 class QRResult(NamedTuple):
+    """What :func:`qr` returns: a named tuple ``(Q, R)``.
+
+    >>> res = cv.linalg.qr(cv.ones(4, 2))
+    >>> res.Q.shape, res.R.shape
+    ((4, 2), (2, 2))
+    """
+
     Q: Tensor
     R: Tensor
 
 
 class SlogdetResult(NamedTuple):
+    """What :func:`slogdet` returns: a named tuple ``(sign, logabsdet)``.
+
+    >>> sign, logabsdet = cv.linalg.slogdet(cv.Tensor([[2.0, 0.0], [0.0, -3.0]]))
+    >>> sign.item(), round(logabsdet.item(), 4)  # log(6)
+    (-1.0, 1.7918)
+    """
+
     sign: Tensor
     logabsdet: Tensor
 
 
 class SVDResult(NamedTuple):
+    """What :func:`svd` returns: a named tuple ``(U, S, Vh)``.
+
+    >>> res = cv.linalg.svd(cv.ones(4, 2), full_matrices=False)
+    >>> res.U.shape, res.S.shape, res.Vh.shape
+    ((4, 2), (2,), (2, 2))
+    """
+
     U: Tensor
     S: Tensor
     Vh: Tensor
@@ -179,13 +227,26 @@ _scoped = _Scoped()
 
 def get_backend() -> str:
     """The backend that linalg functions called now (in this thread) use: ``"lapack"`` or
-    ``"kernels"``."""
+    ``"kernels"``. The innermost :func:`use_backend` block decides, else :func:`set_backend`.
+
+    >>> with cv.linalg.use_backend("kernels"):
+    ...     print(cv.linalg.get_backend())
+    kernels
+    """
     return _scoped.stack[-1] if _scoped.stack else _backend
 
 
 def set_backend(name: str) -> str:
     """Use ``name`` (``"lapack"`` or ``"kernels"``) for the factorizations and solves called from
-    now on (process-wide); returns the previous backend. ValueError for another name."""
+    now on (process-wide); returns the previous backend. ValueError for another name. See the
+    module docstring for what each backend does; :func:`use_backend` sets it for a block.
+
+    >>> previous = cv.linalg.set_backend("kernels")
+    >>> cv.linalg.det(cv.Tensor([[2.0, 0.0], [0.0, 3.0]])).item()
+    6.0
+    >>> cv.linalg.set_backend(previous)
+    'kernels'
+    """
     global _backend
     if name not in BACKENDS:
         raise ValueError(f"linalg.set_backend: backend must be one of {BACKENDS}, got {name!r}")
@@ -196,7 +257,15 @@ def set_backend(name: str) -> str:
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[None]:
     """``with cv.linalg.use_backend("kernels"): ...``: :func:`set_backend` for the block only,
-    and for this thread only. ValueError for another name."""
+    and for this thread only. ValueError for another name. The backend applies to the functions
+    called in the block (when their graphs are built), whenever their values are computed.
+
+    >>> a = cv.Tensor([[2.0, 1.0], [1.0, 2.0]])
+    >>> with cv.linalg.use_backend("kernels"):
+    ...     w = cv.linalg.eigvalsh(a)
+    >>> [round(v, 4) for v in w.tolist()]
+    [1.0, 3.0]
+    """
     if name not in BACKENDS:
         raise ValueError(f"linalg.use_backend: backend must be one of {BACKENDS}, got {name!r}")
     _scoped.stack.append(name)
@@ -509,7 +578,13 @@ _det = _Fn(_det_impl,
 
 def det(x: Tensor, /) -> Tensor:
     """The determinant of each square matrix of ``x`` (..., M, M), shape (...). Its gradient
-    ``det · x⁻ᵀ`` needs the inverse: LinAlgError in the backward of a singular matrix (LAPACK)."""
+    ``det · x⁻ᵀ`` needs the inverse: LinAlgError in the backward of a singular matrix (LAPACK).
+
+    >>> cv.linalg.det(cv.Tensor([[1.0, 2.0], [3.0, 4.0]])).item()
+    -2.0
+    >>> cv.linalg.det(cv.stack([cv.eye(2), 2 * cv.eye(2)])).tolist()  # a stack of matrices
+    [1.0, 4.0]
+    """
     x = _matrix(x, "det", square=True)
     return _back(_det(_on_host(x)), x)
 
@@ -542,7 +617,15 @@ _slogdet = _Fn(_slogdet_impl, _slogdet_vjp, _slogdet_jvp, "xr")
 def slogdet(x: Tensor, /) -> SlogdetResult:
     """``(sign, logabsdet)`` of each square matrix: ``det = sign · exp(logabsdet)``; a singular
     matrix has sign 0 and logabsdet -inf. For complex input the sign is ``det/|det|`` (complex)
-    and logabsdet is real. The sign of a real matrix has a zero derivative."""
+    and logabsdet is real. The sign of a real matrix has a zero derivative. Returns a
+    :class:`SlogdetResult`; use it where ``det`` would overflow or underflow.
+
+    >>> sign, logabsdet = cv.linalg.slogdet(cv.Tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> sign.item(), round(logabsdet.item(), 4)  # det = -2
+    (-1.0, 0.6931)
+    >>> cv.linalg.slogdet(cv.Tensor([[1.0, 2.0], [2.0, 4.0]]))  # singular
+    SlogdetResult(sign=Tensor(0.), logabsdet=Tensor(-inf))
+    """
     x = _matrix(x, "slogdet", square=True)
     sign, logabs = _slogdet(_on_host(x))
     return SlogdetResult(_back(sign, x), _back(logabs, x))
@@ -564,7 +647,14 @@ _solve = _Fn(_solve_impl, _solve_vjp, lambda args, x, ts: _solve(args[0], ts[1] 
 def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
     """The solution ``X`` of ``x1 @ X = x2``. ``x1`` is (..., M, M); ``x2`` is (..., M, K), or
     (M,) for one vector (then the result is (..., M)). Batch dimensions broadcast. ValueError
-    for mismatched shapes; LinAlgError at realize if ``x1`` is singular (LAPACK backend)."""
+    for mismatched shapes; LinAlgError at realize if ``x1`` is singular (LAPACK backend).
+
+    >>> a = cv.Tensor([[3.0, 1.0], [1.0, 2.0]])
+    >>> cv.linalg.solve(a, cv.Tensor([9.0, 8.0])).tolist()
+    [2.0, 3.0]
+    >>> cv.linalg.solve(a, cv.eye(2)).shape  # (M, K): K right-hand sides
+    (2, 2)
+    """
     a = _matrix(x1, "solve", square=True)
     b = x2 if isinstance(x2, Tensor) else asarray(x2)
     vector = b.ndim == 1
@@ -613,7 +703,14 @@ def cholesky(x: Tensor, /, *, upper: bool = False) -> Tensor:
     """The Cholesky factor of each symmetric (Hermitian) positive-definite matrix of ``x``
     (..., M, M): lower ``L`` with ``x = L Lᴴ``, or upper ``U = Lᴴ`` with ``x = Uᴴ U`` when
     ``upper``. Only the lower triangle of ``x`` is read. LinAlgError at realize if it is not
-    positive definite (LAPACK backend; nan entries with the kernels backend)."""
+    positive definite (LAPACK backend; nan entries with the kernels backend).
+
+    >>> a = cv.Tensor([[4.0, 2.0], [2.0, 5.0]])
+    >>> cv.linalg.cholesky(a).tolist()
+    [[2.0, 0.0], [1.0, 2.0]]
+    >>> cv.linalg.cholesky(a, upper=True).tolist()
+    [[2.0, 1.0], [0.0, 2.0]]
+    """
     x = _matrix(x, "cholesky", square=True)
     lo = _back(_cholesky(_on_host(x)), x)
     return _H(lo) if upper else lo
@@ -644,7 +741,18 @@ _eigh = _Fn(_eigh_impl, _eigh_vjp, _eigh_jvp, "rx")
 
 def eigh(x: Tensor, /) -> EighResult:
     """Eigenvalues (ascending, real, (..., M)) and orthonormal (unitary) eigenvectors (columns,
-    (..., M, M)) of each symmetric (Hermitian) matrix of ``x``; only its lower triangle is read."""
+    (..., M, M)) of each symmetric (Hermitian) matrix of ``x``; only its lower triangle is read.
+
+    Returns an :class:`EighResult`. The sign of each eigenvector is arbitrary (as in numpy), so
+    the example checks ``x = V diag(w) Vᵀ`` rather than printing ``V``:
+
+    >>> a = cv.Tensor([[2.0, 1.0], [1.0, 2.0]])
+    >>> w, v = cv.linalg.eigh(a)
+    >>> w.tolist()
+    [1.0, 3.0]
+    >>> np.allclose(((v * w) @ v.T).numpy(), a.numpy())
+    True
+    """
     x = _matrix(x, "eigh", square=True)
     w, v = _eigh(_on_host(x))
     return EighResult(_back(w, x), _back(v, x))
@@ -669,7 +777,12 @@ _eigvalsh = _Fn(_eigvalsh_impl, _eigvalsh_vjp, _eigvalsh_jvp, "r")
 
 
 def eigvalsh(x: Tensor, /) -> Tensor:
-    """The eigenvalues of each symmetric (Hermitian) matrix of ``x`` (ascending, real, (..., M))."""
+    """The eigenvalues of each symmetric (Hermitian) matrix of ``x`` (ascending, real, (..., M)).
+    Only the lower triangle is read, as in :func:`eigh`.
+
+    >>> cv.linalg.eigvalsh(cv.Tensor([[2.0, 1.0], [1.0, 2.0]])).tolist()
+    [1.0, 3.0]
+    """
     x = _matrix(x, "eigvalsh", square=True)
     return _back(_eigvalsh(_on_host(x)), x)
 
@@ -711,7 +824,16 @@ def eig(x: Tensor, /) -> EigResult:
     are complex (complex64 for float32 input, complex128 for float64). LAPACK backend: LAPACK's
     order, as numpy.linalg.eig, and LinAlgError at realize for nan or inf entries. Kernels
     backend (:mod:`corvid.linalg_kernels_eig`): Schur order, each vector's largest component
-    real, nan results for nan or inf entries. Differentiable (see the module notes)."""
+    real, nan results for nan or inf entries. Differentiable (see the module notes). Returns an
+    :class:`EigResult`.
+
+    >>> a = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> w, v = cv.linalg.eig(a)
+    >>> np.round(w.numpy(), 4)
+    array([-0.3723+0.j,  5.3723+0.j], dtype=complex64)
+    >>> np.allclose((a.astype(cv.complex64) @ v).numpy(), (v * w).numpy())
+    True
+    """
     x = _matrix(x, "eig", square=True)
     w, v = _eig(_on_host(x))
     return EigResult(w, v)
@@ -719,7 +841,11 @@ def eig(x: Tensor, /) -> EigResult:
 
 def eigvals(x: Tensor, /) -> Tensor:
     """The eigenvalues of each square matrix of ``x`` (complex, (..., M)): ``eig(x).eigenvalues``
-    (the same computation, so the order is the same as ``eig``'s)."""
+    (the same computation, so the order is the same as ``eig``'s).
+
+    >>> cv.linalg.eigvals(cv.Tensor([[0.0, -1.0], [1.0, 0.0]])).tolist()  # a rotation: ±i
+    [1j, -1j]
+    """
     x = _matrix(x, "eigvals", square=True)
     return eig(x).eigenvalues
 
@@ -789,7 +915,20 @@ _qr = _Fn(_qr_impl, _qr_vjp, _qr_jvp, "xx")
 def qr(x: Tensor, /, *, mode: str = "reduced") -> QRResult:
     """``x = Q R`` for each matrix of ``x`` (..., M, N), K = min(M, N): ``mode="reduced"`` gives Q
     (..., M, K) with orthonormal columns and upper-triangular R (..., K, N); ``"complete"`` gives
-    Q (..., M, M) and R (..., M, N). ValueError for another mode."""
+    Q (..., M, M) and R (..., M, N). ValueError for another mode. Returns a :class:`QRResult`;
+    as numpy's, the signs of R's diagonal are LAPACK's (not made positive).
+
+    >>> x = cv.Tensor([[3.0, 1.0], [4.0, 2.0]])
+    >>> q, r = cv.linalg.qr(x)
+    >>> np.round(q.numpy(), 4)
+    array([[-0.6, -0.8],
+           [-0.8,  0.6]], dtype=float32)
+    >>> np.round(r.numpy(), 4)
+    array([[-5. , -2.2],
+           [ 0. ,  0.4]], dtype=float32)
+    >>> cv.linalg.qr(cv.ones(4, 2), mode="complete").Q.shape
+    (4, 4)
+    """
     x = _matrix(x, "qr")
     if mode not in ("reduced", "complete"):
         raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
@@ -858,7 +997,18 @@ _svd = _Fn(_svd_impl, _svd_vjp, _svd_jvp, "xrx")
 def svd(x: Tensor, /, *, full_matrices: bool = True) -> SVDResult:
     """``x = U diag(S) Vh`` for each matrix of ``x`` (..., M, N), K = min(M, N): singular values S
     (..., K) descending (real); U (..., M, M) and Vh (..., N, N) when ``full_matrices``, else U
-    (..., M, K) and Vh (..., K, N)."""
+    (..., M, K) and Vh (..., K, N). Returns an :class:`SVDResult`; the signs of the singular
+    vectors are arbitrary, as in numpy.
+
+    >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> u, s, vh = cv.linalg.svd(x, full_matrices=False)
+    >>> u.shape, s.shape, vh.shape
+    ((3, 2), (2,), (2, 2))
+    >>> np.allclose(((u * s) @ vh).numpy(), x.numpy(), atol=1e-5)
+    True
+    >>> cv.linalg.svd(x).U.shape  # full_matrices=True
+    (3, 3)
+    """
     x = _matrix(x, "svd")
     u, s, vh = _svd(_on_host(x), bool(full_matrices))
     return SVDResult(_back(u, x), _back(s, x), _back(vh, x))
@@ -885,7 +1035,12 @@ _svdvals = _Fn(_svdvals_impl, _svdvals_vjp, _svdvals_jvp, "r")
 
 
 def svdvals(x: Tensor, /) -> Tensor:
-    """The singular values of each matrix of ``x`` (..., M, N), descending, shape (..., min(M, N))."""
+    """The singular values of each matrix of ``x`` (..., M, N), descending, shape (..., min(M, N)),
+    real (float32 for complex64).
+
+    >>> cv.linalg.svdvals(cv.Tensor([[3.0, 0.0], [0.0, -4.0]])).tolist()
+    [4.0, 3.0]
+    """
     x = _matrix(x, "svdvals")
     return _back(_svdvals(_on_host(x)), x)
 
@@ -964,7 +1119,16 @@ def _pinv_per_matrix(x: Tensor, rtol: Tensor) -> Tensor:
 
 def lstsq(x1: Tensor, x2: Tensor, /, *, rtol: float | None = None) -> Tensor:
     """The least-squares (minimum-norm) solution ``X`` of ``x1 @ X ≈ x2`` (a corvid extension):
-    ``pinv(x1, rtol=rtol) @ x2``. ``x1`` is (..., M, N); ``x2`` is (..., M, K) or (M,)."""
+    ``pinv(x1, rtol=rtol) @ x2``. ``x1`` is (..., M, N); ``x2`` is (..., M, K) or (M,). Unlike
+    ``numpy.linalg.lstsq``, it returns only the solution (no residuals, rank or singular values).
+
+    A line ``c0 + c1 t`` through three points:
+
+    >>> t = cv.Tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    >>> c = cv.linalg.lstsq(t, cv.Tensor([1.0, 2.0, 4.0]))
+    >>> [round(v, 4) for v in c.tolist()]
+    [0.8333, 1.5]
+    """
     a = _matrix(x1, "lstsq")
     b = x2 if isinstance(x2, Tensor) else asarray(x2)
     vector = b.ndim == 1
@@ -979,7 +1143,13 @@ def lstsq(x1: Tensor, x2: Tensor, /, *, rtol: float | None = None) -> Tensor:
 def matrix_rank(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
     """The number of singular values above ``rtol`` times the largest, per matrix (int64, shape
     (...)). ``rtol`` (a float, or a tensor broadcasting against (...)) defaults to
-    ``max(M, N) · eps``."""
+    ``max(M, N) · eps``.
+
+    >>> cv.linalg.matrix_rank(cv.Tensor([[1.0, 2.0], [2.0, 4.0]])).item()
+    1
+    >>> cv.linalg.matrix_rank(cv.eye(3)).item()
+    3
+    """
     x = _matrix(x, "matrix_rank")
     if min(x.shape[-2:]) == 0:
         return x._const(0, dt.default_int, x.shape[:-2])
@@ -992,7 +1162,11 @@ def matrix_rank(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
 # --- compositions ------------------------------------------------------------------------------------
 def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     """The cross product of 3-vectors along ``axis`` of the broadcast operands. ValueError unless
-    both have size 3 there."""
+    both have size 3 there.
+
+    >>> cv.linalg.cross(cv.Tensor([1.0, 0.0, 0.0]), cv.Tensor([0.0, 1.0, 0.0])).tolist()
+    [0.0, 0.0, 1.0]
+    """
     a = x1 if isinstance(x1, Tensor) else asarray(x1)
     b = x2 if isinstance(x2, Tensor) else asarray(x2)
     shape = broadcast_shapes(a.shape, b.shape)
@@ -1009,17 +1183,34 @@ def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
 
 
 def diagonal(x: Tensor, /, *, offset: int = 0) -> Tensor:
-    """The diagonal of each matrix (..., M, N) as a last axis; ``offset > 0`` above the main one."""
+    """The diagonal of each matrix (..., M, N) as a last axis; ``offset > 0`` above the main one.
+    Unlike :func:`corvid.diagonal` (numpy's), always the last two axes (the Array API's).
+
+    >>> m = cv.arange(1, 10).reshape(3, 3)
+    >>> cv.linalg.diagonal(m).tolist(), cv.linalg.diagonal(m, offset=1).tolist()
+    ([1, 5, 9], [2, 6])
+    """
     return _diagonal(_matrix(x, "diagonal"), offset, -2, -1)
 
 
 def trace(x: Tensor, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> Tensor:
-    """The sum of each matrix's diagonal, shape (...); integers accumulate as in ``sum``."""
+    """The sum of each matrix's diagonal, shape (...); integers accumulate as in ``sum``. Unlike
+    :func:`corvid.trace` (numpy's), always over the last two axes (the Array API's).
+
+    >>> cv.linalg.trace(cv.arange(1, 10).reshape(3, 3)).item()
+    15
+    >>> cv.linalg.trace(cv.stack([cv.eye(2), 3 * cv.ones(2, 2)])).tolist()
+    [2.0, 6.0]
+    """
     return diagonal(x, offset=offset).sum(-1, dtype=dtype)
 
 
 def outer(x1: Tensor, x2: Tensor, /) -> Tensor:
-    """The outer product of two vectors (N,) and (M,): (N, M). ValueError for other ranks."""
+    """The outer product of two vectors (N,) and (M,): (N, M). ValueError for other ranks.
+
+    >>> cv.linalg.outer(cv.Tensor([1, 2]), cv.Tensor([1, 10, 100])).tolist()
+    [[1, 10, 100], [2, 20, 200]]
+    """
     a = x1 if isinstance(x1, Tensor) else asarray(x1)
     b = x2 if isinstance(x2, Tensor) else asarray(x2)
     if a.ndim != 1 or b.ndim != 1:
@@ -1029,7 +1220,14 @@ def outer(x1: Tensor, x2: Tensor, /) -> Tensor:
 
 def matrix_power(x: Tensor, n: int, /) -> Tensor:
     """Each square matrix of ``x`` raised to the integer ``n`` by repeated squaring: the identity
-    for 0 (in ``x``'s dtype), powers of the inverse for ``n < 0``."""
+    for 0 (in ``x``'s dtype), powers of the inverse for ``n < 0``. TypeError for a non-int ``n``.
+
+    >>> m = cv.Tensor([[1.0, 1.0], [0.0, 1.0]])
+    >>> cv.linalg.matrix_power(m, 3).tolist()
+    [[1.0, 3.0], [0.0, 1.0]]
+    >>> cv.linalg.matrix_power(m, -1).tolist()
+    [[1.0, -1.0], [0.0, 1.0]]
+    """
     x = _matrix(x, "matrix_power", square=True)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
@@ -1064,7 +1262,16 @@ def vector_norm(x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdi
     """The ``ord``-norm over ``axis`` (all axes when None; a tuple reduces several): ``inf`` the
     largest ``|x|``, ``-inf`` the smallest, 0 the number of non-zeros, else ``(Σ|x|^ord)^(1/ord)``.
     Result in a real float dtype (ints in the default float, complex64 in float32). ValueError for
-    a string ``ord``."""
+    a string ``ord``.
+
+    >>> v = cv.Tensor([3.0, 0.0, -4.0])
+    >>> cv.linalg.vector_norm(v).item(), cv.linalg.vector_norm(v, ord=1).item()
+    (5.0, 7.0)
+    >>> cv.linalg.vector_norm(v, ord=float("inf")).item(), cv.linalg.vector_norm(v, ord=0).item()
+    (4.0, 2.0)
+    >>> cv.linalg.vector_norm(cv.Tensor([[3.0, 4.0], [6.0, 8.0]]), axis=1).tolist()
+    [5.0, 10.0]
+    """
     x = x if isinstance(x, Tensor) else asarray(x)
     if isinstance(ord, str) or not isinstance(ord, (int, float, np.integer, np.floating)) or isinstance(ord, bool):
         raise ValueError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any other), got {ord!r}")
@@ -1096,7 +1303,15 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: float | str = "fro
     """A norm of each matrix (..., M, N): ``"fro"`` (Frobenius), ``"nuc"`` (sum of singular values),
     2 / -2 (largest / smallest singular value), 1 / -1 (largest / smallest column sum of ``|x|``),
     ``inf`` / ``-inf`` (largest / smallest row sum). Shape (...), or (..., 1, 1) with ``keepdims``;
-    a real float dtype. ValueError for another ``ord``."""
+    a real float dtype. ValueError for another ``ord``.
+
+    >>> a = cv.Tensor([[1.0, -2.0], [3.0, 4.0]])
+    >>> cv.linalg.matrix_norm(a, ord=1).item(), cv.linalg.matrix_norm(a, ord=float("inf")).item()
+    (6.0, 7.0)
+    >>> d = cv.Tensor([[3.0, 0.0], [0.0, 4.0]])
+    >>> cv.linalg.matrix_norm(d).item(), cv.linalg.matrix_norm(d, ord="nuc").item()
+    (5.0, 7.0)
+    """
     x = _matrix(x, "matrix_norm")
     if not _valid_matrix_ord(ord):
         raise ValueError(f"linalg.matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}")
@@ -1125,7 +1340,16 @@ def norm(x: Tensor, /, ord: float | str | None = None, axis: int | Sequence[int]
       ``x`` must be 1-D (vector norm) or 2-D (matrix norm).
 
     ``keepdims`` keeps the reduced axes as size 1. ValueError for a bad ``axis`` or an ``ord``
-    the chosen kind of norm does not have (a string for a vector, 3 for a matrix, …)."""
+    the chosen kind of norm does not have (a string for a vector, 3 for a matrix, …).
+
+    >>> cv.linalg.norm(cv.Tensor([3.0, -4.0])).item()
+    5.0
+    >>> m = cv.Tensor([[3.0, 4.0], [0.0, 0.0]])
+    >>> cv.linalg.norm(m, axis=1).tolist()  # a vector norm per row
+    [5.0, 0.0]
+    >>> cv.linalg.norm(m, ord=1).item()  # 2-D, ord given: the matrix 1-norm (largest column sum)
+    4.0
+    """
     x = x if isinstance(x, Tensor) else asarray(x)
     if axis is None:
         if ord is None:
@@ -1165,7 +1389,14 @@ def cond(x: Tensor, /, p: float | str | None = None) -> Tensor:
     for ``p`` None, 2 or -2 the ratio of the largest to the smallest singular value (-2: its
     reciprocal), any shape; for 'fro', 'nuc', 1, -1, inf or -inf, ``norm(x, p) · norm(inv(x), p)``
     of square matrices. A singular matrix gives inf (nan only where ``x`` has a nan). Shape
-    (...), a real float dtype. ValueError for another ``p`` or a non-square matrix with such a ``p``."""
+    (...), a real float dtype. ValueError for another ``p`` or a non-square matrix with such a ``p``.
+
+    >>> a = cv.Tensor([[2.0, 0.0], [0.0, 0.5]])
+    >>> cv.linalg.cond(a).item(), cv.linalg.cond(a, 1).item()
+    (4.0, 4.0)
+    >>> cv.linalg.cond(cv.zeros(2, 2)).item()
+    inf
+    """
     x = _matrix(x, "cond")
     if p is None or (not isinstance(p, str) and not isinstance(p, bool) and p in (2, -2)):
         s = svdvals(x)

@@ -27,6 +27,9 @@ from .graph.node import Op, node
 from .runtime.device import Buffer, canonical_device
 from .tensor import Tensor
 
+__all__ = ["PRNGKey", "bernoulli", "categorical", "fold_in", "key", "manual_seed", "normal", "permutation", "rand",
+           "randint", "randint_key", "randn", "random_bits", "split", "threefry2x32", "truncated_normal", "uniform"]
+
 _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 _state = {"seed": 0, "offset": 0}
 _state_lock = threading.Lock()  # a draw reads and advances the offset as one step
@@ -34,7 +37,14 @@ _state_lock = threading.Lock()  # a draw reads and advances the offset as one st
 
 def manual_seed(seed: int) -> None:
     """Reset the generator: later draws are a function of ``seed`` and the draw order only (the
-    generator is shared by all threads: see the module docstring)."""
+    generator is shared by all threads: see the module docstring). TypeError for a non-int seed.
+
+    >>> cv.manual_seed(0)
+    >>> a = cv.rand(3)
+    >>> cv.manual_seed(0)
+    >>> cv.rand(3).tolist() == a.tolist()
+    True
+    """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     with _state_lock:
@@ -46,7 +56,16 @@ def _rotl(x: Tensor, r: int) -> Tensor:
 
 
 def threefry2x32(key: tuple[Tensor, Tensor], x0: Tensor, x1: Tensor) -> tuple[Tensor, Tensor]:
-    """The Threefry-2x32 block function with 20 rounds on uint32 tensors."""
+    """The Threefry-2x32 block function with 20 rounds on uint32 tensors.
+
+    ``key`` is a pair of uint32 words and ``(x0, x1)`` the two words of each counter block; returns
+    the two encrypted words, elementwise (broadcasting). Every sampler here is built on it.
+
+    >>> u32 = lambda *v: cv.Tensor(list(v), dtype=cv.uint32)
+    >>> y0, y1 = cv.random.threefry2x32((u32(0), u32(0)), u32(0, 1), u32(0, 0))
+    >>> y0.tolist(), y1.tolist()
+    ([1797259609, 1351547692], [2579123966, 3235790642])
+    """
     ks = (key[0], key[1], key[0] ^ key[1] ^ 0x1BD11BDA)
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for i in range(20):
@@ -86,7 +105,13 @@ _interceptors: _ThreadStack = _ThreadStack()
 
 
 def random_bits(shape: tuple[int, ...], device: str | None = None) -> tuple[Tensor, Tensor]:
-    """Two independent uint32 words per element of ``shape`` (advances the generator)."""
+    """Two independent uint32 words per element of ``shape`` from the global generator (advances it).
+
+    >>> cv.manual_seed(0)
+    >>> b0, b1 = cv.random.random_bits((2,))
+    >>> b0.tolist(), b1.dtype
+    ([1797259609, 1351547692], corvid.uint32)
+    """
     return _draw(len(_interceptors), tuple(shape), canonical_device(device))
 
 
@@ -152,7 +177,14 @@ def _uniform(bits: Tensor, d: dt.DType) -> Tensor:
 
 
 def rand(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
-    """Uniform samples in [0, 1) of ``shape``."""
+    """Uniform samples in [0, 1) of ``shape`` from the global generator (:func:`manual_seed`), in
+    the default float dtype or ``dtype`` (TypeError for a non-float one). :func:`uniform` takes a key.
+
+    >>> cv.manual_seed(0)
+    >>> x = cv.rand(2, 3)
+    >>> x.shape, x.dtype, bool(((x >= 0) & (x < 1)).all())
+    ((2, 3), corvid.float32, True)
+    """
     d = dt.to_dtype(dtype or dt.default_float)
     if not d.is_float:
         raise TypeError(f"rand needs a float dtype, got {d.name}")
@@ -161,7 +193,14 @@ def rand(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None)
 
 
 def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
-    """Standard normal samples of ``shape`` (Box-Muller on two uniform words)."""
+    """Standard normal samples of ``shape`` (Box-Muller on two uniform words) from the global
+    generator (:func:`manual_seed`). :func:`normal` takes a key.
+
+    >>> cv.manual_seed(0)
+    >>> x = cv.randn(1000)
+    >>> x.shape, abs(x.mean().item()) < 0.1, abs(x.std().item() - 1) < 0.1
+    ((1000,), True, True)
+    """
     d = dt.to_dtype(dtype or dt.default_float)
     if not d.is_float:
         raise TypeError(f"randn needs a float dtype, got {d.name}")
@@ -180,7 +219,16 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
 def randint(*args: Any, **kwargs: Any) -> Tensor:
     """Integers uniform in ``[low, high)``: ``randint(low, high=None, size=(), dtype=None, device=None)``
     from the global generator (``randint(n, size=...)`` means ``[0, n)``), or, with a key first,
-    JAX's ``randint(key, shape, minval, maxval, dtype=None)``."""
+    JAX's ``randint(key, shape, minval, maxval, dtype=None)`` (:func:`randint_key`). int64 unless
+    ``dtype`` says otherwise; ValueError unless ``high > low``.
+
+    >>> cv.manual_seed(0)
+    >>> x = cv.randint(5, 8, size=(2, 3))
+    >>> x.shape, x.dtype, set(x.reshape(-1).tolist()) <= {5, 6, 7}
+    ((2, 3), corvid.int64, True)
+    >>> cv.random.randint(cv.random.key(0), (5,), 0, 10).tolist()
+    [5, 4, 2, 9, 1]
+    """
     if args and isinstance(args[0], Tensor):
         return randint_key(*args, **kwargs)
     return _randint_global(*args, **kwargs)
@@ -212,7 +260,15 @@ _KEYS = object()  # (_key_bits: draw on the key's device: split and fold_in make
 
 
 def key(seed: int, device: str | None = None) -> Tensor:
-    """A key from an integer seed (any Python int; taken modulo 2**64)."""
+    """A key from an integer seed (any Python int; taken modulo 2**64): a uint32 tensor of shape
+    (2,), the seed's high and low words (JAX's ``PRNGKey``; ``PRNGKey`` is the same function).
+    Sampling with a key does not advance any state: the same key gives the same numbers.
+
+    >>> cv.random.key(0)
+    Tensor([0, 0], dtype=uint32)
+    >>> cv.random.key(2**32 + 5)
+    Tensor([1, 5], dtype=uint32)
+    """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"key: seed must be an int, got {type(seed).__name__}")
     s = seed % (1 << 64)
@@ -247,7 +303,17 @@ def _key_bits(k: Tensor, shape: tuple[int, ...], device: Any = _KEYS) -> tuple[T
 
 
 def split(k: Tensor, num: int = 2) -> Tensor:
-    """``num`` new independent keys, shape (num, 2)."""
+    """``num`` new independent keys, shape (num, 2): use one for a draw and split the other again,
+    never the same key twice.
+
+    >>> k = cv.random.key(0)
+    >>> cv.random.split(k)
+    Tensor([[1797259609, 2579123966],
+            [1351547692, 3235790642]], dtype=uint32)
+    >>> k1, k2 = cv.random.split(k)
+    >>> cv.random.split(k, 3).shape
+    (3, 2)
+    """
     k = _check_key(k, "split")
     if not isinstance(num, int) or num < 0:
         raise ValueError(f"split: num must be a non-negative int, got {num!r}")
@@ -258,7 +324,14 @@ def split(k: Tensor, num: int = 2) -> Tensor:
 
 
 def fold_in(k: Tensor, data: int) -> Tensor:
-    """A new key that depends on ``k`` and the integer ``data`` (e.g. a step number)."""
+    """A new key that depends on ``k`` and the integer ``data`` (e.g. a step number, a thread index).
+
+    >>> k = cv.random.key(0)
+    >>> cv.random.fold_in(k, 1).shape
+    (2,)
+    >>> bool((cv.random.fold_in(k, 1) == cv.random.fold_in(k, 2)).all())
+    False
+    """
     k = _check_key(k, "fold_in")
     d = int(data) % (1 << 64)
     b0, b1 = threefry2x32((k[0], k[1]), k._const(d & 0xFFFFFFFF, dt.uint32, ()), k._const(d >> 32, dt.uint32, ()))
@@ -280,7 +353,16 @@ def _float_dtype(dtype: DTypeLike | None, name: str) -> dt.DType:
 
 def uniform(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, minval: float = 0.0,
             maxval: float = 1.0, device: str | None = None) -> Tensor:
-    """Uniform samples in ``[minval, maxval)``."""
+    """Uniform samples in ``[minval, maxval)`` of ``shape``, a pure function of the key ``k`` (JAX's
+    ``uniform``); the default float dtype or ``dtype``.
+
+    >>> k = cv.random.key(0)
+    >>> [round(v, 4) for v in cv.random.uniform(k, (3,)).tolist()]
+    [0.4185, 0.3147, 0.3932]
+    >>> x = cv.random.uniform(k, (1000,), minval=-1.0, maxval=1.0)
+    >>> -1 <= x.min().item() and x.max().item() < 1
+    True
+    """
     k, d = _check_key(k, "uniform"), _float_dtype(dtype, "uniform")
     b0, _ = _key_bits(k, _shape_arg(shape), device)
     u = _uniform(b0, _wide(b0))
@@ -288,7 +370,15 @@ def uniform(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, minval: 
 
 
 def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
-    """Standard normal samples (Box-Muller on the key's two words per element)."""
+    """Standard normal samples of ``shape`` (Box-Muller on the key's two words per element), a pure
+    function of the key ``k`` (JAX's ``normal``).
+
+    >>> k = cv.random.key(0)
+    >>> [round(v, 4) for v in cv.random.normal(k, (3,)).tolist()]
+    [-0.8404, 0.0185, 0.9949]
+    >>> cv.random.normal(k, (2, 3), dtype=cv.float64).dtype
+    corvid.float64
+    """
     k, d = _check_key(k, "normal"), _float_dtype(dtype, "normal")
     b0, b1 = _key_bits(k, _shape_arg(shape), device)
     w = _wide(b0)
@@ -298,7 +388,13 @@ def normal(k: Tensor, shape: Any = (), dtype: DTypeLike | None = None, device: s
 
 def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dtype: DTypeLike | None = None,
                      device: str | None = None) -> Tensor:
-    """Standard normal samples conditioned on ``lower <= x <= upper`` (inverse-CDF method)."""
+    """Standard normal samples conditioned on ``lower <= x <= upper`` (inverse-CDF method), as JAX's
+    ``truncated_normal``. ValueError unless ``lower < upper``.
+
+    >>> x = cv.random.truncated_normal(cv.random.key(0), -1.0, 1.0, (1000,))
+    >>> -1 <= x.min().item() and x.max().item() <= 1
+    True
+    """
     from .ops.special import erfinv
 
     k, d = _check_key(k, "truncated_normal"), _float_dtype(dtype, "truncated_normal")
@@ -313,7 +409,12 @@ def truncated_normal(k: Tensor, lower: float, upper: float, shape: Any = (), dty
 
 def randint_key(k: Tensor, shape: Any, minval: int, maxval: int, dtype: DTypeLike | None = None,
                 device: str | None = None) -> Tensor:
-    """Integers uniform in ``[minval, maxval)`` (``cv.random.randint`` with a key)."""
+    """Integers uniform in ``[minval, maxval)`` (``cv.random.randint`` with a key), int64 unless
+    ``dtype`` says otherwise. ValueError unless ``maxval > minval``.
+
+    >>> cv.random.randint_key(cv.random.key(0), (5,), 0, 10).tolist()
+    [5, 4, 2, 9, 1]
+    """
     k = _check_key(k, "randint")
     if maxval <= minval:
         raise ValueError(f"randint: maxval ({maxval}) must be greater than minval ({minval})")
@@ -325,7 +426,14 @@ def randint_key(k: Tensor, shape: Any, minval: int, maxval: int, dtype: DTypeLik
 
 def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None, device: str | None = None) -> Tensor:
     """Booleans that are True with probability ``p`` (a float or a tensor broadcast to ``shape``;
-    a tensor ``p`` decides the device)."""
+    a tensor ``p`` decides the device). Without ``shape``, one per element of ``p``.
+
+    >>> k = cv.random.key(0)
+    >>> cv.random.bernoulli(k, 0.5, (6,)).tolist()
+    [True, True, True, False, False, True]
+    >>> cv.random.bernoulli(k, cv.Tensor([0.0, 1.0])).tolist()
+    [False, True]
+    """
     k = _check_key(k, "bernoulli")
     pt = p if isinstance(p, Tensor) else Tensor(float(p), device=device)
     shp = pt.shape if shape is None else _shape_arg(shape)
@@ -335,7 +443,15 @@ def bernoulli(k: Tensor, p: Any = 0.5, shape: Any = None, device: str | None = N
 
 
 def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) -> Tensor:
-    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel-max)."""
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel-max), int64, of
+    the shape of ``logits`` without ``axis`` (or ``shape``, to which that broadcasts).
+
+    >>> k = cv.random.key(0)
+    >>> cv.random.categorical(k, cv.Tensor([0.0, 0.0, 10.0])).item()  # almost surely 2
+    2
+    >>> cv.random.categorical(k, cv.zeros(4), shape=(6,)).tolist()
+    [1, 3, 0, 0, 2, 2]
+    """
     from .ops.manipulation import moveaxis
     from .ops.movement import normalize_axis
 
@@ -353,7 +469,14 @@ def categorical(k: Tensor, logits: Tensor, axis: int = -1, shape: Any = None) ->
 
 def permutation(k: Tensor, x: Any, device: str | None = None) -> Tensor:
     """A random permutation of ``arange(x)`` (an int; on ``device``) or of ``x``'s first axis (a
-    tensor; on its device)."""
+    tensor; on its device).
+
+    >>> k = cv.random.key(0)
+    >>> cv.random.permutation(k, 5).tolist()
+    [1, 2, 0, 4, 3]
+    >>> cv.random.permutation(k, cv.Tensor([10, 20, 30])).tolist()
+    [20, 30, 10]
+    """
     k = _check_key(k, "permutation")
     n = x if isinstance(x, int) else x.shape[0]
     b0, b1 = _key_bits(k, (n,), device if isinstance(x, int) else x.device)

@@ -67,7 +67,26 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     (2,)
     """
 
-    __slots__ = ("node", "device", "_grad", "__weakref__")
+    __slots__ = {
+        "node": """The graph node this tensor is a handle on (:class:`corvid.graph.node.Node`): its
+        operation, sources, dtype and shape. Ops build new nodes; nothing is computed until a value
+        is needed, and a realized tensor's node is a ``BUFFER``.
+
+        >>> x = cv.Tensor([1.0, 2.0])
+        >>> x.node.op, (x + 1).node.op
+        (<Op.BUFFER: ...>, <Op.ADD: ...>)
+        """,
+        "device": """The name of the device holding this tensor (``'CPU'``, ``'CPU:1'``, ``'CUDA'``...),
+        or a tuple of names for a tensor sharded or replicated over several (:meth:`shard`).
+
+        >>> cv.Tensor([1.0, 2.0]).device
+        'CPU'
+        >>> cv.Tensor([1.0, 2.0], device="CPU:1").device
+        'CPU:1'
+        """,
+        "_grad": None,
+        "__weakref__": None,
+    }
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, data: Any, dtype: DTypeLike | None = None, device: str | None = None,
@@ -120,23 +139,51 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
     # --- metadata ----------------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
+        """The size of each dimension, a tuple of ints (``()`` for a 0-d tensor).
+
+        >>> cv.Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).shape
+        (2, 3)
+        >>> cv.Tensor(5.0).shape
+        ()
+        """
         return self.node.shape
 
     @property
     def dtype(self) -> DType:
+        """The element type, a :class:`corvid.DType` (``cv.float32``, ``cv.int64``, ...).
+
+        >>> cv.Tensor([1.0, 2.0]).dtype, cv.Tensor([1, 2]).dtype
+        (corvid.float32, corvid.int64)
+        """
         return self.node.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions, ``len(x.shape)``.
+
+        >>> cv.zeros(2, 3, 4).ndim, cv.Tensor(1.0).ndim
+        (3, 0)
+        """
         return len(self.node.shape)
 
     @property
     def size(self) -> Size:
         """The element count, an int (the Array API's ``x.size``), that PyTorch code may also call:
-        ``x.size()`` is the shape and ``x.size(d)`` one dimension."""
+        ``x.size()`` is the shape and ``x.size(d)`` one dimension.
+
+        >>> x = cv.zeros(2, 3)
+        >>> x.size, x.size(), x.size(-1)
+        (6, (2, 3), 3)
+        """
         return Size(self.node.numel, self.node.shape)
 
     def numel(self) -> int:
+        """The number of elements, the product of the shape (PyTorch's ``numel()``; ``nelement()``
+        is the same method).
+
+        >>> cv.zeros(2, 3).numel(), cv.Tensor(1.0).numel(), cv.zeros(4, 0).numel()
+        (6, 1, 0)
+        """
         return self.node.numel
 
     def __len__(self) -> int:
@@ -146,14 +193,29 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
 
     # --- running -----------------------------------------------------------------------------------
     def schedule(self) -> list[ScheduledKernel]:
-        """The kernels realizing this tensor would run (name, IR, generated source), running nothing."""
+        """The kernels realizing this tensor would run (name, IR, generated source), running nothing.
+
+        Elementwise ops fuse: ``(x * 2 + 1).exp()`` is one kernel.
+
+        >>> x = cv.Tensor([1.0, 2.0, 3.0])
+        >>> len((x * 2 + 1).exp().schedule())
+        1
+        """
         return create_schedule([self.node], self.device)
 
     def realize(self) -> Tensor:
         """Compute this tensor now; returns self. Afterwards it is backed by one contiguous buffer.
 
         A tensor that gradients can flow through keeps its graph (the node just gains the buffer);
-        a ``requires_grad`` leaf keeps its mark around the computed value."""
+        a ``requires_grad`` leaf keeps its mark around the computed value. See :func:`corvid.realize`
+        to compute several tensors in one schedule.
+
+        >>> y = cv.Tensor([1.0, 2.0]) * 3
+        >>> y.node.op
+        <Op.MUL: ...>
+        >>> y.realize() is y, y.node.op
+        (True, <Op.BUFFER: ...>)
+        """
         n = self.node
         if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
             self.node = leaf_node(Tensor._from_node(n.src[0], self.device).realize().node, n.arg)
@@ -167,7 +229,15 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return self
 
     def numpy(self) -> np.ndarray:
-        """A numpy copy of the value (bfloat16 and the 8-bit floats come back as ml_dtypes arrays)."""
+        """A numpy copy of the value (bfloat16 and the 8-bit floats come back as ml_dtypes arrays).
+
+        Computes the tensor first (:meth:`realize`).
+
+        >>> (cv.arange(3) * 2).numpy()
+        array([0, 2, 4])
+        >>> cv.Tensor([0.5], dtype=cv.float16).numpy().dtype
+        dtype('float16')
+        """
         self.realize()
         return self.node.buffer.numpy().reshape(self.shape)
 
@@ -176,12 +246,27 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return a if dtype is None else a.astype(dtype)
 
     def item(self) -> Scalar:
-        """The value of a one-element tensor as a Python scalar."""
+        """The value of a one-element tensor (of any shape) as a Python scalar: a float, int, bool
+        or complex by dtype. ValueError for any other element count.
+
+        >>> cv.Tensor([1.0, 2.0, 3.0]).sum().item()
+        6.0
+        >>> cv.Tensor([[7]]).item()
+        7
+        """
         if self.node.numel != 1:
             raise ShapeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
+        """The value as nested Python lists of Python scalars (a scalar for a 0-d tensor), as
+        numpy's ``tolist``.
+
+        >>> cv.Tensor([[1, 2], [3, 4]]).tolist()
+        [[1, 2], [3, 4]]
+        >>> cv.Tensor(2.5).tolist()
+        2.5
+        """
         return self.numpy().tolist()
 
     def __bool__(self) -> bool:
@@ -221,7 +306,17 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return id(self)
 
     def contiguous(self) -> Tensor:
-        """A tensor stored in its own buffer (a copy, unless this one already is)."""
+        """A tensor stored in its own buffer (a copy, unless this one already is).
+
+        Views (a transpose, a slice) are index rewrites read by the kernels that use them; this makes
+        their layout the stored one (PyTorch's ``contiguous``). Lazy, like every op.
+
+        >>> x = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.contiguous() is x
+        True
+        >>> x.T.contiguous().tolist()
+        [[1.0, 3.0], [2.0, 4.0]]
+        """
         if self.node.op is Op.BUFFER:
             return self
         return self._new(node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
@@ -230,14 +325,26 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         """Value conversion to ``dtype`` (floats to ints truncate toward zero; to bool is ``!= 0``).
 
         Complex to a real dtype keeps the real part (numpy's result, without its ComplexWarning);
-        complex to bool is true where either part is non-zero; real to complex has imaginary part 0."""
+        complex to bool is true where either part is non-zero; real to complex has imaginary part 0.
+        Returns the tensor itself when it has ``dtype`` already.
+
+        >>> cv.Tensor([1.7, -1.7, 0.0]).astype(cv.int32).tolist()
+        [1, -1, 0]
+        >>> cv.Tensor([1.7, -1.7, 0.0]).astype("bool").tolist()
+        [True, True, False]
+        """
         d = dt.to_dtype(dtype)
         if d is self.dtype:
             return self
         return self._new(node(Op.CAST, (self.node,), d, d, self.shape))
 
     def bitcast(self, dtype: DTypeLike) -> Tensor:
-        """Reinterpret the bits as ``dtype`` of the same item size."""
+        """Reinterpret the bits as ``dtype`` of the same item size (no value conversion, unlike
+        :meth:`astype`). ValueError when the item sizes differ.
+
+        >>> cv.Tensor([1.0, -0.0]).bitcast(cv.uint32).tolist()
+        [1065353216, 2147483648]
+        """
         d = dt.to_dtype(dtype)
         if d.itemsize != self.dtype.itemsize:
             raise ValueError(f"bitcast needs equal item sizes: {self.dtype.name} has {self.dtype.itemsize} "
@@ -294,7 +401,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         return corvid
 
     def to_device(self, device: str, /, *, stream: Any = None) -> Tensor:
-        """This tensor on ``device`` (itself if already there); ``stream`` must be None on the CPU."""
+        """This tensor on ``device`` (itself if already there): the Array API name of :meth:`to`.
+        ``stream`` must be None (ValueError otherwise).
+
+        >>> cv.Tensor([1.0, 2.0]).to_device("CPU:1").device
+        'CPU:1'
+        """
         if stream is not None:
             raise ValueError(f"to_device: streams are not supported, got {stream!r}")
         return self.to(device)
@@ -462,7 +574,13 @@ def _scalar_operand(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
 def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Compute several tensors in one schedule (``cv.realize(loss, *params)``): their kernels are
     planned together (shared work runs once) and compiled in parallel. Returns the tensors, each
-    realized as by :meth:`Tensor.realize`. TypeError for anything that is not a Tensor."""
+    realized as by :meth:`Tensor.realize`. TypeError for anything that is not a Tensor.
+
+    >>> x = cv.Tensor([1.0, 2.0, 3.0])
+    >>> total, doubled = cv.realize(x.sum(), x * 2)
+    >>> total.item(), doubled.tolist()
+    (6.0, [2.0, 4.0, 6.0])
+    """
     roots: list[Node] = []
     devices: list[Any] = []
     for t in tensors:
@@ -502,7 +620,15 @@ def copy_to(t: Tensor, destination: Any) -> Tensor:
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """The broadcast of ``shapes`` (numpy rules); ValueError naming the shapes if they conflict."""
+    """The broadcast of ``shapes`` (numpy rules, as ``numpy.broadcast_shapes``): shapes are aligned
+    at their last dimension and each size must be equal or 1. ValueError naming the shapes if
+    they conflict.
+
+    >>> cv.broadcast_shapes((5, 1, 4), (3, 1))
+    (5, 3, 4)
+    >>> cv.broadcast_shapes((2,), ())
+    (2,)
+    """
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):

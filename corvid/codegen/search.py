@@ -87,7 +87,18 @@ _override = _Widths()
 @contextlib.contextmanager
 def beam(width: int) -> Iterator[None]:
     """``with corvid.beam(4): ...``: kernels first built in the block (by this thread) are
-    optimized by beam search of that width (0: the heuristics), whatever ``CORVID_BEAM`` says."""
+    optimized by beam search of that width (0: the heuristics), whatever ``CORVID_BEAM`` says.
+
+    The search compiles and times candidate kernels, so building them takes longer; the actions
+    it finds are cached. ValueError for a negative or non-int width.
+
+    >>> with cv.beam(2):
+    ...     print(beam_width())
+    2
+    >>> with cv.beam(0):  # the heuristics only, even if CORVID_BEAM is set
+    ...     (cv.arange(4.0) * 2).tolist()
+    [0.0, 2.0, 4.0, 6.0]
+    """
     if not isinstance(width, int) or width < 0:
         raise ValueError(f"beam: width must be a non-negative int, got {width!r}")
     _override.stack.append(width)

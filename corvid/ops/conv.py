@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import math
+import textwrap
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -395,21 +396,54 @@ def _out_sizes(x: Tensor, kernel: Sequence[int], stride: Sequence[int], dilation
 
 def conv1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
            dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """:func:`conv` with one spatial dimension (``x`` of shape ``(N, C, L)``)."""
+    """:func:`conv` with one spatial dimension (``x`` of shape ``(N, C, L)``), as torch's ``F.conv1d``.
+
+    ``w`` has shape ``(C_out, C_in/groups, K)``; the other arguments are :func:`conv`'s. Like
+    torch's, it is a cross-correlation: the kernel is not flipped.
+
+    >>> x = cv.Tensor([[[1.0, 2.0, 3.0, 4.0]]])
+    >>> w = cv.Tensor([[[1.0, 0.0, -1.0]]])
+    >>> cv.conv1d(x, w).tolist()
+    [[[-2.0, -2.0]]]
+    >>> cv.conv1d(x, w, padding="same").tolist()
+    [[[-2.0, -2.0, -2.0, 3.0]]]
+    >>> cv.conv1d(x, w, bias=cv.Tensor([10.0])).tolist()
+    [[[8.0, 8.0]]]
+    """
     _spatial(_tensor(x), 1, "conv1d")
     return conv(x, w, bias, stride, padding, dilation, groups)
 
 
 def conv2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
            dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """:func:`conv` with two spatial dimensions (``x`` of shape ``(N, C, H, W)``)."""
+    """:func:`conv` with two spatial dimensions (``x`` of shape ``(N, C, H, W)``), as torch's ``F.conv2d``.
+
+    ``w`` has shape ``(C_out, C_in/groups, KH, KW)``; the other arguments are :func:`conv`'s.
+
+    >>> x = cv.arange(16.0).reshape(1, 1, 4, 4)
+    >>> cv.conv2d(x, cv.ones(1, 1, 2, 2), stride=2).tolist()
+    [[[[10.0, 18.0], [42.0, 50.0]]]]
+    >>> cv.conv2d(x, cv.ones(3, 1, 3, 3), padding=1).shape
+    (1, 3, 4, 4)
+    >>> cv.conv2d(cv.ones(1, 4, 5, 5), cv.ones(4, 1, 3, 3), groups=4).shape  # depthwise
+    (1, 4, 3, 3)
+    """
     _spatial(_tensor(x), 2, "conv2d")
     return conv(x, w, bias, stride, padding, dilation, groups)
 
 
 def conv3d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
            dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """:func:`conv` with three spatial dimensions (``x`` of shape ``(N, C, D, H, W)``)."""
+    """:func:`conv` with three spatial dimensions (``x`` of shape ``(N, C, D, H, W)``), as torch's
+    ``F.conv3d``.
+
+    ``w`` has shape ``(C_out, C_in/groups, KD, KH, KW)``; the other arguments are :func:`conv`'s.
+
+    >>> cv.conv3d(cv.ones(1, 2, 4, 4, 4), cv.ones(5, 2, 3, 3, 3)).shape
+    (1, 5, 2, 2, 2)
+    >>> cv.conv3d(cv.ones(1, 1, 3, 3, 3), cv.ones(1, 1, 3, 3, 3)).item()
+    27.0
+    """
     _spatial(_tensor(x), 3, "conv3d")
     return conv(x, w, bias, stride, padding, dilation, groups)
 
@@ -494,7 +528,18 @@ def _conv_transpose_core(x: Tensor, w: Tensor, bias: Tensor | None, stride: tupl
 def conv_transpose1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
                      dilation: IntOrTuple = 1) -> Tensor:
-    """:func:`conv_transpose` with one spatial dimension (torch's argument order)."""
+    """:func:`conv_transpose` with one spatial dimension (``x`` of shape ``(N, C_in, L)``), as
+    torch's ``F.conv_transpose1d``, with its argument order (``groups`` before ``dilation``).
+
+    ``w`` has shape ``(C_in, C_out/groups, K)``. Each input element adds a scaled copy of the kernel
+    to the output, ``stride`` apart:
+
+    >>> x, w = cv.Tensor([[[1.0, 2.0]]]), cv.Tensor([[[1.0, 1.0, 1.0]]])
+    >>> cv.conv_transpose1d(x, w).tolist()
+    [[[1.0, 3.0, 3.0, 2.0]]]
+    >>> cv.conv_transpose1d(x, w, stride=2).tolist()
+    [[[1.0, 1.0, 3.0, 2.0, 2.0]]]
+    """
     _spatial(_tensor(x), 1, "conv_transpose1d")
     return conv_transpose(x, w, bias, stride, padding, output_padding, dilation, groups)
 
@@ -502,7 +547,16 @@ def conv_transpose1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: I
 def conv_transpose2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
                      dilation: IntOrTuple = 1) -> Tensor:
-    """:func:`conv_transpose` with two spatial dimensions (torch's argument order)."""
+    """:func:`conv_transpose` with two spatial dimensions (``x`` of shape ``(N, C_in, H, W)``), as
+    torch's ``F.conv_transpose2d``, with its argument order (``groups`` before ``dilation``).
+
+    ``w`` has shape ``(C_in, C_out/groups, KH, KW)``; ``stride`` 2 with a 2x2 kernel doubles the size.
+
+    >>> cv.conv_transpose2d(cv.ones(1, 1, 2, 2), cv.ones(1, 1, 2, 2)).tolist()
+    [[[[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]]]
+    >>> cv.conv_transpose2d(cv.ones(1, 8, 5, 5), cv.ones(8, 4, 2, 2), stride=2).shape
+    (1, 4, 10, 10)
+    """
     _spatial(_tensor(x), 2, "conv_transpose2d")
     return conv_transpose(x, w, bias, stride, padding, output_padding, dilation, groups)
 
@@ -510,7 +564,14 @@ def conv_transpose2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: I
 def conv_transpose3d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
                      dilation: IntOrTuple = 1) -> Tensor:
-    """:func:`conv_transpose` with three spatial dimensions (torch's argument order)."""
+    """:func:`conv_transpose` with three spatial dimensions (``x`` of shape ``(N, C_in, D, H, W)``),
+    as torch's ``F.conv_transpose3d``, with its argument order (``groups`` before ``dilation``).
+
+    ``w`` has shape ``(C_in, C_out/groups, KD, KH, KW)``.
+
+    >>> cv.conv_transpose3d(cv.ones(1, 2, 2, 2, 2), cv.ones(2, 3, 2, 2, 2), stride=2).shape
+    (1, 3, 4, 4, 4)
+    """
     _spatial(_tensor(x), 3, "conv_transpose3d")
     return conv_transpose(x, w, bias, stride, padding, output_padding, dilation, groups)
 
@@ -732,8 +793,12 @@ def adaptive_max_pool(x: Tensor, output_size: IntOrTuple, return_indices: bool =
     return (x, index.astype(dt.int64)) if return_indices else x
 
 
-def _fixed(fn: Any, nd: int, name: str) -> Any:
-    """``fn`` for ``nd`` spatial dims: an int kernel/output size is repeated, the input rank checked."""
+_SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
+
+
+def _fixed(fn: Any, nd: int, name: str, example: str) -> Any:
+    """``fn`` for ``nd`` spatial dims: an int kernel/output size is repeated, the input rank checked.
+    ``example`` (doctest lines) ends its docstring."""
 
     def pool(x: Tensor, size: IntOrTuple, *args: Any, **kwargs: Any) -> Tensor:
         x = _tensor(x)
@@ -747,13 +812,89 @@ def _fixed(fn: Any, nd: int, name: str) -> Any:
         return fn(x, tuple(size), *args, **kwargs)
 
     pool.__name__ = pool.__qualname__ = name
-    pool.__doc__ = f":func:`{fn.__name__}` over {nd} spatial dimension{'s' if nd > 1 else ''}."
+    size = "output_size" if fn.__name__.startswith("adaptive") else "kernel_size"
+    pool.__doc__ = (
+        f":func:`{fn.__name__}` over {nd} spatial dimension{'s' if nd > 1 else ''} (``x`` of shape "
+        f"``(N, C, {_SPATIAL[nd]})`` or ``(C, {_SPATIAL[nd]})``), as torch's ``F.{name}``.\n\n"
+        + f"``size`` (torch's ``{size}``, given positionally) is "
+        + ("an int or a 1-tuple" if nd == 1 else f"an int, used for every spatial axis, or a tuple of {nd}")
+        + f"; ValueError for another input rank. The other arguments are :func:`{fn.__name__}`'s.\n\n"
+        + textwrap.dedent(example).strip() + "\n")
     return pool
 
 
-max_pool1d, max_pool2d, max_pool3d = (_fixed(max_pool, n, f"max_pool{n}d") for n in (1, 2, 3))
-avg_pool1d, avg_pool2d, avg_pool3d = (_fixed(avg_pool, n, f"avg_pool{n}d") for n in (1, 2, 3))
-adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (
-    _fixed(adaptive_avg_pool, n, f"adaptive_avg_pool{n}d") for n in (1, 2, 3))
-adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (
-    _fixed(adaptive_max_pool, n, f"adaptive_max_pool{n}d") for n in (1, 2, 3))
+max_pool1d = _fixed(max_pool, 1, "max_pool1d", """
+    >>> x = cv.Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]])
+    >>> cv.max_pool1d(x, 2).tolist()
+    [[[3.0, 5.0]]]
+    >>> cv.max_pool1d(x, 2, ceil_mode=True).tolist()  # keeps the last, partial window
+    [[[3.0, 5.0, 4.0]]]
+    >>> cv.max_pool1d(x, 3, stride=1).tolist()
+    [[[3.0, 5.0, 5.0]]]
+    """)
+max_pool2d = _fixed(max_pool, 2, "max_pool2d", """
+    >>> x = cv.arange(16.0).reshape(1, 1, 4, 4)
+    >>> cv.max_pool2d(x, 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    >>> cv.max_pool2d(x, 3, stride=1).tolist()
+    [[[[10.0, 11.0], [14.0, 15.0]]]]
+    """)
+max_pool3d = _fixed(max_pool, 3, "max_pool3d", """
+    >>> cv.max_pool3d(cv.arange(8.0).reshape(1, 1, 2, 2, 2), 2).tolist()
+    [[[[[7.0]]]]]
+    >>> cv.max_pool3d(cv.ones(2, 3, 4, 4, 4), 2).shape
+    (2, 3, 2, 2, 2)
+    """)
+avg_pool1d = _fixed(avg_pool, 1, "avg_pool1d", """
+    >>> x = cv.Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]])
+    >>> cv.avg_pool1d(x, 2).tolist()
+    [[[2.0, 3.5]]]
+    >>> cv.avg_pool1d(x, 2, padding=1).tolist()  # the padding zero counts
+    [[[0.5, 2.5, 4.5]]]
+    >>> cv.avg_pool1d(x, 2, padding=1, count_include_pad=False).tolist()
+    [[[1.0, 2.5, 4.5]]]
+    """)
+avg_pool2d = _fixed(avg_pool, 2, "avg_pool2d", """
+    >>> cv.avg_pool2d(cv.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
+    """)
+avg_pool3d = _fixed(avg_pool, 3, "avg_pool3d", """
+    >>> cv.avg_pool3d(cv.arange(8.0).reshape(1, 1, 2, 2, 2), 2).tolist()
+    [[[[[3.5]]]]]
+    >>> cv.avg_pool3d(cv.ones(2, 3, 4, 4, 4), 2, stride=1).shape
+    (2, 3, 3, 3, 3)
+    """)
+adaptive_avg_pool1d = _fixed(adaptive_avg_pool, 1, "adaptive_avg_pool1d", """
+    >>> x = cv.arange(5.0).reshape(1, 1, 5)
+    >>> cv.adaptive_avg_pool1d(x, 3).tolist()  # bins [0, 2), [1, 4), [3, 5)
+    [[[0.5, 2.0, 3.5]]]
+    """)
+adaptive_avg_pool2d = _fixed(adaptive_avg_pool, 2, "adaptive_avg_pool2d", """
+    >>> x = cv.arange(16.0).reshape(1, 1, 4, 4)
+    >>> cv.adaptive_avg_pool2d(x, 1).tolist()  # global average pooling
+    [[[[7.5]]]]
+    >>> cv.adaptive_avg_pool2d(x, (2, 1)).tolist()
+    [[[[3.5], [11.5]]]]
+    >>> cv.adaptive_avg_pool2d(x, (None, 2)).shape  # None keeps that axis
+    (1, 1, 4, 2)
+    """)
+adaptive_avg_pool3d = _fixed(adaptive_avg_pool, 3, "adaptive_avg_pool3d", """
+    >>> cv.adaptive_avg_pool3d(cv.ones(2, 3, 4, 5, 6), 1).shape
+    (2, 3, 1, 1, 1)
+    """)
+adaptive_max_pool1d = _fixed(adaptive_max_pool, 1, "adaptive_max_pool1d", """
+    >>> x = cv.Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]])
+    >>> cv.adaptive_max_pool1d(x, 2).tolist()
+    [[[3.0, 5.0]]]
+    >>> values, indices = cv.adaptive_max_pool1d(x, 2, return_indices=True)
+    >>> indices.tolist()
+    [[[1, 3]]]
+    """)
+adaptive_max_pool2d = _fixed(adaptive_max_pool, 2, "adaptive_max_pool2d", """
+    >>> cv.adaptive_max_pool2d(cv.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """)
+adaptive_max_pool3d = _fixed(adaptive_max_pool, 3, "adaptive_max_pool3d", """
+    >>> cv.adaptive_max_pool3d(cv.ones(2, 3, 4, 5, 6), (1, 2, 3)).shape
+    (2, 3, 1, 2, 3)
+    """)

@@ -78,12 +78,26 @@ def moveaxis(x: Tensor, source: int | Sequence[int], destination: int | Sequence
 
 
 def swapaxes(x: Tensor, axis1: int, axis2: int) -> Tensor:
-    """Exchange two axes (a view)."""
+    """Exchange two axes (a view), as ``numpy.swapaxes``; the method form is
+    :meth:`Tensor.transpose <corvid.Tensor.transpose>`.
+
+    >>> cv.swapaxes(cv.zeros(2, 3, 4), 0, 2).shape
+    (4, 3, 2)
+    """
     return _tensor(x).transpose(axis1, axis2)
 
 
 def expand_dims(x: Tensor, axis: int | Sequence[int] = 0) -> Tensor:
-    """Insert size-1 axes so that they sit at ``axis`` in the result (Array API; ints or a tuple)."""
+    """Insert size-1 axes so that they sit at ``axis`` in the result (Array API; an int or a tuple,
+    negative counting from the end of the result). A view; ``x.expand_dims(axis)`` (an int) is
+    ``x.unsqueeze(axis)``.
+
+    >>> x = cv.Tensor([1, 2])
+    >>> cv.expand_dims(x, 0).shape, cv.expand_dims(x, -1).shape
+    ((1, 2), (2, 1))
+    >>> cv.expand_dims(cv.zeros(2, 3), (0, 3)).shape
+    (1, 2, 3, 1)
+    """
     x = _tensor(x)
     axes = sorted(_axes_arg(axis, x.ndim + (1 if isinstance(axis, int) else len(axis))))
     shape = list(x.shape)
@@ -94,7 +108,12 @@ def expand_dims(x: Tensor, axis: int | Sequence[int] = 0) -> Tensor:
 
 def broadcast_arrays(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Every input broadcast to their common shape (views), a tuple as the Array API and numpy 2
-    give it. ValueError if the shapes conflict."""
+    give it. ValueError if the shapes conflict.
+
+    >>> a, b = cv.broadcast_arrays(cv.Tensor([[1], [2]]), cv.Tensor([10, 20, 30]))
+    >>> a.tolist(), b.tolist()
+    ([[1, 1, 1], [2, 2, 2]], [[10, 20, 30], [10, 20, 30]])
+    """
     from ..tensor import broadcast_shapes
 
     ts = [_tensor(t) for t in tensors]
@@ -103,7 +122,15 @@ def broadcast_arrays(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 
 def unstack(x: Tensor, axis: int = 0) -> tuple[Tensor, ...]:
-    """The slices of ``x`` along ``axis``, each without that axis (inverse of ``stack``)."""
+    """The slices of ``x`` along ``axis``, each without that axis (inverse of ``stack``), as a
+    tuple of views. ValueError for a 0-d tensor.
+
+    >>> x = cv.Tensor([[1, 2], [3, 4]])
+    >>> [t.tolist() for t in cv.unstack(x)]
+    [[1, 2], [3, 4]]
+    >>> [t.tolist() for t in cv.unstack(x, axis=1)]
+    [[1, 3], [2, 4]]
+    """
     x = _tensor(x)
     if x.ndim == 0:
         raise ValueError("unstack needs at least 1 dimension, got a 0-d tensor")
@@ -113,7 +140,16 @@ def unstack(x: Tensor, axis: int = 0) -> tuple[Tensor, ...]:
 
 def roll(x: Tensor, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
     """Shift elements by ``shift`` along ``axis``, wrapping around (numpy semantics; the flattened
-    tensor if ``axis`` is None). ``shift`` and ``axis`` may be equal-length sequences."""
+    tensor if ``axis`` is None). ``shift`` and ``axis`` may be equal-length sequences.
+
+    >>> cv.roll(cv.arange(5), 2).tolist(), cv.roll(cv.arange(5), -1).tolist()
+    ([3, 4, 0, 1, 2], [1, 2, 3, 4, 0])
+    >>> m = cv.arange(6).reshape(2, 3)
+    >>> cv.roll(m, 1, axis=1).tolist()
+    [[2, 0, 1], [5, 3, 4]]
+    >>> cv.roll(m, 1).tolist()  # axis=None: the flattened tensor, reshaped back
+    [[5, 0, 1], [2, 3, 4]]
+    """
     x = _tensor(x)
     if axis is None:
         if not isinstance(shift, int):
@@ -138,7 +174,13 @@ def roll(x: Tensor, shift: int | Sequence[int], axis: int | Sequence[int] | None
 
 def tile(x: Tensor, reps: int | Sequence[int]) -> Tensor:
     """``x`` repeated ``reps[i]`` times along each axis (numpy semantics: ``reps`` and the shape are
-    left-padded with ones to the same length). A broadcast plus a reshape: no copy until stored."""
+    left-padded with ones to the same length). A broadcast plus a reshape: no copy until stored.
+
+    >>> cv.tile(cv.Tensor([1, 2]), 3).tolist()
+    [1, 2, 1, 2, 1, 2]
+    >>> cv.tile(cv.Tensor([1, 2]), (2, 2)).tolist()
+    [[1, 2, 1, 2], [1, 2, 1, 2]]
+    """
     x = _tensor(x)
     r = [reps] if isinstance(reps, int) else [int(v) for v in reps]
     if any(v < 0 for v in r):
@@ -190,7 +232,14 @@ def repeat(x: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
 def diff(x: Tensor, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Tensor:
     """The ``n``-th discrete difference ``x[i+1] - x[i]`` along ``axis`` (numpy semantics, with
     ``prepend``/``append`` joined first; scalars broadcast to one slice). For bool tensors the
-    difference is ``!=``, as in numpy. ValueError for negative ``n`` or a 0-d tensor."""
+    difference is ``!=``, as in numpy. ValueError for negative ``n`` or a 0-d tensor.
+
+    >>> x = cv.Tensor([1, 4, 9, 16])
+    >>> cv.diff(x).tolist(), cv.diff(x, n=2).tolist()
+    ([3, 5, 7], [2, 2])
+    >>> cv.diff(cv.Tensor([1, 4, 9]), prepend=0).tolist()
+    [1, 3, 5]
+    """
     x = _tensor(x)
     if n < 0:
         raise ValueError(f"diff: order n must be non-negative, got {n}")
@@ -234,13 +283,29 @@ def _tri_mask(x: Tensor, k: int, lower: bool) -> Tensor:
 
 
 def tril(x: Tensor, k: int = 0) -> Tensor:
-    """The lower triangle of the last two axes: elements with ``col - row <= k`` kept, others 0."""
+    """The lower triangle of the last two axes: elements with ``col - row <= k`` kept, others 0.
+    ValueError for fewer than 2 dimensions.
+
+    >>> m = cv.arange(1, 10).reshape(3, 3)
+    >>> cv.tril(m).tolist()
+    [[1, 0, 0], [4, 5, 0], [7, 8, 9]]
+    >>> cv.tril(m, -1).tolist()
+    [[0, 0, 0], [4, 0, 0], [7, 8, 0]]
+    """
     x = _tensor(x)
     return where(_tri_mask(x, k, True), x, x._const(0, x.dtype, ()))
 
 
 def triu(x: Tensor, k: int = 0) -> Tensor:
-    """The upper triangle of the last two axes: elements with ``col - row >= k`` kept, others 0."""
+    """The upper triangle of the last two axes: elements with ``col - row >= k`` kept, others 0.
+    ValueError for fewer than 2 dimensions.
+
+    >>> m = cv.arange(1, 10).reshape(3, 3)
+    >>> cv.triu(m).tolist()
+    [[1, 2, 3], [0, 5, 6], [0, 0, 9]]
+    >>> cv.triu(m, 1).tolist()
+    [[0, 2, 3], [0, 0, 6], [0, 0, 0]]
+    """
     x = _tensor(x)
     return where(_tri_mask(x, k, False), x, x._const(0, x.dtype, ()))
 
@@ -248,7 +313,14 @@ def triu(x: Tensor, k: int = 0) -> Tensor:
 def meshgrid(*tensors: Tensor, indexing: str = "xy") -> tuple[Tensor, ...]:
     """Coordinate grids from 1-D tensors (numpy semantics), a tuple as the Array API and numpy 2
     give it. ``indexing='xy'`` swaps the first two output axes (Cartesian), ``'ij'`` keeps input
-    order (matrix). Outputs are broadcast views."""
+    order (matrix). Outputs are broadcast views.
+
+    >>> xs, ys = cv.meshgrid(cv.Tensor([1, 2, 3]), cv.Tensor([10, 20]))
+    >>> xs.tolist(), ys.tolist()
+    ([[1, 2, 3], [1, 2, 3]], [[10, 10, 10], [20, 20, 20]])
+    >>> [t.shape for t in cv.meshgrid(cv.Tensor([1, 2, 3]), cv.Tensor([10, 20]), indexing="ij")]
+    [(3, 2), (3, 2)]
+    """
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     ts = [_tensor(t) for t in tensors]
@@ -269,7 +341,13 @@ def meshgrid(*tensors: Tensor, indexing: str = "xy") -> tuple[Tensor, ...]:
 
 def rot90(x: Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> Tensor:
     """Rotate by 90 degrees ``k`` times in the plane ``axes``, from the first axis toward the second
-    (numpy semantics). ValueError unless ``axes`` names two different axes."""
+    (numpy semantics: counterclockwise for a matrix shown with row 0 on top). ValueError unless
+    ``axes`` names two different axes.
+
+    >>> m = cv.Tensor([[1, 2], [3, 4]])
+    >>> cv.rot90(m).tolist(), cv.rot90(m, -1).tolist()
+    ([[2, 4], [1, 3]], [[3, 1], [4, 2]])
+    """
     x = _tensor(x)
     if len(axes) != 2:
         raise ValueError(f"rot90: axes must name exactly 2 axes, got {axes}")
@@ -287,7 +365,12 @@ def rot90(x: Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> Tensor:
 
 
 def frac(x: Tensor) -> Tensor:
-    """The fractional part ``x - trunc(x)`` (sign of ``x``); TypeError for integer or bool tensors."""
+    """The fractional part ``x - trunc(x)`` (sign of ``x``, as ``torch.frac``); TypeError for
+    integer or bool tensors.
+
+    >>> cv.frac(cv.Tensor([1.5, -1.25, 2.0])).tolist()
+    [0.5, -0.25, 0.0]
+    """
     x = _tensor(x)
     if not x.dtype.is_float:
         raise TypeError(f"frac is not supported for {x.dtype.name} tensors (needs float)")
@@ -296,7 +379,14 @@ def frac(x: Tensor) -> Tensor:
 
 def nan_to_num(x: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     """nan replaced by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (default: the dtype's largest
-    and smallest finite values, as numpy). Integer and bool tensors come back unchanged."""
+    and smallest finite values, as numpy). Integer and bool tensors come back unchanged.
+
+    >>> x = cv.Tensor([float("nan"), float("inf"), -float("inf"), 1.0])
+    >>> cv.nan_to_num(x, posinf=9.0, neginf=-9.0).tolist()
+    [0.0, 9.0, -9.0, 1.0]
+    >>> cv.nan_to_num(x).tolist()[1] == cv.finfo(cv.float32).max
+    True
+    """
     x = _tensor(x)
     if not x.dtype.is_float:
         return x
@@ -311,7 +401,14 @@ def nan_to_num(x: Tensor, nan: float = 0.0, posinf: float | None = None, neginf:
 def diagonal(x: Tensor, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """The diagonal of the plane (``axis1``, ``axis2``), shifted by ``offset`` (above the main one when
     positive), as a new last axis (numpy semantics). A view: the plane is flattened and read with
-    stride ``cols + 1``."""
+    stride ``cols + 1``. :func:`corvid.linalg.diagonal` is the Array API form (the last two axes).
+
+    >>> m = cv.arange(1, 10).reshape(3, 3)
+    >>> cv.diagonal(m).tolist(), cv.diagonal(m, 1).tolist(), cv.diagonal(m, -1).tolist()
+    ([1, 5, 9], [2, 6], [4, 8])
+    >>> cv.diagonal(cv.zeros(2, 3, 4), axis1=1, axis2=2).shape
+    (2, 3)
+    """
     x = _tensor(x)
     if x.ndim < 2:
         raise ShapeError(f"diagonal needs at least 2 dimensions, got shape {x.shape}")
@@ -332,7 +429,15 @@ def diagonal(x: Tensor, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tens
 
 def diag(v: Tensor, k: int = 0) -> Tensor:
     """A 1-D ``v`` placed on diagonal ``k`` of a square matrix, or diagonal ``k`` of a 2-D ``v``
-    (numpy semantics). Building the matrix is the inverse of the strided read: pad, flatten, reshape."""
+    (numpy semantics). Building the matrix is the inverse of the strided read: pad, flatten, reshape.
+
+    >>> cv.diag(cv.Tensor([1, 2])).tolist()
+    [[1, 0], [0, 2]]
+    >>> cv.diag(cv.Tensor([1, 2]), 1).tolist()
+    [[0, 1, 0], [0, 0, 2], [0, 0, 0]]
+    >>> cv.diag(cv.arange(1, 10).reshape(3, 3)).tolist()
+    [1, 5, 9]
+    """
     v = _tensor(v)
     if v.ndim == 2:
         return diagonal(v, k)
@@ -347,7 +452,15 @@ def diag(v: Tensor, k: int = 0) -> Tensor:
 
 
 def trace(x: Tensor, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None) -> Tensor:
-    """Sum along a diagonal (numpy semantics; ints accumulate like ``sum``)."""
+    """Sum along a diagonal (numpy semantics, the diagonal as in :func:`diagonal`; ints accumulate
+    like ``sum``).
+
+    >>> m = cv.arange(1, 10).reshape(3, 3)
+    >>> cv.trace(m).item(), cv.trace(m, 1).item()
+    (15, 8)
+    >>> cv.trace(cv.ones(2, 2, 3), axis1=1, axis2=2).tolist()
+    [2.0, 2.0]
+    """
     return diagonal(x, offset, axis1, axis2).sum(-1, dtype=dtype)
 
 

@@ -65,7 +65,14 @@ class MovementMixin:
         return self._new(node(op, (self.node,), arg, self.dtype, shape))
 
     def reshape(self: Tensor, *shape: Any) -> Tensor:
-        """View with a new shape of the same size; one entry may be -1. ValueError if sizes differ."""
+        """View with a new shape of the same size; one entry may be -1 (inferred). ValueError if
+        sizes differ. The shape is given as separate ints or one tuple; no data is copied.
+
+        >>> cv.arange(6).reshape(2, 3).tolist()
+        [[0, 1, 2], [3, 4, 5]]
+        >>> cv.arange(6).reshape((-1, 2)).shape
+        (3, 2)
+        """
         new = list(_shape_arg(shape))
         size = self.node.numel  # (not self.size: that builds a callable Size each time)
         if new.count(-1) > 1:
@@ -90,7 +97,15 @@ class MovementMixin:
         return self._move(Op.PERMUTE, order, tuple(self.shape[d] for d in order))
 
     def transpose(self: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
-        """Swap two dimensions (default: the last two)."""
+        """Swap two dimensions (default: the last two), a view. ``swapaxes`` and ``swapdims`` are
+        the same method. Unlike ``numpy.transpose``, which reverses all axes, this swaps two (as
+        ``torch.transpose``); see :attr:`T` and :meth:`permute`.
+
+        >>> cv.arange(6).reshape(2, 3).transpose().tolist()
+        [[0, 3], [1, 4], [2, 5]]
+        >>> cv.zeros(2, 3, 4).transpose(0, 2).shape
+        (4, 3, 2)
+        """
         order = list(range(self.ndim))
         a, b = normalize_axis(dim0, self.ndim), normalize_axis(dim1, self.ndim)
         if not order:  # a 0-d tensor: its only "axis" swapped with itself
@@ -102,18 +117,36 @@ class MovementMixin:
 
     @property
     def T(self: Tensor) -> Tensor:
-        """All dimensions reversed (numpy's ``.T``)."""
+        """All dimensions reversed (numpy's ``.T``), a view.
+
+        >>> cv.arange(6).reshape(2, 3).T.tolist()
+        [[0, 3], [1, 4], [2, 5]]
+        >>> cv.zeros(2, 3, 4).T.shape
+        (4, 3, 2)
+        """
         return self.permute(tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self: Tensor) -> Tensor:
-        """The last two dimensions swapped (matrix transpose of a batch)."""
+        """The last two dimensions swapped (matrix transpose of a batch), a view. ValueError for
+        fewer than 2 dimensions.
+
+        >>> cv.zeros(2, 3, 4).mT.shape
+        (2, 4, 3)
+        """
         if self.ndim < 2:
             raise ShapeError(f"mT needs at least 2 dimensions, got shape {self.shape}")
         return self.transpose(-2, -1)
 
     def expand(self: Tensor, *shape: Any) -> Tensor:
-        """Broadcast to ``shape`` without copying (numpy rules; -1 keeps a size)."""
+        """Broadcast to ``shape`` without copying (numpy rules; -1 keeps a size). The shape is given
+        as separate ints or one tuple; ValueError for a size that is neither 1 nor the target's.
+
+        >>> cv.Tensor([1, 2, 3]).expand(2, 3).tolist()
+        [[1, 2, 3], [1, 2, 3]]
+        >>> cv.Tensor([[1], [2]]).expand(-1, 3).tolist()
+        [[1, 1, 1], [2, 2, 2]]
+        """
         new = _shape_arg(shape)
         if len(new) < self.ndim:
             raise ShapeError(f"cannot broadcast shape {self.shape} to {new}: fewer dimensions")
@@ -129,13 +162,28 @@ class MovementMixin:
         return x._move(Op.EXPAND, new, new)
 
     def broadcast_to(self: Tensor, shape: Sequence[int]) -> Tensor:
+        """Broadcast to ``shape`` (a tuple) without copying: :meth:`expand` with the Array API's
+        signature, as :func:`corvid.broadcast_to`.
+
+        >>> cv.Tensor([1, 2, 3]).broadcast_to((2, 3)).tolist()
+        [[1, 2, 3], [1, 2, 3]]
+        """
         return self.expand(tuple(shape))
 
     def pad(self: Tensor, pads: Sequence[tuple[int, int]] | Sequence[int], value: Any = 0) -> Tensor:
         """Pad with a constant: ``pads[i] = (before, after)`` for dimension ``i`` (numpy order).
 
-        A flat sequence ``(before0, after0, before1, after1, ...)`` is accepted too. Negative
-        amounts crop."""
+        A flat sequence ``(before0, after0, before1, after1, ...)`` is accepted too, first axis
+        first (unlike ``torch.nn.functional.pad``, which starts from the last axis). Negative
+        amounts crop. ``value`` is cast to the tensor's dtype.
+
+        >>> cv.Tensor([1, 2, 3]).pad([(1, 2)]).tolist()
+        [0, 1, 2, 3, 0, 0]
+        >>> cv.Tensor([1, 2, 3]).pad([(-1, 1)], value=9).tolist()
+        [2, 3, 9]
+        >>> cv.ones(2, 2).pad((1, 0, 0, 1)).tolist()
+        [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]
+        """
         flat = list(pads)
         if flat and not isinstance(flat[0], (tuple, list)):
             if len(flat) % 2:
@@ -158,7 +206,14 @@ class MovementMixin:
         return x._move(Op.PAD, (grow, v), shape)
 
     def shrink(self: Tensor, bounds: Sequence[tuple[int, int]]) -> Tensor:
-        """Keep ``[start, stop)`` of each dimension (a view)."""
+        """Keep ``[start, stop)`` of each dimension (a view): one ``(start, stop)`` pair per
+        dimension, ``0 <= start <= stop <= size`` (ValueError otherwise). A primitive of slicing.
+
+        >>> cv.arange(10).shrink([(2, 5)]).tolist()
+        [2, 3, 4]
+        >>> cv.arange(6).reshape(2, 3).shrink([(0, 1), (1, 3)]).tolist()
+        [[1, 2]]
+        """
         b = tuple((int(lo), int(hi)) for lo, hi in bounds)
         if len(b) != self.ndim or any(not 0 <= lo <= hi <= s for (lo, hi), s in zip(b, self.shape)):
             raise ShapeError(f"shrink: bounds {b} do not fit shape {self.shape}")
@@ -197,7 +252,14 @@ class MovementMixin:
     expand_dims = unsqueeze
 
     def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        """Merge dimensions ``start_dim..end_dim`` (inclusive) into one."""
+        """Merge dimensions ``start_dim..end_dim`` (inclusive) into one (as ``torch.flatten``); a
+        0-d tensor becomes shape ``(1,)``.
+
+        >>> cv.zeros(2, 3, 4).flatten().shape
+        (24,)
+        >>> cv.zeros(2, 3, 4, 5).flatten(1, 2).shape
+        (2, 12, 5)
+        """
         s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
         if self.ndim == 0:
             return self.reshape(1)
@@ -320,7 +382,17 @@ def _is_int(x: Any) -> bool:
 
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Concatenate along an existing axis: each input is padded into place and selected by its mask
-    (a select, not an add, so -0.0 and nan survive)."""
+    (a select, not an add, so -0.0 and nan survive).
+
+    Shapes must agree outside ``axis`` and dtypes promote as in arithmetic. ValueError for no
+    tensors, 0-d tensors (use :func:`stack`) or shapes that differ. ``cv.concat`` is the Array
+    API name.
+
+    >>> cv.cat([cv.Tensor([1, 2]), cv.Tensor([3])]).tolist()
+    [1, 2, 3]
+    >>> cv.cat([cv.zeros(2, 3), cv.ones(2, 1)], axis=1).shape
+    (2, 4)
+    """
     ts = list(tensors)
     if not ts:
         raise ValueError("cat needs at least one tensor")
@@ -353,7 +425,15 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors of equal shape along a new axis."""
+    """Join tensors of equal shape along a new axis (at position ``axis`` of the result).
+    ValueError for no tensors or unequal shapes.
+
+    >>> a, b = cv.Tensor([1, 2]), cv.Tensor([3, 4])
+    >>> cv.stack([a, b]).tolist()
+    [[1, 2], [3, 4]]
+    >>> cv.stack([a, b], axis=1).tolist()
+    [[1, 3], [2, 4]]
+    """
     ts = list(tensors)
     if not ts:
         raise ValueError("stack needs at least one tensor")

@@ -397,7 +397,15 @@ class ReduceMixin:
 
     def matmul(self: Tensor, other: Tensor) -> Tensor:
         """Matrix product with numpy semantics: 1-d operands are promoted then squeezed, batch
-        dimensions broadcast. ValueError naming both shapes if the inner sizes differ."""
+        dimensions broadcast. ValueError naming both shapes if the inner sizes differ. ``x @ y``
+        is the same.
+
+        >>> a = cv.Tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> a.matmul(cv.Tensor([1.0, 1.0])).tolist()
+        [3.0, 7.0]
+        >>> cv.ones(5, 2, 3).matmul(cv.ones(3, 4)).shape
+        (5, 2, 4)
+        """
         from ..tensor import Tensor, result_type
 
         if not isinstance(other, Tensor):

@@ -338,7 +338,12 @@ _default_name = "CPU"
 
 def get_default_device() -> str:
     """The device creation functions use when given none: the innermost ``default_device`` block
-    of this thread, else what :func:`set_default_device` (or ``CORVID_DEVICE``) chose, else CPU."""
+    of this thread, else what :func:`set_default_device` (or ``CORVID_DEVICE``) chose, else CPU.
+
+    >>> with cv.default_device("CPU:1"):
+    ...     print(cv.get_default_device(), cv.zeros(2).device)
+    CPU:1 CPU:1
+    """
     return canonical_device(None)
 
 

@@ -336,7 +336,13 @@ def _basis(x: Tensor) -> Tensor:
 def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
     """The Hessian of scalar ``f``: ``jacfwd(jacrev(f))`` (forward over reverse).
 
-    For an input of shape ``I`` it has shape ``I + I``."""
+    For an input of shape ``I`` it has shape ``I + I``. ``argnums`` as in :func:`jacfwd` (a tuple
+    gives nested tuples of blocks, one per pair of arguments).
+
+    >>> f = lambda x: (x ** 3).sum()
+    >>> cv.hessian(f)(cv.Tensor([1.0, 2.0])).tolist()  # diag(6 x)
+    [[6.0, 0.0], [0.0, 12.0]]
+    """
     from .reverse import jacrev
 
     return jacfwd(jacrev(f, argnums), argnums)

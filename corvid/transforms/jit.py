@@ -365,7 +365,22 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = ()
     """Compile ``fun`` into a replayable kernel program (usable as ``@jit`` or ``jit(f, ...)``).
 
     ``static_argnums`` / ``static_argnames`` name arguments that are not traced: their values are
-    part of the signature (they must be hashable), so a new value traces again."""
+    part of the signature (they must be hashable), so a new value traces again. Returns a
+    :class:`Jitted`; see the module docstring for what is captured and what cannot be.
+
+    >>> @cv.jit
+    ... def step(x):
+    ...     return (x * 2 + 1).sum()
+    >>> step(cv.Tensor([1.0, 2.0])).item(), step(cv.Tensor([3.0, 4.0])).item()
+    (8.0, 16.0)
+    >>> step.traces  # the second call replayed the captured kernels
+    1
+    >>> step(cv.ones(3)).item(), step.traces  # a new shape traces again
+    (9.0, 2)
+    >>> power = cv.jit(lambda x, n: x ** n, static_argnums=1)
+    >>> power(cv.Tensor([2.0]), 3).tolist()
+    [8.0]
+    """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames)
     if not callable(fun):

@@ -471,7 +471,17 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, ha
                    ) -> Callable[..., tuple[Any, Any]]:
     """A function returning ``(f(*args), gradient)``; with ``has_aux``, ``((value, aux), gradient)``.
 
-    See :func:`grad` for the contract."""
+    See :func:`grad` for the contract. One backward pass gives both (JAX's ``value_and_grad``).
+
+    >>> loss = lambda x: (x ** 2).sum()
+    >>> value, g = cv.value_and_grad(loss)(cv.Tensor([1.0, 2.0]))
+    >>> value.item(), g.tolist()
+    (5.0, [2.0, 4.0])
+    >>> f = lambda x, y: (x * y).sum()
+    >>> value, (gx, gy) = cv.value_and_grad(f, argnums=(0, 1))(cv.Tensor([1.0, 2.0]), cv.Tensor([3.0, 4.0]))
+    >>> gx.tolist(), gy.tolist()
+    ([3.0, 4.0], [1.0, 2.0])
+    """
 
     def value_and_grad_f(*args: Any) -> tuple[Any, Any]:
         pb = _Pullback(f, args, argnums, has_aux, "grad")
