@@ -8,9 +8,14 @@ import corvid as cv
 
 
 @pytest.fixture(autouse=True)
-def _doctest_names(doctest_namespace):
+def _doctest_names(doctest_namespace, request, tmp_path, monkeypatch):
     doctest_namespace["cv"] = cv
     doctest_namespace["np"] = np
+    if isinstance(request.node, pytest.DoctestItem):
+        # examples that write files (a notebook, a checkpoint, a figure) write them in a fresh
+        # folder, not in the checkout the suite runs from
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("MPLBACKEND", "Agg")
 
 
 def _missing(module: str) -> bool:

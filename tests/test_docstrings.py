@@ -63,6 +63,8 @@ def _own_doc(obj: object) -> str | None:
     """The docstring written for ``obj`` itself (not inherited from a base class)."""
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
+    if isinstance(obj, types.MemberDescriptorType):  # a __slots__ attribute: its doc is the dict's value
+        return inspect.getdoc(obj)
     return obj.__doc__ if isinstance(obj, property) else vars(obj).get("__doc__") if isinstance(obj, type) else obj.__doc__
 
 

@@ -493,3 +493,20 @@ def test_convolution_modules_take_per_side_padding():
     assert cv.nn.Conv2d(2, 3, 3, padding=(1, 1, 2, 2)).padding == (2, 1)  # (symmetric: the usual form)
     with pytest.raises(ValueError, match="padding"):
         cv.nn.Conv2d(2, 3, 3, padding=(1, 2, 3))
+
+
+def test_fixed_rank_pooling_takes_torchs_keyword_names():
+    """``F.avg_pool2d(x, kernel_size=2)`` and ``output_size=`` work as in PyTorch (the size was a
+    positional-only ``size``: TypeError)."""
+    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
+    t = torch.tensor(x)
+    for name in ("max_pool2d", "avg_pool2d"):
+        got = getattr(F, name)(cv.Tensor(x), kernel_size=2, stride=1).numpy()
+        np.testing.assert_allclose(got, getattr(torch.nn.functional, name)(t, kernel_size=2, stride=1).numpy())
+        np.testing.assert_allclose(getattr(cv, name)(cv.Tensor(x), kernel_size=(2, 1)).numpy(),
+                                   getattr(torch.nn.functional, name)(t, kernel_size=(2, 1)).numpy())
+    for name in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
+        got = getattr(F, name)(cv.Tensor(x), output_size=(2, 3)).numpy()
+        np.testing.assert_allclose(got, getattr(torch.nn.functional, name)(t, output_size=(2, 3)).numpy())
+    np.testing.assert_allclose(cv.avg_pool1d(cv.Tensor(x[0]), kernel_size=2).numpy(),
+                               torch.nn.functional.avg_pool1d(t[0], kernel_size=2).numpy())

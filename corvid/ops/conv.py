@@ -800,7 +800,7 @@ def _fixed(fn: Any, nd: int, name: str, example: str) -> Any:
     """``fn`` for ``nd`` spatial dims: an int kernel/output size is repeated, the input rank checked.
     ``example`` (doctest lines) ends its docstring."""
 
-    def pool(x: Tensor, size: IntOrTuple, *args: Any, **kwargs: Any) -> Tensor:
+    def sized(x: Any, size: Any) -> tuple[Tensor, tuple]:
         x = _tensor(x)
         if x.ndim not in (nd + 1, nd + 2):
             raise ValueError(f"{name}: expected an input of {nd + 1} or {nd + 2} dimensions ((N,) C, *spatial), "
@@ -809,14 +809,23 @@ def _fixed(fn: Any, nd: int, name: str, example: str) -> Any:
             size = (size,) * nd
         elif len(size) != nd:
             raise ValueError(f"{name}: expected {nd} sizes, got {size!r}")
-        return fn(x, tuple(size), *args, **kwargs)
+        return x, tuple(size)
+
+    if fn.__name__.startswith("adaptive"):
+        def pool(x: Tensor, output_size: IntOrTuple, *args: Any, **kwargs: Any) -> Any:
+            x, size = sized(x, output_size)
+            return fn(x, size, *args, **kwargs)
+    else:
+        def pool(x: Tensor, kernel_size: IntOrTuple, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            x, size = sized(x, kernel_size)
+            return fn(x, size, *args, **kwargs)
 
     pool.__name__ = pool.__qualname__ = name
     size = "output_size" if fn.__name__.startswith("adaptive") else "kernel_size"
     pool.__doc__ = (
         f":func:`{fn.__name__}` over {nd} spatial dimension{'s' if nd > 1 else ''} (``x`` of shape "
         f"``(N, C, {_SPATIAL[nd]})`` or ``(C, {_SPATIAL[nd]})``), as torch's ``F.{name}``.\n\n"
-        + f"``size`` (torch's ``{size}``, given positionally) is "
+        + f"``{size}`` is "
         + ("an int or a 1-tuple" if nd == 1 else f"an int, used for every spatial axis, or a tuple of {nd}")
         + f"; ValueError for another input rank. The other arguments are :func:`{fn.__name__}`'s.\n\n"
         + textwrap.dedent(example).strip() + "\n")
