@@ -425,7 +425,7 @@ def _directive(module: str, name: str, obj: object) -> str:
         return f".. autoclass:: {full}\n   :members:\n   :exclude-members: {_EXCLUDE}\n"
     if callable(obj) and not _is_value(obj):
         return f".. autofunction:: {full}\n"
-    return f".. py:data:: {full}\n\n   {VALUES[full]}\n"
+    return f".. py:data:: {name}\n   :module: {module}\n\n   {VALUES[full]}\n"
 
 
 _EXCLUDE = "__init__, __call__, forward, extra_repr, count, index"
