@@ -264,6 +264,22 @@ TENSOR_SECTIONS: list[Section] = [
 ]
 
 
+# PyTorch's methods with no namespace function of the same name, by kind (after the namespace's groups)
+TENSOR_TAIL: list[Section] = [
+    _s("PyTorch's arithmetic", "absolute neg sub rsub mul div true_divide fmod addcdiv addcmul lerp xlogy rsqrt exp2 "
+       "sgn angle deg2rad rad2deg fmax fmin clamp clamp_min clamp_max bitwise_not"),
+    _s("PyTorch's comparisons", "eq ne lt le gt ge isclose allclose isposinf isneginf"),
+    _s("PyTorch's reductions", "amax amin aminmax logsumexp nansum nanmean std_mean var_mean"),
+    _s("PyTorch's products", "mm bmm mv dot outer addmm kron cross"),
+    _s("Neural-network functions", "relu gelu silu sigmoid softplus softmax log_softmax"),
+    _s("PyTorch's shapes and views", "view view_as reshape_as flatten unflatten unsqueeze expand expand_as permute "
+       "transpose swapdims movedim t T mT H mH adjoint fliplr flipud narrow select unbind chunk split tensor_split "
+       "unfold pad shrink shard"),
+    _s("PyTorch's indexing and selection", "masked_fill masked_select index_add index_copy index_fill scatter_add "
+       "take_along_dim argwhere unique repeat_interleave"),
+]
+
+
 def public_names(module: str) -> list[str]:
     """The public names of ``module`` (its ``__all__``, else what it has without a leading
     underscore), submodules left out; for ``"corvid.Tensor"``, the methods and properties."""
@@ -294,9 +310,14 @@ def tensor_sections() -> list[Section]:
             if names:
                 out.append(Section(sec.title, names, f"The method forms of :doc:`{page.slug}` functions."))
                 placed.update(names)
+    for sec in TENSOR_TAIL:
+        names = [n for n in sec.names if n in methods and n not in placed]
+        if names:
+            out.append(Section(sec.title, names))
+            placed.update(names)
     rest = [n for n in methods if n not in placed]
     groups = {"In place": [n for n in rest if n.endswith("_")]}
-    groups["Other PyTorch methods"] = [n for n in rest if not n.endswith("_")]
+    groups["Other methods"] = [n for n in rest if not n.endswith("_")]
     out += [Section(t, ns) for t, ns in groups.items() if ns]
     _ = corvid
     return out
@@ -520,7 +541,13 @@ def page_markdown(page: Page) -> str:
 def index_markdown() -> str:
     out = ["# API reference\n", "Every public name of corvid, grouped as you would look for it. Each table gives "
            "the name, what it does, and the numpy, PyTorch and JAX names of the same operation where there is "
-           "one; the details follow each table.\n", "| page | module | names |", "|---|---|---|"]
+           "one; the details follow each table.\n",
+           "Dtypes and devices: unless its entry says otherwise, a function takes every dtype it has a meaning "
+           "for (integers, booleans, float16, bfloat16 and the 8-bit floats computed in float32, float32, float64, "
+           "complex64 and complex128) and runs on every device: `CPU`, `CL`, `CUDA` and `WEBGPU` (which has no "
+           "float64 or complex128), as the [devices page](../devices.md) says. A tensor's operations run on its "
+           "device; mixing devices in one operation is a ValueError naming both.\n",
+           "| page | module | names |", "|---|---|---|"]
     for page in PAGES:
         n = sum(len(s.names) for s in sections(page))
         out.append(f"| [{page.title}]({page.slug}.md) | `{page.module}` | {n} |")
