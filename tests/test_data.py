@@ -329,3 +329,31 @@ def test_a_gzipped_idx_file_inflates_no_further_than_its_header_announces():
     assert peak < 64 << 20
     with pytest.raises(cv.CorruptFileError, match="truncated gzip"):
         parse_idx(good[:-10], "cut.gz")
+
+
+def test_num_workers_builds_batches_in_threads_in_the_same_order():
+    """PyTorch's ``num_workers``: threads build the batches, the order is the loader's; ``pin_memory``
+    and ``persistent_workers`` are accepted; a negative count is a ValueError."""
+    import threading
+    import time as _time
+
+    seen = set()
+
+    class Slow(cv.data.Dataset):
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            seen.add(threading.current_thread().name)
+            _time.sleep(0.002 * (i % 3))  # finishing out of order
+            return np.array([i, i * i], np.float32), i % 2
+
+    plain = [(x.tolist(), y.tolist()) for x, y in cv.data.DataLoader(Slow(), batch_size=3, shuffle=True, seed=4)]
+    seen.clear()
+    threaded = cv.data.DataLoader(Slow(), batch_size=3, shuffle=True, seed=4, num_workers=4, pin_memory=True,
+                                  persistent_workers=True)
+    assert [(x.tolist(), y.tolist()) for x, y in threaded] == plain
+    assert len({n for n in seen if n.startswith("corvid-DataLoader")}) > 1
+    assert [len(x) for x, _ in cv.data.DataLoader(Slow(), batch_size=7, num_workers=2, prefetch=0)] == [7] * 5 + [5]
+    with pytest.raises(ValueError, match="num_workers"):
+        cv.data.DataLoader(Slow(), num_workers=-1)

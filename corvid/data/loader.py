@@ -119,6 +119,13 @@ class DataLoader:
     background thread (0: none, everything on the caller's thread); an exception there is raised
     by the iteration, and the thread stops when the iteration ends or is abandoned.
 
+    ``num_workers`` (PyTorch's name): with ``n > 0``, ``n`` threads build batches at once (in
+    order; each batch from one thread), for datasets whose ``__getitem__`` is slow and releases
+    the GIL (file reads, decoding, numpy, corvid itself); threads, not processes, so nothing is
+    pickled and the dataset needs no ``if __name__ == "__main__":`` guard. ``pin_memory`` and
+    ``persistent_workers`` are accepted for code written for PyTorch and change nothing: copies
+    to a GPU always go through pinned staging buffers, and the threads live for one pass.
+
     ``device``: where the batches' tensors live (``'CUDA'``, ``'CL'``, ``'CPU'``, ...); None: the
     default device at the start of each pass (:func:`corvid.default_device`), so batches follow a
     model trained under ``cv.set_default_device("CUDA")``. Off the CPU the background thread
@@ -146,9 +153,12 @@ class DataLoader:
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, seed: int | None = None,
                  drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None, prefetch: int = 2,
-                 sampler: Any = None, device: str | None = None):
+                 sampler: Any = None, device: str | None = None, num_workers: int = 0, pin_memory: bool = False,
+                 persistent_workers: bool = False):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
         if prefetch < 0:
             raise ValueError(f"prefetch must be non-negative, got {prefetch}")
         if shuffle and sampler is not None:
@@ -158,7 +168,8 @@ class DataLoader:
         if isinstance(self.device, tuple):
             raise ValueError(f"DataLoader: device is one device, not the set {list(self.device)}")
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
-        self.collate_fn, self.prefetch = collate_fn, prefetch
+        self.collate_fn, self.prefetch, self.num_workers = collate_fn, prefetch, num_workers
+        self.pin_memory, self.persistent_workers = pin_memory, persistent_workers
         self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
         self.epoch = 0
 
@@ -195,12 +206,12 @@ class DataLoader:
         device = canonical_device(self.device)  # (the default device is this thread's: read it here)
         batches = self._index_batches()
         self.epoch += 1
-        if self.prefetch == 0:
+        if self.prefetch == 0 and self.num_workers == 0:
             return (_to_tensors(self._make(b), device) for b in batches)
         return self._prefetched(batches, device)
 
     def _prefetched(self, batches: list[np.ndarray], device: str) -> Iterator[Any]:
-        ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        ready: queue.Queue = queue.Queue(maxsize=max(self.prefetch, 1))
         stop = threading.Event()
 
         def put(item: tuple[str, Any]) -> bool:
@@ -212,10 +223,33 @@ class DataLoader:
                     continue
             return False
 
+        def made() -> Iterator[Any]:
+            if self.num_workers <= 1:
+                yield from (self._make(b) for b in batches)
+                return
+            # a window of batches in flight, taken in order: the loader's order does not depend
+            # on which thread finishes first
+            import concurrent.futures
+
+            with concurrent.futures.ThreadPoolExecutor(self.num_workers, thread_name_prefix="corvid-DataLoader") as pool:
+                window: list[Any] = []
+                todo = iter(batches)
+                try:
+                    for b in todo:
+                        window.append(pool.submit(self._make, b))
+                        if len(window) >= self.num_workers + max(self.prefetch, 1):
+                            yield window.pop(0).result()
+                    while window:
+                        yield window.pop(0).result()
+                finally:
+                    for f in window:
+                        f.cancel()
+
         def work() -> None:
             try:
-                for b in batches:
-                    batch = self._make(b)
+                for batch in made():
+                    if stop.is_set():
+                        return
                     if not is_cpu(device):  # (the copy to the device, issued ahead of the batch's step)
                         batch = _to_tensors(batch, device)
                     if not put(("batch", batch)):
