@@ -179,8 +179,9 @@ def test_movement_has_no_copy_kernel_and_no_divmod(name):
     assert not sk.name.startswith("copy")
     assert sk.inputs == [x.node]
     assert divmods(sk) == 0, body(sk)
-    # the pure view is one (copy) kernel when realized on its own
-    check(f(x), ref(a), 1)
+    # the pure view is one (copy) kernel when realized on its own; a reshape alone (of a
+    # computed value: here the input) needs none, it shares the buffer
+    check(f(x), ref(a), 0 if name in ("reshape_round_trip", "split_merge") else 1)
 
 
 def test_permuting_a_split_axis_splits_its_loop_instead_of_dividing():
