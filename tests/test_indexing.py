@@ -784,3 +784,18 @@ def test_scatter_reduce_of_each_dtype_matches_numpy(dtype, reduce):
     got = cv.Tensor(x).scatter_reduce(0, cv.Tensor(idx), cv.Tensor(src), reduce)
     assert got.dtype.name == dtype
     np.testing.assert_array_equal(got.numpy().astype(np.float64), want.astype(npdt).astype(np.float64))
+
+
+def test_gather_through_a_view_that_was_computed_meanwhile():
+    """A gather built on a view, whose view node is then realized (another tensor's value): the
+    lowering walked through the views to the buffer below while the scheduler passed the view's
+    own buffer (TypeError in the C renderer; found by the Array API suite's take tests)."""
+    a = np.arange(40, dtype=np.float32)
+    v = cv.Tensor(a).reshape(2, 5, 4)[:, 1:, :]
+    out = cv.take(v, cv.asarray([2, 0]), axis=1)
+    v.realize()
+    np.testing.assert_array_equal(out.numpy(), np.take(a.reshape(2, 5, 4)[:, 1:, :], [2, 0], axis=1))
+    w = cv.Tensor(a).reshape(8, 5)
+    rows = w[cv.asarray([7, 1])]
+    w.realize()
+    np.testing.assert_array_equal(rows.numpy(), a.reshape(8, 5)[[7, 1]])

@@ -272,7 +272,7 @@ def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]]
     g = cs[axis]
     at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
     n = x
-    while n.op in VIEWS:
+    while n.op in VIEWS and n.buffer is None:  # (a view computed already is stored: read it there)
         at, n = view_index(n, at), n.src[0]
     if n.buffer is None and not n.src:  # a literal or a generator (CONST, IOTA): never given a buffer here
         return None
