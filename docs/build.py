@@ -27,6 +27,7 @@ import time
 DOCS = pathlib.Path(__file__).resolve().parent
 ROOT = DOCS.parent
 PAGES_GLOB = ("*.md", "tutorials/*.md")
+EXAMPLE_FILES = ("mnist.md", "mnist.py")
 
 
 class BuildError(RuntimeError):
@@ -46,6 +47,14 @@ def stage(dest: pathlib.Path) -> list[pathlib.Path]:
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, out)
             pages.append(out)
+    # the end-to-end example: the MNIST notebook as its last run left it (training it takes
+    # minutes, so the build shows those outputs rather than running it), with its script
+    examples = dest / "examples"
+    examples.mkdir()
+    for name in EXAMPLE_FILES:
+        shutil.copy(ROOT / "examples" / name, examples / name)
+    shutil.copytree(ROOT / "examples" / "mnist_files", examples / "mnist_files")
+    pages.append(examples / "mnist.md")
     return pages
 
 
