@@ -171,16 +171,17 @@ PAGES: list[Page] = [
          "and hooks; the same constructor arguments and initializations.", [
              _s("Building blocks", "Module Parameter Sequential ModuleList ModuleDict Identity Flatten Unflatten "
                 "functional_call IncompatibleKeys"),
-             _s("Linear and embedding", "Linear Embedding"),
+             _s("Linear and embedding", "Linear Embedding GatedMLP"),
              _s("Convolution", "Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d Upsample"),
              _s("Pooling", "MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool1d "
                 "AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d "
                 "MaxUnpool1d MaxUnpool2d MaxUnpool3d"),
              _s("Normalization and dropout", "BatchNorm1d BatchNorm2d BatchNorm3d LayerNorm GroupNorm RMSNorm "
-                "InstanceNorm1d InstanceNorm2d InstanceNorm3d Dropout"),
+                "GemmaRMSNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d Dropout"),
              _s("Activations", "ReLU ReLU6 LeakyReLU PReLU ELU CELU SELU GELU SiLU Mish Sigmoid LogSigmoid Tanh "
                 "Hardtanh Hardsigmoid Hardswish Softplus Softsign Softmax Softmin LogSoftmax"),
-             _s("Attention and recurrent layers", "MultiheadAttention RNN LSTM GRU RNNCell LSTMCell GRUCell"),
+             _s("Attention and recurrent layers", "MultiheadAttention CausalSelfAttention RotaryEmbedding RNN LSTM GRU "
+                "RNNCell LSTMCell GRUCell"),
              _s("Losses", "MSELoss L1Loss SmoothL1Loss HuberLoss CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss "
                 "KLDivLoss CTCLoss CosineEmbeddingLoss MarginRankingLoss TripletMarginLoss"),
              _s("Loss functions", "mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss "
@@ -189,7 +190,8 @@ PAGES: list[Page] = [
          ]),
     Page("functional", "Functions: corvid.nn.functional", "corvid.nn.functional",
          "The functional forms of :doc:`nn`, as ``torch.nn.functional``'s (import it as ``F``).", [
-             _s("Linear, embedding and attention", "linear embedding one_hot scaled_dot_product_attention"),
+             _s("Linear, embedding and attention", "linear embedding one_hot scaled_dot_product_attention "
+                "apply_rotary_emb"),
              _s("Convolution and pooling", "conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d "
                 "max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d "
                 "adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d "

@@ -16,6 +16,7 @@ from .activation import (CELU, ELU, GELU, SELU, Hardsigmoid, Hardswish, Hardtanh
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .decoder import CausalSelfAttention, GatedMLP, GemmaRMSNorm
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Flatten, Identity, Linear, Unflatten
@@ -31,18 +32,22 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, A
                       MaxUnpool2d, MaxUnpool3d, Upsample)
 from .pytree import functional_call
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .rotary import RotaryEmbedding
 
 __all__ = [
     "CELU", "ELU", "GELU", "GRU", "LSTM", "RNN", "SELU", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AvgPool1d", "AvgPool2d",
-    "AvgPool3d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "CTCLoss", "Conv1d",
-    "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "CosineEmbeddingLoss",
-    "CrossEntropyLoss", "Dropout", "Embedding", "F", "Flatten", "GRUCell", "GroupNorm", "Hardsigmoid", "Hardswish",
+    "AvgPool3d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "CTCLoss",
+    "CausalSelfAttention", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "CosineEmbeddingLoss",
+    "CrossEntropyLoss", "Dropout", "Embedding", "F", "Flatten", "GRUCell", "GatedMLP", "GemmaRMSNorm", "GroupNorm",
+    "Hardsigmoid", "Hardswish",
     "Hardtanh", "HuberLoss", "Identity", "IncompatibleKeys", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "KLDivLoss", "L1Loss", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss",
     "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Mish",
     "Module", "ModuleDict", "ModuleList",
-    "MultiheadAttention", "NLLLoss", "PReLU", "Parameter", "RMSNorm", "RNNCell", "ReLU", "ReLU6", "Sequential",
+    "MultiheadAttention", "NLLLoss", "PReLU", "Parameter", "RMSNorm", "RNNCell", "ReLU", "ReLU6", "RotaryEmbedding",
+    "Sequential",
     "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "TripletMarginLoss",
     "Unflatten", "Upsample", "functional", "functional_call", "init", "losses"]
 __all__ += losses.__all__

@@ -26,10 +26,12 @@ from .norm import batch_norm, group_norm, instance_norm, layer_norm, normalize, 
 from .padding import pad
 from .pooling import (interpolate, max_pool1d, max_pool2d, max_pool3d, max_unpool1d, max_unpool2d,
                       max_unpool3d)
+from .rotary import apply_rotary_emb
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm", "celu", "conv1d", "conv2d", "conv3d",
+    "adaptive_max_pool3d", "apply_rotary_emb", "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm", "celu",
+    "conv1d", "conv2d", "conv3d",
     "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout", "elu", "embedding", "gelu", "group_norm",
     "hardsigmoid", "hardswish", "hardtanh", "instance_norm", "interpolate", "layer_norm", "leaky_relu", "linear",
     "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d",
