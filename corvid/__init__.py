@@ -42,10 +42,11 @@ from .amp import autocast  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.distributed``, ``cv.plot`` and ``cv.notebook`` are
-    imported on first use (they cost import time that array code does not need; plot needs matplotlib),
-    and so is ``cv.show_config`` (``corvid.info``, which ``python -m corvid.info`` runs as a script)."""
-    if name in ("nn", "optim", "data", "distributed", "plot", "notebook"):
+    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.distributed``, ``cv.plot``, ``cv.notebook`` and
+    ``cv.models`` are imported on first use (they cost import time that array code does not need; plot
+    needs matplotlib), and so is ``cv.show_config`` (``corvid.info``, which ``python -m corvid.info``
+    runs as a script)."""
+    if name in ("nn", "optim", "data", "distributed", "plot", "notebook", "models"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -208,6 +208,13 @@ PAGES: list[Page] = [
              _s("Initializers", "uniform_ normal_ trunc_normal_ constant_ zeros_ ones_ xavier_uniform_ xavier_normal_ "
                 "glorot_uniform_ glorot_normal_ kaiming_uniform_ kaiming_normal_ orthogonal_ calculate_gain"),
          ]),
+    Page("models", "Language models: corvid.models", "corvid.models",
+         "Pretrained decoder-only language models (Llama 2/3/3.1, Mistral, Qwen2, Phi-3, Gemma, Gemma 2) loaded "
+         "from Hugging Face checkpoint folders (``config.json`` and safetensors weights), with the building "
+         "blocks of :doc:`nn` (``RotaryEmbedding``, ``CausalSelfAttention``, ``GatedMLP``, ``GemmaRMSNorm``).", [
+             _s("Loading checkpoints", "from_pretrained"),
+             _s("Models", "CausalLM CausalLMConfig Decoder DecoderLayer"),
+         ]),
     Page("optim", "Optimizers: corvid.optim", "corvid.optim",
          "Optimizers as PyTorch's (``zero_grad``, ``step``, ``state_dict``, parameter groups), whose update "
          "runs as one fused kernel per step; ``Functional`` gives them a JAX-style pure form for ``jit``.", [
@@ -364,6 +371,7 @@ EQUIVALENTS: dict[str, tuple[str, str, str]] = {
     "corvid.save": ("", "safetensors.torch.save_file", ""),
     "corvid.load": ("", "safetensors.torch.load_file", ""),
     "corvid.safe_open": ("", "safetensors.safe_open", ""),
+    "corvid.models.from_pretrained": ("", "transformers.AutoModelForCausalLM.from_pretrained", ""),
     "corvid.from_dlpack": ("np.from_dlpack", "torch.from_dlpack", "jax.dlpack.from_dlpack"),
     "corvid.devices": ("", "", "jax.devices"),
     "corvid.default_device": ("", "torch.device", "jax.default_device"),

@@ -1,0 +1,155 @@
+"""Loading a Hugging Face checkpoint folder: :func:`from_pretrained`.
+
+A folder written by ``transformers``' ``save_pretrained`` (or downloaded from the hub) holds
+``config.json`` and the weights as ``model.safetensors``, or as shards listed by
+``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``). Pickled
+checkpoints (``pytorch_model.bin``) are refused: loading them would run code from the file.
+
+The model is first built on corvid's ``NULL`` device, where parameters allocate nothing and
+their initialization computes nothing; each parameter is then replaced by the tensor read from
+the file (:func:`corvid.safe_open`: positioned reads of that tensor's bytes, no pickle). A
+tensor already in the model's dtype becomes the parameter as it is, sharing its memory: no
+copy and no kernel. Only tensors of another dtype (when ``dtype`` asks for one, or a file
+mixing dtypes) are converted, one at a time.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+from typing import Any
+
+from .. import nn
+from ..dtype import DType, to_dtype
+from ..io import safe_open
+from ..tensor import Tensor
+from .config import CausalLMConfig
+from .llama import CausalLM
+
+__all__ = ["from_pretrained"]
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+# tensors some checkpoints carry that the model computes itself
+_IGNORED = (".rotary_emb.inv_freq",)
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"from_pretrained: {path} is not valid JSON ({e})") from None
+
+
+def _shards(folder: str) -> dict[str, list[str] | None]:
+    """``{shard path: the tensor names to read from it (None: all)}``."""
+    index = os.path.join(folder, INDEX)
+    if os.path.exists(index):
+        weight_map = _read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError(f"from_pretrained: {index} has no weight_map")
+        files: dict[str, list[str] | None] = {}
+        for name, file in weight_map.items():
+            if not isinstance(file, str) or os.path.basename(file) != file or file in ("", ".", ".."):
+                raise ValueError(f"from_pretrained: {index} maps {name!r} to {file!r}, not a file of the folder")
+            names = files.setdefault(os.path.join(folder, file), [])
+            names.append(name)  # type: ignore[union-attr]
+        return files
+    single = os.path.join(folder, WEIGHTS)
+    if os.path.exists(single):
+        return {single: None}
+    pickled = [f for f in ("pytorch_model.bin", "pytorch_model.bin.index.json")
+               if os.path.exists(os.path.join(folder, f))]
+    if pickled:
+        raise ValueError(f"from_pretrained: {folder} holds {pickled[0]}, a pickled PyTorch checkpoint, which corvid "
+                         "does not load (unpickling runs code from the file); convert it to safetensors "
+                         "(save_pretrained(..., safe_serialization=True))")
+    raise FileNotFoundError(f"from_pretrained: {folder} has neither {WEIGHTS} nor {INDEX}")
+
+
+def _read(folder: str, device: str | None) -> dict[str, Tensor]:
+    tensors: dict[str, Tensor] = {}
+    for path, names in _shards(folder).items():
+        with safe_open(path, device=device) as f:
+            for name in f.keys() if names is None else names:
+                if name in tensors:
+                    raise ValueError(f"from_pretrained: tensor {name!r} is in two shards of {folder}")
+                tensors[name] = f.get_tensor(name)
+    return tensors
+
+
+def _model_dtype(tensors: dict[str, Tensor], folder: str) -> DType:
+    """The dtype most of the floating-point tensors have; ValueError for other tensors."""
+    odd = sorted(k for k, t in tensors.items() if not t.dtype.is_float)
+    if odd:
+        raise ValueError(f"from_pretrained: {folder} holds non-floating-point weights ({odd[:3]}: "
+                         f"{tensors[odd[0]].dtype.name}); quantized checkpoints are not supported")
+    return collections.Counter(t.dtype for t in tensors.values()).most_common(1)[0][0]
+
+
+def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | None = None) -> CausalLM:
+    """Load the language model stored in a Hugging Face checkpoint folder.
+
+    The folder holds ``config.json`` and ``model.safetensors``, or shards listed by
+    ``model.safetensors.index.json``; the result is a :class:`~corvid.models.CausalLM`.
+
+    ``dtype`` (a corvid dtype or its name) is the dtype to compute in; None keeps the
+    checkpoint's own (a bfloat16 checkpoint gives a bfloat16 model). ``device`` places the
+    weights (the default device if None). A tensor already in the chosen dtype becomes its
+    parameter without a copy (see the module's description); the model is returned in
+    evaluation mode.
+
+    Errors: FileNotFoundError for a folder without ``config.json`` or weights; ValueError
+    naming what is not supported (the architecture or an option of ``config.json``: see
+    :meth:`CausalLMConfig.from_dict`; a pickled ``pytorch_model.bin``; quantized weights), and
+    for weights that do not fit the configuration (missing, unexpected or of another shape:
+    the message lists them); ``CorruptFileError`` for a damaged safetensors file.
+
+    >>> import json, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> config = {"model_type": "llama", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,
+    ...           "num_hidden_layers": 1, "num_attention_heads": 2, "tie_word_embeddings": True}
+    >>> with open(os.path.join(folder, "config.json"), "w") as f:
+    ...     json.dump(config, f)
+    >>> weights = {k: v.astype(cv.bfloat16) for k, v in CausalLM(config).state_dict().items()}
+    >>> cv.save(os.path.join(folder, "model.safetensors"), weights)
+    >>> model = from_pretrained(folder)
+    >>> model.dtype.name, model(cv.Tensor([[1, 2, 3]])).shape
+    ('bfloat16', (1, 3, 32))
+    """
+    folder = os.fspath(folder)
+    path = os.path.join(folder, CONFIG)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"from_pretrained: {folder} has no {CONFIG} (a Hugging Face checkpoint folder "
+                                "holds config.json and model.safetensors)")
+    config = CausalLMConfig.from_dict(_read_json(path))
+    tensors = _read(folder, device)
+    model = CausalLM._skeleton(config)
+    places = dict(model.named_parameters())
+    for name in [k for k in tensors if k.endswith(_IGNORED) or (k == "lm_head.weight" and config.tie_word_embeddings)]:
+        del tensors[name]  # (a tied head some checkpoints store anyway; inv_freq tables the model computes)
+    missing, unexpected = sorted(set(places) - set(tensors)), sorted(set(tensors) - set(places))
+    shapes = [f"{k} {tensors[k].shape} (expected {places[k].shape})" for k in sorted(set(places) & set(tensors))
+              if tensors[k].shape != places[k].shape]
+    if missing or unexpected or shapes:
+        arch = f"{config.model_type} ({config.num_hidden_layers} layers)"
+        problems = [f"{what} {len(names)}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
+                    for what, names in (("missing", missing), ("unexpected", unexpected), ("other shapes", shapes))
+                    if names]
+        raise ValueError(f"from_pretrained: the weights in {folder} do not fit its {arch} configuration: "
+                         + "; ".join(problems))
+    target = to_dtype(dtype) if dtype is not None else _model_dtype(tensors, folder)
+    if not target.is_float:
+        raise ValueError(f"from_pretrained: dtype must be a floating-point dtype, got {target.name}")
+    modules = dict(model.named_modules())
+    for name in sorted(tensors):
+        t = tensors.pop(name)  # (a converted tensor's original is freed before the next is converted)
+        if not t.dtype.is_float:
+            raise ValueError(f"from_pretrained: {name} is {t.dtype.name}; quantized checkpoints are not supported")
+        owner, _, leaf = name.rpartition(".")
+        setattr(modules[owner], leaf, nn.Parameter(t if t.dtype == target else t.astype(target)))
+    return model.eval()
