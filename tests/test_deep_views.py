@@ -49,7 +49,9 @@ def run_case(case: str, rounds: int) -> int:
     """Run ``case(rounds)`` in a fresh interpreter, check it against numpy there; its kernel count."""
     script = _CASES + textwrap.dedent(f"""
         x, e = {case}({rounds})
-        kernels = len(x.schedule())
+        y = x * 2  # (computed from the chain: a view realized alone may be copied by numpy instead)
+        kernels = len(y.schedule())
+        np.testing.assert_array_equal(y.numpy(), e * 2)
         np.testing.assert_array_equal(x.numpy(), e)
         print(kernels)
     """)

@@ -145,10 +145,60 @@ def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | No
     The kernel split depends only on the graph's structure, so it is cached by a structural key
     of the whole graph: a training loop that rebuilds the same graph every step pays for one
     graph walk, not for lowering probes and region walks."""
-    if root_devices is None:  # (a reshape of a computed value needs no kernel: see reshaped_buffer)
-        roots = [r for r in roots if r.op is not Op.RESHAPE or r.buffer is not None or reshaped_buffer(r, device) is None]
+    if root_devices is None:  # (views of computed values need no kernel: see reshaped_buffer, host_view)
+        roots = [r for r in roots if not (r.buffer is None and r.op in MOVEMENT and (
+            (r.op is Op.RESHAPE and reshaped_buffer(r, device) is not None) or _host_viewable(r, device)))]
     found = plan_for(roots, device, root_devices)
     return [] if found is None else schedule_from(found)
+
+
+HOST_VIEW_MAX = 1 << 12  # elements: a view this small of a CPU buffer is copied by numpy, not by a new kernel
+
+
+def host_view(r: Node, device: Any) -> np.ndarray | None:
+    """``r``'s value as a numpy array when ``r`` is a small view (movement ops only) of a computed
+    value on this CPU device: read from the buffer's memory without compiling anything. A slice
+    at a new offset (``x[i]`` in a loop, printing ``x[:3]``) is a new kernel structure for the
+    compiler, a compile of some 30 ms each; numpy copies a few thousand elements in microseconds.
+    None when ``r`` is not such a view (anything else compiles as usual)."""
+    if not _host_viewable(r, device):
+        return None
+    chain = []
+    base = r
+    while base.op in MOVEMENT and base.buffer is None:
+        chain.append(base)
+        base = base.src[0]
+    a = base.buffer.handle.view(base.dtype.np)[:base.numel].reshape(base.shape)
+    for n in reversed(chain):
+        op, arg = n.op, n.arg
+        if op is Op.RESHAPE:
+            a = a.reshape(arg)
+        elif op is Op.PERMUTE:
+            a = a.transpose(arg)
+        elif op is Op.EXPAND:
+            a = np.broadcast_to(a, arg)
+        elif op is Op.SHRINK:
+            a = a[tuple(slice(lo, hi) for lo, hi in arg)]
+        elif op is Op.FLIP:
+            a = np.flip(a, arg)
+        else:  # PAD: ((before, after) per axis, the value)
+            grow, value = arg
+            out = np.empty(n.shape, n.dtype.np)
+            out[...] = value
+            out[tuple(slice(lo, lo + s) for (lo, _), s in zip(grow, a.shape))] = a
+            a = out
+    return np.ascontiguousarray(a).reshape(r.shape)
+
+
+def _host_viewable(r: Node, device: Any) -> bool:
+    """Whether :func:`host_view` would serve ``r`` (without copying anything)."""
+    if r.op not in MOVEMENT or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
+        return False
+    base = r
+    while base.op in MOVEMENT and base.buffer is None:
+        base = base.src[0]
+    b = base.buffer
+    return type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.allocated
 
 
 def reshaped_buffer(r: Node, device: Any) -> Buffer | None:
