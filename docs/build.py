@@ -40,6 +40,7 @@ def stage(dest: pathlib.Path) -> list[pathlib.Path]:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     shutil.copy(DOCS / "conf.py", dest / "conf.py")
+    shutil.copytree(DOCS / "_static", dest / "_static")
     pages = []
     for pattern in PAGES_GLOB:
         for src in sorted(DOCS.glob(pattern)):

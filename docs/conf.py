@@ -47,7 +47,8 @@ html_title = f"corvid {release}"
 html_theme_options = {"description": "arrays, autodiff and deep learning, compiled into fused kernels",
                       "fixed_sidebar": True, "page_width": "1180px", "sidebar_width": "240px"}
 html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["corvid.css"]
 html_show_sourcelink = False
 
 

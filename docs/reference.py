@@ -503,7 +503,7 @@ VALUES.update({
 
 
 def _cell(text: str) -> str:
-    return f"`{text}`" if text else ""
+    return f"`{text}`" if text else "–"
 
 
 def _ref(module: str, name: str, obj: object) -> str:
@@ -527,13 +527,13 @@ def page_markdown(page: Page) -> str:
         out.append(f"## {sec.title}\n")
         if sec.text:
             out += ["```{eval-rst}", sec.text, "```\n"]
-        out.append("| name | summary | numpy | PyTorch | JAX |")
-        out.append("|---|---|---|---|---|")
+        out.append("| name | summary | numpy · PyTorch · JAX |")
+        out.append("|---|---|---|")
         for name in sec.names:
             obj = _lookup(page.module, name)
             text = VALUES.get(f"{page.module}.{name}") if _is_value(obj) else summary(obj)
             eq = equivalents(page.module, name)
-            out.append(f"| {_ref(page.module, name, obj)} | {text or ''} | {' | '.join(_cell(e) for e in eq)} |")
+            out.append(f"| {_ref(page.module, name, obj)} | {text or ''} | {' · '.join(_cell(e) for e in eq)} |")
             entries.append((sec.title, name, obj))
         out.append("")
     out.append("## Details\n")
