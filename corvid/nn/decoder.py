@@ -130,11 +130,14 @@ class CausalSelfAttention(Module):
     that order, with ``fused_qkv=True``, as Phi-3 stores them) with biases when ``qkv_bias``
     (Qwen2), and ``o_proj`` with one when ``out_bias``.
 
-    ``forward(x, rotary=None)``: ``x`` is ``(batch, T, hidden_size)``; ``rotary`` is the
+    ``forward(x, rotary=None, cache=None)``: ``x`` is ``(batch, T, hidden_size)``; ``rotary`` is the
     ``(cos, sin)`` pair of :meth:`RotaryEmbedding.cos_sin` for the ``T`` positions, applied to
     queries and keys (None: no rotary embedding). Query ``i`` attends to keys ``0..i``, and with
     ``sliding_window=w`` to the ``w`` latest of them only (``i - j < w``: Mistral, Gemma 2's
-    local layers). Scores are ``q · k * scale`` (default ``head_dim ** -0.5``), soft-capped to
+    local layers). With a key/value ``cache`` (one layer's of :class:`corvid.models.KVCache`),
+    the queries attend instead to what ``cache.update(keys, values, sliding_window)`` returns:
+    the cached keys and values with the new ones stored, and the boolean mask of those each
+    query sees. Scores are ``q · k * scale`` (default ``head_dim ** -0.5``), soft-capped to
     ``softcap * tanh(score / softcap)`` when ``softcap`` is set (Gemma 2), then softmax-ed.
     Without soft-capping the work goes to ``F.scaled_dot_product_attention`` (one fused kernel
     on a GPU). ShapeError for an input of another shape; ValueError for head counts that do not
@@ -189,30 +192,36 @@ class CausalSelfAttention(Module):
                 k.reshape(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2),
                 v.reshape(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2))
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
         """The attention of queries ``(B, heads, Tq, head_dim)`` on keys and values ``(B,
         kv_heads, Tk, head_dim)`` with this layer's mask, scale and soft-capping: ``(B, heads, Tq,
         head_dim)``. The queries are the last ``Tq`` of the ``Tk`` positions.
+
+        ``mask``, a boolean tensor broadcasting to ``(B, heads, Tq, Tk)`` (True where a query sees
+        a key), replaces the causal and sliding-window mask: a cache whose slots are not in
+        position order, or partly empty, says itself which keys each query sees.
 
         >>> attn = CausalSelfAttention(8, num_heads=2)
         >>> q = k = v = cv.ones(1, 2, 3, 4)
         >>> attn.attend(q, k, v).shape
         (1, 2, 3, 4)
+        >>> attn.attend(q[:, :, -1:], k, v, mask=cv.Tensor([True, True, False])).shape
+        (1, 2, 1, 4)
         """
         n_q, n_k = q.shape[-2], k.shape[-2]
         window = self.sliding_window if self.sliding_window is not None and self.sliding_window < n_k else None
         if self.softcap is None:
-            if window is None and n_q == n_k:
+            if mask is None and window is None and n_q == n_k:
                 return scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=True)
-            return scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(n_q, n_k, window, q.device),
-                                                scale=self.scale, enable_gqa=True)
+            keep = causal_mask(n_q, n_k, window, q.device) if mask is None else mask
+            return scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=self.scale, enable_gqa=True)
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads
             k, v = repeat(k, group, axis=-3), repeat(v, group, axis=-3)
         scores = softcap((q @ k.mT) * self.scale, self.softcap)
-        return masked_softmax(scores, causal_mask(n_q, n_k, window, q.device)) @ v
+        return masked_softmax(scores, causal_mask(n_q, n_k, window, q.device) if mask is None else mask) @ v
 
-    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None, cache: Any = None) -> Tensor:
         x = x if isinstance(x, Tensor) else Tensor(x)
         if x.ndim != 3 or x.shape[-1] != self.hidden_size:
             raise shape_error(self, f"(N, T, {self.hidden_size})", x)
@@ -220,7 +229,11 @@ class CausalSelfAttention(Module):
         if rotary is not None:
             cos, sin = rotary
             q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
-        out = self.attend(q, k, v)
+        if cache is None:
+            out = self.attend(q, k, v)
+        else:  # the cache stores the new keys and values and says which of its slots each query sees
+            k, v, mask = cache.update(k, v, self.sliding_window)
+            out = self.attend(q, k, v, mask)
         b, t = x.shape[0], x.shape[1]
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
 
