@@ -211,9 +211,13 @@ PAGES: list[Page] = [
     Page("models", "Language models: corvid.models", "corvid.models",
          "Pretrained decoder-only language models (Llama 2/3/3.1, Mistral, Qwen2, Phi-3, Gemma, Gemma 2) loaded "
          "from Hugging Face checkpoint folders (``config.json`` and safetensors weights), with the building "
-         "blocks of :doc:`nn` (``RotaryEmbedding``, ``CausalSelfAttention``, ``GatedMLP``, ``GemmaRMSNorm``).", [
+         "blocks of :doc:`nn` (``RotaryEmbedding``, ``CausalSelfAttention``, ``GatedMLP``, ``GemmaRMSNorm``). "
+         "``CausalLM.generate`` and ``CausalLM.stream`` continue prompts (greedy, or sampled with a key) with a "
+         "static key/value cache and one compiled decode step replayed for every token; "
+         "``examples/llm.py`` runs a checkpoint folder from the command line.", [
              _s("Loading checkpoints", "from_pretrained"),
              _s("Models", "CausalLM CausalLMConfig Decoder DecoderLayer"),
+             _s("Generation", "KVCache sample"),
          ]),
     Page("optim", "Optimizers: corvid.optim", "corvid.optim",
          "Optimizers as PyTorch's (``zero_grad``, ``step``, ``state_dict``, parameter groups), whose update "
@@ -372,6 +376,7 @@ EQUIVALENTS: dict[str, tuple[str, str, str]] = {
     "corvid.load": ("", "safetensors.torch.load_file", ""),
     "corvid.safe_open": ("", "safetensors.safe_open", ""),
     "corvid.models.from_pretrained": ("", "transformers.AutoModelForCausalLM.from_pretrained", ""),
+    "corvid.models.KVCache": ("", "transformers.StaticCache", ""),
     "corvid.from_dlpack": ("np.from_dlpack", "torch.from_dlpack", "jax.dlpack.from_dlpack"),
     "corvid.devices": ("", "", "jax.devices"),
     "corvid.default_device": ("", "torch.device", "jax.default_device"),

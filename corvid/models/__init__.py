@@ -13,6 +13,12 @@ The building blocks are in :mod:`corvid.nn`: :class:`~corvid.nn.RotaryEmbedding`
 :class:`~corvid.nn.CausalSelfAttention`, :class:`~corvid.nn.GatedMLP` and
 :class:`~corvid.nn.GemmaRMSNorm`.
 
+:meth:`CausalLM.generate` (and its iterator form :meth:`CausalLM.stream`) continues prompts,
+greedily or sampling (:func:`sample`: temperature, top-k, top-p, with a :mod:`corvid.random`
+key), with a static :class:`KVCache` and one compiled decode step replayed for every token
+(:mod:`corvid.models.generation`); ``examples/llm.py`` runs a checkpoint folder from the
+command line.
+
 >>> from corvid import models
 >>> config = {"model_type": "gemma2", "vocab_size": 40, "hidden_size": 16, "intermediate_size": 32,
 ...           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
@@ -23,10 +29,14 @@ The building blocks are in :mod:`corvid.nn`: :class:`~corvid.nn.RotaryEmbedding`
 ...     ids = cv.cat([ids, model(ids)[:, -1:].argmax(-1)], axis=1)
 >>> ids.shape
 (1, 6)
+>>> model.generate([5, 7, 11], max_new_tokens=3, temperature=0).tolist() == ids[:, 3:].tolist()   # with a cache
+True
 """
 
+from .cache import KVCache
 from .config import CausalLMConfig
+from .generation import sample
 from .llama import CausalLM, Decoder, DecoderLayer
 from .loading import from_pretrained
 
-__all__ = ["CausalLM", "CausalLMConfig", "Decoder", "DecoderLayer", "from_pretrained"]
+__all__ = ["CausalLM", "CausalLMConfig", "Decoder", "DecoderLayer", "KVCache", "from_pretrained", "sample"]

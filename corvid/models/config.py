@@ -56,6 +56,9 @@ class CausalLMConfig:
       ``scale_embeddings`` (embeddings times ``sqrt(hidden_size)``): Gemma's;
     * ``tie_word_embeddings``: the output projection is the token embedding's matrix.
 
+    ``bos_token_id``, ``eos_token_id`` (one id or a list) and ``pad_token_id`` are the special
+    tokens :meth:`CausalLM.generate` stops at and pads finished sequences with by default.
+
     ``model_type`` names the family (``"llama"``, ``"mistral"``, ``"qwen2"``, ``"phi3"``,
     ``"gemma"``, ``"gemma2"``) for messages and ``repr``; the options alone decide the
     computation. Build one from a ``config.json`` with :meth:`from_dict`.
@@ -95,6 +98,7 @@ class CausalLMConfig:
     initializer_range: float = 0.02
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
+    pad_token_id: int | None = None
 
     def __post_init__(self) -> None:
         kv = self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
@@ -199,7 +203,8 @@ class CausalLMConfig:
             sandwich_norm=kind == "gemma2", gemma_norm=gemma, scale_embeddings=gemma,
             tie_word_embeddings=bool(c.get("tie_word_embeddings", gemma)),
             initializer_range=float(c.get("initializer_range", 0.02)),
-            bos_token_id=c.get("bos_token_id"), eos_token_id=c.get("eos_token_id"))
+            bos_token_id=c.get("bos_token_id"), eos_token_id=c.get("eos_token_id"),
+            pad_token_id=c.get("pad_token_id"))
 
 
 def _model_type(c: dict[str, Any]) -> str:
