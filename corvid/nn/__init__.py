@@ -9,7 +9,7 @@ state-dict keys. ``nn.functional`` (also ``nn.F``) has the functional forms and 
 (8, 4)
 """
 
-from . import functional, init, losses
+from . import functional, init, lora, losses
 from . import functional as F
 from .activation import (CELU, ELU, GELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,
                          Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign, Tanh)
@@ -20,6 +20,7 @@ from .decoder import CausalSelfAttention, GatedMLP, GemmaRMSNorm
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Flatten, Identity, Linear, Unflatten
+from .lora import LoRALinear
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, CTCLoss, HuberLoss, KLDivLoss,
                    L1Loss, MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss, TripletMarginLoss)
 from .losses import *  # the loss functions, as in nn.functional
@@ -43,11 +44,12 @@ __all__ = [
     "CrossEntropyLoss", "Dropout", "Embedding", "F", "Flatten", "GRUCell", "GatedMLP", "GemmaRMSNorm", "GroupNorm",
     "Hardsigmoid", "Hardswish",
     "Hardtanh", "HuberLoss", "Identity", "IncompatibleKeys", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-    "KLDivLoss", "L1Loss", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss",
+    "KLDivLoss", "L1Loss", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LoRALinear", "LogSigmoid", "LogSoftmax",
+    "MSELoss",
     "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Mish",
     "Module", "ModuleDict", "ModuleList",
     "MultiheadAttention", "NLLLoss", "PReLU", "Parameter", "RMSNorm", "RNNCell", "ReLU", "ReLU6", "RotaryEmbedding",
     "Sequential",
     "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "TripletMarginLoss",
-    "Unflatten", "Upsample", "functional", "functional_call", "init", "losses"]
+    "Unflatten", "Upsample", "functional", "functional_call", "init", "lora", "losses"]
 __all__ += losses.__all__
