@@ -182,6 +182,8 @@ PAGES: list[Page] = [
                 "Hardtanh Hardsigmoid Hardswish Softplus Softsign Softmax Softmin LogSoftmax"),
              _s("Attention and recurrent layers", "MultiheadAttention CausalSelfAttention RotaryEmbedding RNN LSTM GRU "
                 "RNNCell LSTMCell GRUCell"),
+             _s("LoRA", "LoRALinear", "Low-rank adapters on linear layers; :doc:`lora` has the functions that put "
+                "them on a model, merge, save and load them."),
              _s("Losses", "MSELoss L1Loss SmoothL1Loss HuberLoss CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss "
                 "KLDivLoss CTCLoss CosineEmbeddingLoss MarginRankingLoss TripletMarginLoss"),
              _s("Loss functions", "mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss "
@@ -207,6 +209,15 @@ PAGES: list[Page] = [
          "In-place initializers of parameters, as ``torch.nn.init``'s.", [
              _s("Initializers", "uniform_ normal_ trunc_normal_ constant_ zeros_ ones_ xavier_uniform_ xavier_normal_ "
                 "glorot_uniform_ glorot_normal_ kaiming_uniform_ kaiming_normal_ orthogonal_ calculate_gain"),
+         ]),
+    Page("lora", "LoRA adapters: corvid.nn.lora", "corvid.nn.lora",
+         "Fine-tune a model's linear layers through low-rank adapters while its weights stay frozen: "
+         "``apply_lora(model, r=8, alpha=16, target=(\"q_proj\", \"v_proj\"))`` wraps the matching ``Linear`` "
+         "layers in ``LoRALinear`` and freezes the rest; the adapters train, are saved and loaded alone, and "
+         "``merge_lora`` folds them into the weights. ``examples/lora.py`` fine-tunes a small "
+         ":class:`corvid.models.CausalLM` this way.", [
+             _s("Adapters", "apply_lora LoRALinear merge_lora"),
+             _s("Saving and loading", "lora_state_dict save_lora load_lora"),
          ]),
     Page("models", "Language models: corvid.models", "corvid.models",
          "Pretrained decoder-only language models (Llama 2/3/3.1, Mistral, Qwen2, Phi-3, Gemma, Gemma 2) loaded "

@@ -28,7 +28,8 @@ import corvid as cv
 
 PUBLIC_MODULES = ["corvid", "corvid.linalg", "corvid.fft", "corvid.random", "corvid.amp", "corvid.nn",
                   "corvid.nn.functional", "corvid.nn.init", "corvid.optim", "corvid.optim.lr_scheduler",
-                  "corvid.data", "corvid.plot", "corvid.notebook", "corvid.distributed", "corvid.models"]
+                  "corvid.data", "corvid.plot", "corvid.notebook", "corvid.distributed", "corvid.models",
+                  "corvid.nn.lora"]
 
 
 def _module_names(mod: types.ModuleType) -> list[str]:
