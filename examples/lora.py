@@ -18,7 +18,7 @@ a ``config.json``-style dict. The run:
 Both trainings are one ``cv.jit`` step each (gradients of the trained parameters, then AdamW's
 update): traced once, then replayed.
 
-    python examples/lora.py                                   # ~20 s on 2 cores
+    python examples/lora.py                                   # 20-40 s on 2 cores
     python examples/lora.py --steps 300 --rank 4 --out adapters.safetensors
     python examples/lora.py --pretrain-steps 1000 --save-base base.safetensors
     python examples/lora.py --base base.safetensors           # adapters on a saved base model
@@ -94,7 +94,8 @@ def evaluate(model: CausalLM, data: np.ndarray, args: argparse.Namespace, batche
 
 def train(model: CausalLM, data: np.ndarray, steps: int, lr: float, args: argparse.Namespace, what: str) -> None:
     """``steps`` AdamW steps on the parameters of ``model`` that require gradients (all of them
-    before ``apply_lora``, the adapters after), then copied into ``model``.
+    before ``apply_lora``, the adapters after), then copied into ``model``. Prints the mean loss
+    of the steps since the last line.
 
     The trained parameters travel through one ``cv.jit`` function as a dict of state-dict names
     (traced once, then replayed every step); the model is called on them with
@@ -108,11 +109,13 @@ def train(model: CausalLM, data: np.ndarray, steps: int, lr: float, args: argpar
         params, state = tx.update(grads, state, params)
         return params, state, loss
 
-    state, rng, t0 = tx.init(params), np.random.default_rng(args.seed), time.perf_counter()
+    state, rng, t0, losses = tx.init(params), np.random.default_rng(args.seed), time.perf_counter(), []
     for i in range(1, steps + 1):
         params, state, loss = step(params, state, *get_batch(data, args.batch_size, args.block_size, rng))
+        losses.append(loss.item())
         if i == 1 or i % args.log_every == 0 or i == steps:
-            print(f"{what} step {i:4d}: loss {loss.item():.4f}  ({time.perf_counter() - t0:4.1f} s)", flush=True)
+            print(f"{what} step {i:4d}: loss {np.mean(losses):.4f}  ({time.perf_counter() - t0:4.1f} s)", flush=True)
+            losses = []
     model.load_state_dict(params, strict=False)
 
 
@@ -140,12 +143,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=default_data(),
                    help="a text file (default: $CORVID_DATA_DIR/tinyshakespeare/input.txt, else ../shared/data's)")
-    p.add_argument("--steps", type=int, default=150, help="LoRA training steps")
+    p.add_argument("--steps", type=int, default=100, help="LoRA training steps")
     p.add_argument("--rank", type=int, default=8, help="the adapters' rank r")
     p.add_argument("--alpha", type=float, default=16.0, help="LoRA's alpha: the update is scaled by alpha / rank")
     p.add_argument("--target", default="q_proj,v_proj", help="the projections to adapt, comma-separated")
     p.add_argument("--out", default="lora_adapters.safetensors", help="where to save the adapters")
-    p.add_argument("--pretrain-steps", type=int, default=200)
+    p.add_argument("--pretrain-steps", type=int, default=150)
     p.add_argument("--base", help="a base model written by --save-base (no pretraining)")
     p.add_argument("--save-base", help="where to save the pretrained base model")
     p.add_argument("--batch-size", type=int, default=16)
