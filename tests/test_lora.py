@@ -295,6 +295,10 @@ def test_errors_name_the_problem(tmp_path):
         apply_lora(nn.Linear(2, 2), target=lambda name, layer: True)
     assert lora_names(model) == []  # nothing was changed by the failed calls
     assert all(p.requires_grad for p in model.parameters())
+    replaced = LoRALinear(nn.Linear(2, 2), r=1)
+    replaced.base_layer = nn.Identity()  # as corvid.quant.quantize replaces Linear layers
+    with pytest.raises(TypeError, match="its base layer is now Identity, not a Linear"):
+        merge_lora(replaced)
     for f in (merge_lora, lora_state_dict):
         with pytest.raises(ValueError, match="has no LoRA layers"):
             f(model)

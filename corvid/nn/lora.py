@@ -154,7 +154,8 @@ class LoRALinear(Module):
         in float32, or float64 for a float64 weight, and rounded once to the weight's dtype): a
         plain ``Linear`` computing what this layer computes (in evaluation mode). The bias is
         shared; the new weight has the old one's ``requires_grad``. This layer and its base
-        layer are left unchanged.
+        layer are left unchanged. TypeError when the base layer is no longer a ``Linear`` (a
+        ``QuantizedLinear`` after ``corvid.quant.quantize``: merge before quantizing).
 
         >>> from corvid import nn
         >>> layer = LoRALinear(nn.Linear(4, 3), r=2)
@@ -164,6 +165,9 @@ class LoRALinear(Module):
         >>> type(merged).__name__, bool(((merged(x) - layer(x)).abs() < 1e-5).all())
         ('Linear', True)
         """
+        if not isinstance(self.base_layer, Linear):  # (corvid.quant.quantize replaces Linear layers)
+            raise TypeError(f"LoRALinear.merge: its base layer is now {type(self.base_layer).__name__}, not a Linear "
+                            "whose weight could take the update; merge before replacing it")
         w = self.base_layer.weight
         acc = w.dtype if w.dtype.is_float and w.dtype.itemsize >= 8 else float32
         with no_grad(), autocast(enabled=False):
