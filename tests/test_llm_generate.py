@@ -115,6 +115,17 @@ def test_greedy_generation_matches_transformers(family, tmp_path):
         assert programs.prefill.traces == 2
 
 
+def test_long_prompts_match_transformers(tmp_path):
+    # 2 x 64 prompt slots: the prefill reads the weights in their plain form (see generation._weights)
+    hf = _hf_model("mistral")
+    hf.save_pretrained(str(tmp_path))
+    model = models.from_pretrained(tmp_path)
+    prompts = [list(np.random.default_rng(1).integers(3, 96, size=40)), [7, 11, 13]]
+    assert 2 * generation._bucket(40) >= generation._PLAIN_ROWS
+    np.testing.assert_array_equal(model.generate(prompts, max_new_tokens=6, temperature=0).numpy(),
+                                  _hf_generate(hf, prompts, 6))
+
+
 def test_sampling_warpers_match_transformers():
     torch = pytest.importorskip("torch")
     lp = pytest.importorskip("transformers.generation.logits_process")

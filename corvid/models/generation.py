@@ -161,19 +161,24 @@ class _Programs:
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], Tensor]:
-    """The names of the model's parameters, their values as the programs read them, and the
-    token embedding matrix as the lookup reads it; all on the parameters' own memory.
+def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], Tensor]:
+    """The names of the model's parameters, their values as the decode step reads them and as a
+    long prefill does, and the token embedding matrix; all on the parameters' own memory.
 
-    (The layouts are chosen for corvid's scheduler: a weight is passed as a ``requires_grad``
-    leaf, so that a one-row product ``x @ w.T`` reads it in place, where a plain tensor's
-    transposed view would be copied at every step first; the embedding matrix is passed once
-    more as a plain tensor, because a lookup in a leaf argument copies the whole matrix.)"""
-    names, leaves = [], []
+    (The forms are chosen for corvid's CPU matrix products: a weight passed as a ``requires_grad``
+    leaf is read in place by ``x @ w.T``, best for the one row of a decode step and short prompts,
+    where a plain weight's transposed view is first copied to a better layout, which pays from
+    some 64 rows on. The embedding matrix is passed as a plain tensor, because a lookup in a
+    leaf argument copies the whole matrix.)"""
+    names, leaves, plain = [], [], []
     for name, p in model.named_parameters():
         names.append(name)
+        plain.append(_view(p))
         leaves.append(_view(p).requires_grad_())
-    return tuple(names), leaves, _view(model.model.embed_tokens.weight)
+    return tuple(names), leaves, plain, _view(model.model.embed_tokens.weight)
+
+
+_PLAIN_ROWS = 64  # prompt tokens (over the batch) from which a prefill reads the plain weights
 
 
 def _view(p: Tensor) -> Tensor:
@@ -285,7 +290,7 @@ def _run(model: Any, prompts: list[np.ndarray], width: int, n: int, temperature:
     for row, p in zip(history, prompts):
         row[bucket - p.size:bucket] = p
     programs = _programs(model)
-    names, params, table = _weights(model)
+    names, leaves, plain, table = _weights(model)
     if top_k is not None and top_k >= model.config.vocab_size:
         top_k = None
     if key is None:
@@ -296,6 +301,7 @@ def _run(model: Any, prompts: list[np.ndarray], width: int, n: int, temperature:
 
     def prefill(length: int) -> tuple[Tensor, KVCache, Any]:
         cache = KVCache(model.config, batch, slots, model.dtype, device, padding)
+        params = plain if batch * length >= _PLAIN_ROWS else leaves
         return programs.prefill(params, table, cache, Tensor(history[:, :length], device=device), key, t_temp,
                                 t_top_p, names, top_k)
 
@@ -309,7 +315,7 @@ def _run(model: Any, prompts: list[np.ndarray], width: int, n: int, temperature:
             if switch is not None and width + i - 1 == switch:
                 token, cache, key = prefill(bucket + i)
             else:
-                token, cache, key = programs.step(params, table, cache, token, key, t_temp, t_top_p, names, top_k)
+                token, cache, key = programs.step(leaves, table, cache, token, key, t_temp, t_top_p, names, top_k)
         got = token.numpy()[:, 0]
         history[:, bucket + i] = got
         out = np.where(done, pad, got)
