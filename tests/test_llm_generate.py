@@ -129,16 +129,19 @@ def test_long_prompts_match_transformers(tmp_path):
 def test_sampling_warpers_match_transformers():
     torch = pytest.importorskip("torch")
     lp = pytest.importorskip("transformers.generation.logits_process")
-    logits = np.random.default_rng(0).normal(0.0, 2.0, size=(6, 50)).astype(np.float32)
-    for temperature, top_k, top_p in [(0.7, None, None), (1.0, 5, None), (1.3, None, 0.8), (0.5, 20, 0.6),
-                                      (1.0, None, 0.3)]:
-        ref = torch.from_numpy(logits)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0.0, 2.0, size=(6, 50)).astype(np.float32)
+    ties = np.round(logits * 2) / 2  # (top-k keeps every token tied with the k-th)
+    for temperature, top_k, top_p, x in [(0.7, None, None, logits), (1.0, 5, None, logits), (1.0, 10, None, ties),
+                                         (1.3, None, 0.8, logits), (0.5, 20, 0.6, logits), (1.0, None, 0.3, logits),
+                                         (2.0, 40, 0.95, logits * 10), (1.0, 3, None, -np.abs(logits))]:
+        ref = torch.from_numpy(x)
         ref = lp.TemperatureLogitsWarper(temperature)(None, ref)
         if top_k is not None:
             ref = lp.TopKLogitsWarper(top_k)(None, ref)
         if top_p is not None:
             ref = lp.TopPLogitsWarper(top_p)(None, ref)
-        out = generation._filter(cv.Tensor(logits), temperature, top_k, top_p).numpy()
+        out = generation._filter(cv.Tensor(x), temperature, top_k, top_p).numpy()
         ref = ref.numpy()
         np.testing.assert_array_equal(np.isinf(out), np.isinf(ref.astype(np.float32)))
         np.testing.assert_allclose(out[~np.isinf(out)], ref[~np.isinf(ref)], rtol=1e-6)

@@ -41,13 +41,12 @@ import numpy as np
 
 from .. import random as rnd
 from ..autograd import no_grad
-from ..dtype import float32
+from ..creation import arange, zeros
+from ..dtype import float32, uint32
 from ..graph.node import Op
 from ..nn.embedding import embedding
 from ..nn.pytree import functional_call
 from ..ops.elementwise import where
-from ..ops.scan import cumsum
-from ..ops.sorting import sort, topk
 from ..tensor import Tensor
 from ..transforms.jit import jit
 from .cache import KVCache
@@ -74,21 +73,45 @@ def _check_sampling(temperature: Any, top_k: Any, top_p: Any) -> None:
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
+def _order_key(x: Tensor) -> Tensor:
+    """float32 ``x`` as uint32 keys in the same order (-inf smallest): the bits, with the sign
+    bit flipped for a positive number and every bit for a negative one."""
+    u = x.bitcast(uint32)
+    return where((u >> 31) == 1, ~u, u | 0x80000000)
+
+
+def _largest_key(keys: Tensor, feasible: Callable[[Tensor], Tensor]) -> Tensor:
+    """The largest uint32 ``t`` (``(..., 1)``) for which ``feasible(keys >= t)`` holds, for a
+    test that holds at 0 and fails from some ``t`` on: four bits at a time from the top, each
+    pass testing the 16 values of the next four bits at once (``feasible`` takes the masks
+    ``(..., 16, n)`` and gives ``(..., 16)``). Eight passes over ``keys``, where a sort would
+    cost hundreds of kernels over a vocabulary."""
+    best = zeros(keys.shape[:-1] + (1,), dtype=uint32, device=keys.device)
+    nibbles = arange(16, dtype=uint32, device=keys.device)
+    for shift in range(28, -1, -4):
+        candidates = best + (nibbles << shift)  # (..., 16): candidate 0 is ``best``, which holds
+        ok = feasible(keys.unsqueeze(-2) >= candidates.unsqueeze(-1))
+        best = best + ((ok.sum(-1, keepdims=True) - 1).astype(uint32) << shift)
+    return best
+
+
 def _filter(logits: Tensor, temperature: Any, top_k: int | None, top_p: Any) -> Tensor:
     """float32 logits divided by the temperature, with -inf for the tokens top-k and top-p drop
     (``temperature`` and ``top_p`` may be numbers or 0-d tensors)."""
     x = logits.astype(float32) / temperature
     if top_k is not None and top_k < x.shape[-1]:
-        kth = topk(x, top_k, axis=-1).values[..., -1:]
-        x = where(x < kth, -math.inf, x)
+        # the k-th largest value: the largest one with at least k values at or above it
+        keys = _order_key(x)
+        kth = _largest_key(keys, lambda above: above.sum(-1) >= top_k)
+        x = where(keys < kth, -math.inf, x)
     if top_p is not None:
-        # (stored: a sort that recomputed the softmax's exp would compare values rounded differently)
-        probs = x.softmax(-1).contiguous()
-        ranked = sort(probs, axis=-1, descending=True)
-        before = cumsum(ranked, axis=-1) - ranked  # the probability of the more likely tokens
-        # the least likely token kept: the nucleus is every token up to the one that reaches top_p
-        least = where(before < top_p, ranked, math.inf).min(-1, keepdims=True)
-        x = where(probs < least, -math.inf, x)
+        # the least likely token kept: the nucleus is every token up to the first (most likely
+        # first) at which the probabilities reach top_p, i.e. the largest probability whose
+        # tokens and the more likely ones together have at least top_p
+        probs = x.softmax(-1).contiguous()  # (stored once, not recomputed by each pass)
+        keys = _order_key(probs)
+        least = _largest_key(keys, lambda above: where(above, probs.unsqueeze(-2), 0.0).sum(-1) >= top_p)
+        x = where(keys < least, -math.inf, x)
     return x
 
 
