@@ -188,11 +188,20 @@ def test_attend_with_an_explicit_mask_equals_the_causal_one():
     from corvid.nn.decoder import causal_mask
 
     cv.manual_seed(0)
-    q, k, v = cv.randn(1, 4, 3, 8), cv.randn(1, 2, 5, 8), cv.randn(1, 2, 5, 8)
+    q, k, v = cv.randn(2, 4, 3, 8), cv.randn(2, 2, 5, 8), cv.randn(2, 2, 5, 8)
+    # a mask per sequence (the second one's first key is padding), for grouped query heads
+    keep = causal_mask(3, 5, 3).reshape(1, 1, 3, 5) & cv.Tensor([[True] * 5, [False] + [True] * 4]).reshape(2, 1, 1, 5)
+    qn, kn, vn, mn = (np.asarray(t.numpy(), np.float64) for t in (q, k, v, keep))
+    kn, vn = np.repeat(kn, 2, axis=1), np.repeat(vn, 2, axis=1)  # query heads 0, 1 read key head 0
     for softcap in (None, 2.0):
         attn = cv.nn.CausalSelfAttention(32, 4, 2, sliding_window=3, softcap=softcap)
         np.testing.assert_allclose(attn.attend(q, k, v, mask=causal_mask(3, 5, 3)).numpy(),
                                    attn.attend(q, k, v).numpy(), atol=1e-6)
+        scores = qn @ kn.swapaxes(-1, -2) * attn.scale
+        scores = scores if softcap is None else softcap * np.tanh(scores / softcap)
+        w = np.exp(np.where(mn, scores, -np.inf) - scores.max(-1, keepdims=True))
+        ref = (w / w.sum(-1, keepdims=True)) @ vn
+        np.testing.assert_allclose(attn.attend(q, k, v, mask=keep).numpy(), ref, atol=1e-5)
 
 
 # --- generate ----------------------------------------------------------------------------------------------

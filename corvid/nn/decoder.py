@@ -209,6 +209,17 @@ class CausalSelfAttention(Module):
         (1, 2, 1, 4)
         """
         n_q, n_k = q.shape[-2], k.shape[-2]
+        if mask is not None and self.num_kv_heads != self.num_heads and q.ndim == 4:
+            # grouped-query attention on a cache: the queries of each key/value head as one block
+            # of rows, so that the cached keys and values are read as they are, not repeated per head
+            b, g = q.shape[0], self.num_heads // self.num_kv_heads
+            qg = q.reshape(b, self.num_kv_heads, g * n_q, q.shape[-1])
+            keep = mask.broadcast_to((b, self.num_heads, n_q, n_k)).reshape(b, self.num_kv_heads, g * n_q, n_k)
+            if self.softcap is None:
+                out = scaled_dot_product_attention(qg, k, v, attn_mask=keep, scale=self.scale)
+            else:
+                out = masked_softmax(softcap((qg @ k.mT) * self.scale, self.softcap), keep) @ v
+            return out.reshape(b, self.num_heads, n_q, v.shape[-1])
         window = self.sliding_window if self.sliding_window is not None and self.sliding_window < n_k else None
         if self.softcap is None:
             if mask is None and window is None and n_q == n_k:
