@@ -155,16 +155,19 @@ class KVCache:
             raise ShapeError(f"KVCache: keys {k.shape} and values {v.shape} do not fit layer {index}'s cache "
                              f"{old_k.shape}")
         n, size = k.shape[2], self.max_length
+        # (stored first: the new keys' rotary embedding, cosines and sines, would otherwise be
+        # recomputed for every slot the broadcast below writes)
+        k, v = k.astype(old_k.dtype).contiguous(), v.astype(old_v.dtype).contiguous()
         slot = arange(size, dtype=int64, device=old_k.device)
         if n == 1:  # one token: broadcast it to the slot it goes to
-            new_k = where((slot == self.length).reshape(size, 1), k.astype(old_k.dtype), old_k)
-            new_v = where((slot == self.length).reshape(size, 1), v.astype(old_v.dtype), old_v)
+            new_k = where((slot == self.length).reshape(size, 1), k, old_k)
+            new_v = where((slot == self.length).reshape(size, 1), v, old_v)
         else:  # slot s takes token s - length where that is one of the n
             offset = slot - self.length
             inside = ((offset >= 0) & (offset < n)).reshape(size, 1)
             take = offset.clip(0, n - 1)
-            new_k = where(inside, k[:, :, take].astype(old_k.dtype), old_k)
-            new_v = where(inside, v[:, :, take].astype(old_v.dtype), old_v)
+            new_k = where(inside, k[:, :, take], old_k)
+            new_v = where(inside, v[:, :, take], old_v)
         self.keys[index], self.values[index] = new_k, new_v
         return new_k, new_v, self._mask(n, window)
 
