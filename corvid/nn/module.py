@@ -415,7 +415,9 @@ class Module:
         Values are cast to each tensor's dtype; parameters stay the same objects (an optimizer
         keeps working). Raises RuntimeError listing every problem: a value whose shape differs
         (always), and with ``strict=True`` (default) keys the module has that the dict lacks
-        ("missing") and keys it does not have ("unexpected"). Returns
+        ("missing") and keys it does not have ("unexpected"); when quantized layers
+        (:mod:`corvid.quant`) on one side meet float ones, or another mode or group size, on the
+        other, it also says which ``cv.quantize`` call makes them fit. Returns
         ``IncompatibleKeys(missing_keys, unexpected_keys)``. ``assign=True`` makes the module
         hold the given corvid tensors themselves (made Parameters where needed) instead of copying.
 
@@ -441,6 +443,10 @@ class Module:
             errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
         if strict and unexpected:
             errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+        if errors and any(str(k).rpartition(".")[2] == "qweight" for k in (*own, *state_dict)):
+            from ..quant import load_hints  # (quantized layers on one side: say how to make the two fit)
+
+            errors += load_hints({k: m.__dict__[n] for k, (m, n) in own.items()}, state_dict)
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         with no_grad():

@@ -1,0 +1,598 @@
+"""Weight-only quantization: the weights of ``nn.Linear`` layers stored as 8-bit or 4-bit integers
+with a float32 scale per group of inputs, and unpacked and scaled inside the product's kernel.
+
+:func:`quantize` replaces the ``Linear`` layers of a model by :class:`QuantizedLinear` layers, in
+place (``cv.quantize`` is the same function). Activations, biases and everything else stay in
+floating point; only the weight matrices shrink, to about a quarter ("int8") or an eighth
+("int4") of their float32 size, which is what bounds a language model's generation speed (each
+new token reads every weight once) and its memory.
+
+The format, symmetric with no zero points: each row of a weight ``(out_features, in_features)``
+is cut into groups of ``group_size`` consecutive inputs (128 unless told; it must divide
+``in_features``). A group's scale is its largest magnitude divided by ``qmax`` (127 for "int8",
+7 for "int4") and each weight is stored as ``round(w / scale)`` (half to even), an integer in
+``[-qmax, qmax]``; zero stays exactly zero and each weight is off by at most half its group's
+scale. "int8" keeps the integers as ``qweight`` int8 ``(out, in)``. "int4" packs two a byte as
+uint8 ``(out, in / 2)``, each as the nibble ``q + 8`` (so the format holds -8..7; the quantizer
+writes -7..7): within a group, byte ``j`` holds input ``j`` in its low nibble and input
+``j + group_size / 2`` in its high one, so each half of a group unpacks with one shift.
+``scales`` is float32 ``(out, in / group_size)``. Both are buffers: the state dict of a quantized
+model holds ``qweight`` and ``scales`` (and the float ``bias``) for each such layer, and
+``cv.save`` / ``load_state_dict`` round-trip it.
+
+The kernels: a :class:`QuantizedLinear` computes ``x @ dequantize(w).T + bias`` with ordinary
+tensor ops, so every device runs it. With fewer than :data:`MATMUL_ROWS` rows of input the
+product is written as a broadcast product summed over each group's inputs and over the groups.
+Below 8 rows (a token at a time, as in generation) the scheduler fuses the unpacking and the
+scaling into that reduce: one kernel, which reads the packed bytes and writes no dequantized
+weight. From 8 rows it dequantizes the weight first, in a kernel of its own (the rule by which
+it stores a value that a kernel would evaluate 8 times per element). From ``MATMUL_ROWS`` rows
+on (a prompt, a training batch) the weight is dequantized once per call into a float32 copy
+laid out as the float matmul's tiled kernel reads it: two kernels, about as fast as a float
+``Linear``.
+
+>>> from corvid import nn
+>>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))
+>>> x = cv.randn(1, 64)
+>>> before = model(x)
+>>> model = quantize(model, "int4", group_size=32)
+>>> model[0]
+QuantizedLinear(in_features=64, out_features=32, bias=True, mode='int4', group_size=32)
+>>> {k: (v.dtype.name, v.shape) for k, v in model[0].state_dict().items()}
+{'bias': ('float32', (32,)), 'qweight': ('uint8', (32, 32)), 'scales': ('float32', (32, 2))}
+>>> float((model(x) - before).abs().max()) < 0.05
+True
+>>> len(model[0](x).schedule())                        # unpack, scale and product: one kernel
+1
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Union
+
+from . import dtype as dt
+from .amp import autocast, autocast_dtype
+from .autograd import no_grad
+from .creation import arange, zeros
+from .nn.linear import Linear
+from .nn.module import Module, shape_error
+from .nn.parameter import Parameter
+from .ops.elementwise import where
+from .tensor import Tensor
+
+__all__ = ["DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedLinear", "dequantize_weight", "load_hints",
+           "pack_int4", "quantize", "quantize_weight", "unpack_int4"]
+
+MODES = ("int8", "int4")
+"""The quantization modes: "int8" (a byte a weight) and "int4" (two weights a byte)."""
+
+DEFAULT_GROUP_SIZE = 128
+"""The inputs that share a scale unless ``group_size`` says otherwise."""
+
+MATMUL_ROWS = 32
+"""From this many input rows on (counted over the leading dimensions), a :class:`QuantizedLinear`
+dequantizes its weight once per call and runs the float matmul's tiled kernel. With fewer, it
+writes the product as a broadcast product summed over the groups, which the scheduler fuses
+with the unpacking and the scaling into one kernel while it evaluates each weight fewer than 8
+times (``RECOMPUTE_RATIO`` in ``engine/schedule.py``: below 8 rows, the generation case); from 8
+rows it stores the dequantized weight first, in the ``(out, in)`` layout that product reads.
+Measured on 2 cores (AVX-512) at 2048x8192 and 512x2048: the broadcast product is the faster
+form below about 32 rows, the tiled matmul above."""
+
+_QMAX = {"int8": 127, "int4": 7}
+
+Skip = Union[None, str, Iterable[str], Callable[[str, Any], bool]]
+
+
+def _check_mode(mode: Any, where: str) -> str:
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"{where}: mode must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}")
+    return mode
+
+
+def _check_group(group_size: Any, in_features: int, mode: str, where: str) -> int:
+    """The group size to use (``None``: one group a row); ValueError naming what does not fit."""
+    if group_size is None:
+        group_size = in_features
+    _check_group_value(group_size, where)
+    if in_features % group_size:
+        raise ValueError(f"{where}: group_size={group_size} does not divide in_features={in_features}; "
+                         f"use a divisor of it ({_divisors_hint(in_features, mode)}) or group_size=None for one group "
+                         "per row")
+    if mode == "int4" and group_size % 2:
+        raise ValueError(f"{where}: int4 packs two inputs of a group in a byte, so group_size must be even, "
+                         f"got {group_size}")
+    return group_size
+
+
+def _check_group_value(group_size: Any, where: str) -> None:
+    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int) or
+                                   group_size <= 0):
+        raise ValueError(f"{where}: group_size must be a positive int (or None: one group per row), "
+                         f"got {group_size!r}")
+
+
+def _divisors_hint(n: int, mode: str) -> str:
+    found = [g for g in (128, 64, 32, 16) if n % g == 0 and (mode == "int8" or g % 2 == 0)]
+    return "e.g. " + ", ".join(map(str, found)) if found else f"{n} has none from 16 to 128"
+
+
+def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE
+                    ) -> tuple[Tensor, Tensor]:
+    """``(qweight, scales)`` of a float weight ``(out_features, in_features)`` in the format of the
+    module docstring: int8 ``(out, in)`` for "int8", packed uint8 ``(out, in / 2)`` for "int4", and
+    float32 scales ``(out, in / group_size)``, each the largest magnitude of its group over 127 or 7.
+    Computed with tensor ops on the weight's device, in float32 (float64 for a float64 weight).
+
+    ValueError for a mode other than "int8" or "int4", a group size that does not divide
+    ``in_features`` (or is odd, for "int4"), or a weight with inf or nan values; ShapeError for a
+    weight that is not 2-d, TypeError for one that is not a float.
+
+    >>> w = cv.Tensor([[0.5, -1.0, 0.25, 2.0]])
+    >>> q, s = quantize_weight(w, "int8", group_size=2)
+    >>> q.tolist(), s.tolist()
+    ([[64, -127, 16, 127]], [[0.007874015718698502, 0.015748031437397003]])
+    >>> (dequantize_weight(q, s) - w).abs().max().item() <= s.max().item() / 2
+    True
+    """
+    from .errors import ShapeError
+
+    mode = _check_mode(mode, "quantize_weight")
+    w = weight if isinstance(weight, Tensor) else Tensor(weight)
+    if w.ndim != 2:
+        raise ShapeError(f"quantize_weight: expected a weight of shape (out_features, in_features), got {w.shape}")
+    if not w.dtype.is_float:
+        raise TypeError(f"quantize_weight: expected a floating-point weight, got {w.dtype.name}")
+    out, n = w.shape
+    g = _check_group(group_size, n, mode, "quantize_weight")
+    qmax = _QMAX[mode]
+    with no_grad(), autocast(enabled=False):
+        w = w.detach().astype(dt.float64 if w.dtype == dt.float64 else dt.float32)
+        groups = w.reshape(out, n // g, g)
+        amax = groups.abs().max(axis=-1, keepdims=True)
+        if not _traced(amax) and out * n and not bool(amax.isfinite().all()):
+            raise ValueError("quantize_weight: the weight has inf or nan values, which no scale represents")
+        scale = amax / qmax
+        q = where(scale > 0, groups / where(scale > 0, scale, 1), 0).round().clip(-qmax, qmax)
+        scales = scale.reshape(out, n // g).astype(dt.float32)
+        if mode == "int8":
+            return q.astype(dt.int8).reshape(out, n).realize(), scales.realize()
+        return pack_int4(q.astype(dt.int8).reshape(out, n), g).realize(), scales.realize()
+
+
+def _traced(t: Tensor) -> bool:
+    return bool(t.node.traced)
+
+
+def pack_int4(q: Any, group_size: int) -> Tensor:
+    """Integers in ``-8..7`` of shape ``(out, in)`` packed two a byte: uint8 ``(out, in / 2)``,
+    each value as the nibble ``q + 8``; within each group of ``group_size`` inputs, byte ``j``
+    holds input ``j`` (low nibble) and input ``j + group_size / 2`` (high nibble). Values outside
+    ``-8..7`` wrap (only their low 4 bits of ``q + 8`` are kept). :func:`unpack_int4` inverts it.
+
+    >>> p = pack_int4(cv.Tensor([[-8, -1, 0, 7]], dtype=cv.int8), group_size=4)
+    >>> p.dtype.name, p.tolist()          # 0 | 8 << 4 and 7 | 15 << 4
+    ('uint8', [[128, 247]])
+    >>> unpack_int4(p, group_size=4).tolist()
+    [[-8, -1, 0, 7]]
+    """
+    q = q if isinstance(q, Tensor) else Tensor(q)
+    out, n = q.shape
+    g = _check_group(group_size, n, "int4", "pack_int4")
+    nib = (q.astype(dt.int16) + 8).astype(dt.uint8) & 15
+    halves = nib.reshape(out, n // g, 2, g // 2)
+    return (halves[:, :, 0] | (halves[:, :, 1] << 4)).reshape(out, n // 2)
+
+
+def _nibbles(packed: Tensor, group_size: int) -> Tensor:
+    """The stored nibbles (0..15) of packed int4 weights, as uint8 ``(out, in / group_size, 2,
+    group_size / 2)``: the low and the high nibbles of each group's bytes."""
+    out, half = packed.shape
+    g = group_size
+    shifts = (arange(2, dtype=dt.uint8, device=packed.device) * 4).reshape(1, 1, 2, 1)
+    both = packed.reshape(out, half * 2 // g, 1, g // 2).expand(out, half * 2 // g, 2, g // 2)
+    return (both >> shifts) & 15
+
+
+def unpack_int4(packed: Any, group_size: int) -> Tensor:
+    """The int8 values ``(out, in)`` (each in ``-8..7``) of int4 weights packed by :func:`pack_int4`
+    (uint8 ``(out, in / 2)``). ValueError when ``group_size`` does not fit the packed shape.
+
+    >>> unpack_int4(cv.Tensor([[0x8f, 0x07]], dtype=cv.uint8), group_size=2).tolist()
+    [[7, 0, -1, -8]]
+    """
+    p = packed if isinstance(packed, Tensor) else Tensor(packed)
+    if p.dtype != dt.uint8 or p.ndim != 2:
+        raise TypeError(f"unpack_int4: expected packed weights of dtype uint8 and shape (out, in / 2), "
+                        f"got {p.dtype.name} {p.shape}")
+    out, half = p.shape
+    g = _check_group(group_size, half * 2, "int4", "unpack_int4")
+    return (_nibbles(p, g).astype(dt.int8) - 8).reshape(out, half * 2)
+
+
+def _layout(qweight: Tensor, scales: Tensor, where: str) -> tuple[str, int, int]:
+    """(mode, in_features, group size) of a quantized weight, read from its dtype and shapes;
+    TypeError/ValueError when they do not make one."""
+    if qweight.dtype == dt.int8:
+        mode = "int8"
+    elif qweight.dtype == dt.uint8:
+        mode = "int4"
+    else:
+        raise TypeError(f"{where}: qweight must be int8 (mode 'int8') or packed uint8 (mode 'int4'), "
+                        f"got {qweight.dtype.name}")
+    if qweight.ndim != 2 or scales.ndim != 2 or scales.shape[0] != qweight.shape[0] or scales.shape[1] == 0:
+        raise ValueError(f"{where}: qweight {qweight.shape} and scales {scales.shape} do not fit: expected "
+                         "(out, in) or (out, in / 2) and (out, in / group_size)")
+    n = qweight.shape[1] * (2 if mode == "int4" else 1)
+    if n % scales.shape[1] or (mode == "int4" and (n // scales.shape[1]) % 2):
+        raise ValueError(f"{where}: scales of shape {scales.shape} do not divide the {n} inputs of a "
+                         f"{mode} qweight of shape {qweight.shape} into groups")
+    return mode, n, n // scales.shape[1]
+
+
+def _grouped(qweight: Tensor, scales: Tensor, mode: str, group_size: int, compute: dt.DType) -> Tensor:
+    """The dequantized weight in groups, ``(out, in / group_size, group_size)``, in ``compute``."""
+    out = qweight.shape[0]
+    if mode == "int8":
+        values = qweight.reshape(out, -1, group_size).astype(compute)
+    else:
+        values = (_nibbles(qweight, group_size).astype(compute) - 8).reshape(out, -1, group_size)
+    return values * scales.astype(compute).reshape(out, -1, 1)
+
+
+def _fused_product(x: Tensor, qweight: Tensor, scales: Tensor, mode: str, group_size: int) -> Tensor:
+    """``x @ dequantize(w).T`` for ``x`` of shape ``(rows, in)`` written as the broadcast product
+    summed over each group's inputs and the groups, which the scheduler fuses with the unpacking
+    and the scaling into one reduce. Each index is affine in the loops (no division), so the
+    innermost loop walks a group's bytes contiguously: for "int4" the low and the high nibbles of
+    a byte are two terms of the sum, each with its half of the group's inputs."""
+    rows, n = x.shape
+    out, g, c = qweight.shape[0], group_size, x.dtype
+    s = scales.astype(c).reshape(1, out, n // g, 1)
+    if mode == "int8":
+        w = qweight.reshape(1, out, n // g, g).astype(c) * s
+        return (x.reshape(rows, 1, n // g, g) * w).sum(axis=(-2, -1))
+    p = qweight.reshape(1, out, n // g, g // 2)
+    halves = x.reshape(rows, 1, n // g, 2, g // 2)
+    low = ((p & 15).astype(c) - 8) * s
+    high = ((p >> 4).astype(c) - 8) * s
+    return (halves[:, :, :, 0] * low + halves[:, :, :, 1] * high).sum(axis=(-2, -1))
+
+
+def dequantize_weight(qweight: Any, scales: Any, dtype: Any = dt.float32) -> Tensor:
+    """The float weight ``(out_features, in_features)`` that quantized weights stand for:
+    ``q * scale`` of each input, in ``dtype`` (float32 unless told). The mode and the group size
+    are read from ``qweight``'s dtype (int8: "int8", uint8: packed "int4") and the shapes.
+    TypeError or ValueError when ``qweight`` and ``scales`` do not make a quantized weight.
+
+    >>> q, s = quantize_weight(cv.Tensor([[1.2, -2.6, 3.5, 7.0]]), "int4", group_size=4)
+    >>> s.tolist(), dequantize_weight(q, s).tolist()      # scale 7 / 7; 3.5 rounds half to even
+    ([[1.0]], [[1.0, -3.0, 4.0, 7.0]])
+    """
+    q = qweight if isinstance(qweight, Tensor) else Tensor(qweight)
+    s = scales if isinstance(scales, Tensor) else Tensor(scales)
+    mode, n, g = _layout(q, s, "dequantize_weight")
+    target = dt.to_dtype(dtype)
+    compute = dt.float64 if target == dt.float64 else dt.float32
+    return _grouped(q, s, mode, g, compute).reshape(q.shape[0], n).astype(target)
+
+
+class QuantizedLinear(Module):
+    """A linear layer with quantized weights: ``y = x @ dequantize().T + bias``, the weight kept
+    as the buffers ``qweight`` and ``scales`` of the module docstring's format, the bias (if any)
+    a float :class:`~corvid.nn.Parameter`.
+
+    ``QuantizedLinear(in_features, out_features, bias=True, mode="int8", group_size=128,
+    device=None, dtype=None)`` makes one with zero weights, the skeleton a quantized state dict
+    loads into; :meth:`from_linear` quantizes a trained ``nn.Linear``. ``dtype`` (float32 unless
+    told; the Linear's weight dtype for :meth:`from_linear`) is the bias's and :attr:`weight`'s.
+    The output has the input's float dtype (float32 for integer inputs, the autocast dtype
+    inside ``cv.autocast``) and is computed in float32 (float64 for float64 inputs) whatever
+    ``dtype`` is. ValueError for a bad mode or group size (see :func:`quantize_weight`) and,
+    naming the layer, for an input whose last dimension is not ``in_features``.
+
+    The quantized weight is frozen: ``qweight`` is an integer buffer and ``scales`` a float
+    buffer, neither a parameter, so ``parameters()`` (what an optimizer gets) holds the bias
+    alone, while gradients flow through the layer to its input: adapters and other layers
+    around it train. :attr:`weight` is the dequantized weight (read-only), for code that reads
+    ``layer.weight``. ``module.to(dtype)`` casts ``scales`` with the other float tensors
+    (bfloat16 scales are off by up to 0.4%).
+
+    >>> from corvid import nn
+    >>> lin = nn.Linear(64, 16)
+    >>> q = QuantizedLinear.from_linear(lin, "int8", group_size=32)
+    >>> x = cv.randn(3, 64)
+    >>> bool(((q(x) - lin(x)).abs() < 0.01).all())
+    True
+    >>> bool(((q(x) - (x @ q.dequantize().T + q.bias)).abs() < 1e-5).all())
+    True
+    >>> [name for name, _ in q.named_parameters()], [name for name, _ in q.named_buffers()]
+    (['bias'], ['qweight', 'scales'])
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, mode: str = "int8",
+                 group_size: int | None = DEFAULT_GROUP_SIZE, device: str | None = None, dtype: Any = None):
+        super().__init__()
+        for name, v in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"QuantizedLinear: {name} must be a positive int, got {v!r}")
+        self.mode = _check_mode(mode, "QuantizedLinear")
+        self.group_size = _check_group(group_size, in_features, mode, "QuantizedLinear")
+        self.in_features, self.out_features = in_features, out_features
+        self.dtype = dt.float32 if dtype is None else dt.to_dtype(dtype)
+        if not self.dtype.is_float:
+            raise TypeError(f"QuantizedLinear: dtype must be a floating-point dtype, got {self.dtype.name}")
+        packed = in_features // 2 if mode == "int4" else in_features
+        qdtype = dt.uint8 if mode == "int4" else dt.int8
+        self.register_buffer("qweight", zeros(out_features, packed, dtype=qdtype, device=device))
+        self.register_buffer("scales", zeros(out_features, in_features // self.group_size, dtype=dt.float32,
+                                             device=device))
+        self.bias = Parameter(zeros(out_features, dtype=self.dtype, device=device)) if bias else None
+
+    @classmethod
+    def from_linear(cls, linear: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE
+                    ) -> QuantizedLinear:
+        """The quantized form of an ``nn.Linear``: its weight quantized by :func:`quantize_weight`
+        (on the weight's device), its bias the same Parameter object (an optimizer holding it
+        keeps working). The Linear is left unchanged. TypeError for anything but a ``Linear``;
+        ValueError as :func:`quantize_weight`, naming the layer's ``in_features``.
+
+        >>> from corvid import nn
+        >>> q = QuantizedLinear.from_linear(nn.Linear(256, 4, bias=False), "int4")
+        >>> q.qweight.shape, q.scales.shape, q.bias is None
+        ((4, 128), (4, 2), True)
+        """
+        if not isinstance(linear, Linear):
+            raise TypeError(f"QuantizedLinear.from_linear: expected an nn.Linear, got {type(linear).__name__}")
+        mode = _check_mode(mode, "QuantizedLinear.from_linear")
+        g = _check_group(group_size, linear.in_features, mode,
+                         f"QuantizedLinear.from_linear(Linear(in_features={linear.in_features}, ...))")
+        w = linear.weight
+        layer = cls(linear.in_features, linear.out_features, False, mode, g, w.device, w.dtype)
+        layer.qweight, layer.scales = quantize_weight(w, mode, g)
+        layer.bias = linear.bias
+        return layer
+
+    def dequantize(self, dtype: Any = None) -> Tensor:
+        """The weight ``(out_features, in_features)`` this layer multiplies by, in ``dtype``
+        (the layer's ``dtype`` unless told): :func:`dequantize_weight` of its buffers.
+
+        >>> from corvid import nn
+        >>> q = QuantizedLinear.from_linear(nn.Linear(256, 2), "int8")
+        >>> q.dequantize().shape, q.dequantize(cv.float64).dtype.name
+        ((2, 256), 'float64')
+        """
+        return dequantize_weight(self.qweight, self.scales, self.dtype if dtype is None else dtype)
+
+    @property
+    def weight(self) -> Tensor:
+        """The dequantized weight ``(out_features, in_features)`` in the layer's ``dtype``: what
+        :meth:`dequantize` gives (a value computed from the buffers, not a parameter).
+
+        >>> QuantizedLinear(256, 3).weight.shape
+        (3, 256)
+        """
+        return self.dequantize()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x if isinstance(x, Tensor) else Tensor(x)
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise shape_error(self, f"(*, {self.in_features})", x)
+        if x.dtype.is_complex:
+            raise TypeError(f"QuantizedLinear: complex inputs are not supported, got {x.dtype.name}")
+        low = autocast_dtype()
+        out_dtype = low or (x.dtype if x.dtype.is_float else dt.float32)
+        if low is not None and x.dtype in (dt.float32, dt.float64):
+            x = x.astype(low)  # (the input rounded as a product under autocast reads it)
+        compute = dt.float64 if x.dtype == dt.float64 else dt.float32
+        lead, n, out = x.shape[:-1], self.in_features, self.out_features
+        rows = math.prod(lead)
+        mode, _, g = _layout(self.qweight, self.scales, "QuantizedLinear")
+        if (mode, g, self.qweight.shape[0]) != (self.mode, self.group_size, out):
+            raise ValueError(f"QuantizedLinear({self.extra_repr()}): its buffers hold {mode} weights with "
+                             f"group_size={g} for {self.qweight.shape[0]} outputs")
+        with autocast(enabled=False):
+            xs = x.astype(compute).reshape(rows, n)
+            if rows < MATMUL_ROWS:
+                y = _fused_product(xs, self.qweight, self.scales, mode, g)
+            else:
+                y = xs @ _grouped(self.qweight, self.scales, mode, g, compute).reshape(out, n).T
+            if self.bias is not None:
+                y = y + self.bias.astype(compute)
+        return y.reshape(lead + (out,)).astype(out_dtype)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, mode={self.mode!r}, group_size={self.group_size}")
+
+
+def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE, skip: Skip = None) -> Any:
+    """Replace every ``nn.Linear`` layer of ``model`` by a :class:`QuantizedLinear` (its weight
+    quantized to ``mode``, "int8" or "int4", with ``group_size`` inputs a scale: see the module
+    docstring), in place, and return ``model``. ``cv.quantize`` is this function.
+
+    ``skip`` keeps layers in floating point: a name or a sequence of names, each matching the
+    ``Linear`` layers whose qualified name (as in ``named_modules``) is that name or ends with
+    ``"."`` and it (``"lm_head"``, ``"mlp.down_proj"``, ``"model.layers.0.self_attn.q_proj"``);
+    or a predicate ``skip(name, layer) -> bool``. Embeddings, norms and everything that is not a
+    ``Linear`` stay as they are anyway, and so does code that reads a ``Linear``'s ``weight``
+    itself (a language model's head tied to its embedding). Layers quantized before are left
+    alone, and a ``Linear`` held in several places becomes one ``QuantizedLinear``, everywhere.
+    When ``model`` is itself a ``Linear``, which cannot be replaced in place, its quantized form
+    is returned (:meth:`QuantizedLinear.from_linear`).
+
+    Every layer is checked before any is replaced: ValueError for a bad mode, for a group size
+    that does not divide the ``in_features`` of a layer (naming them: skip them, or choose
+    another size, or ``group_size=None`` for a scale per output row), and for a name in ``skip``
+    that matches no ``Linear`` layer (a misspelt name would otherwise be quantized silently).
+
+    >>> from corvid import nn
+    >>> class Net(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.body = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+    ...         self.lm_head = nn.Linear(32, 10)
+    ...     def forward(self, x):
+    ...         return self.lm_head(self.body(x))
+    >>> net = quantize(Net(), "int8", group_size=32, skip="lm_head")
+    >>> [type(m).__name__ for m in (net.body[0], net.body[2], net.lm_head)]
+    ['QuantizedLinear', 'QuantizedLinear', 'Linear']
+    >>> net(cv.randn(2, 32)).shape
+    (2, 10)
+    >>> quantize(nn.Sequential(nn.Linear(10, 4)), "int4", group_size=32)
+    Traceback (most recent call last):
+        ...
+    ValueError: quantize: group_size=32 does not divide the in_features of 0 (10); skip those layers, use a divisor of their in_features, or group_size=None for one group per row
+    """
+    mode = _check_mode(mode, "quantize")
+    _check_group_value(group_size, "quantize")
+    if isinstance(model, Linear):
+        return QuantizedLinear.from_linear(model, mode, group_size)
+    if not isinstance(model, Module):
+        raise TypeError(f"quantize: expected an nn.Module, got {type(model).__name__}")
+    linears: dict[int, tuple[str, Linear]] = {}
+    for name, m in model.named_modules():
+        if isinstance(m, Linear) and id(m) not in linears:
+            linears[id(m)] = (name, m)
+    kept = _skipped(model, linears, skip)
+    chosen = {key: (name, m) for key, (name, m) in linears.items() if key not in kept}
+    misfits = []
+    for name, m in chosen.values():
+        try:
+            _check_group(group_size, m.in_features, mode, "quantize")
+        except ValueError:
+            misfits.append(f"{name} ({m.in_features})")
+    if misfits:
+        odd = " or is odd (int4 packs two inputs of a group a byte)" \
+            if mode == "int4" and isinstance(group_size, int) and group_size % 2 else ""
+        raise ValueError(f"quantize: group_size={group_size} does not divide the in_features of "
+                         f"{', '.join(misfits)}{odd}; skip those layers, use a divisor of their in_features, or "
+                         "group_size=None for one group per row")
+    swap = {key: QuantizedLinear.from_linear(m, mode, group_size) for key, (_, m) in chosen.items()}
+    _replace_modules(model, swap)
+    return model
+
+
+def _skipped(model: Module, linears: dict[int, tuple[str, Linear]], skip: Skip) -> set[int]:
+    """The ids of the Linear layers ``skip`` keeps in floating point."""
+    if skip is None:
+        return set()
+    if callable(skip) and not isinstance(skip, str):
+        return {key for key, (name, m) in linears.items() if skip(name, m)}
+    names = [skip] if isinstance(skip, str) else list(skip)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"quantize: skip must be a name, a sequence of names or a predicate (name, layer) -> bool, "
+                        f"got {skip!r}")
+    kept: set[int] = set()
+    every = [(name, m) for name, m in model.named_modules(remove_duplicate=False) if name]
+    for t in names:
+        hits = [m for name, m in every if (name == t or name.endswith("." + t)) and isinstance(m, Linear)]
+        if not hits:
+            listed = ", ".join(sorted({name for name, _ in linears.values()})) or "none"
+            raise ValueError(f"quantize: skip names {t!r}, which is no Linear layer of {type(model).__name__} "
+                             f"(nor ends with '.{t}'); its Linear layers: {listed}")
+        kept.update(id(m) for m in hits)
+    return kept
+
+
+def _replace_modules(model: Module, swap: dict[int, Module]) -> None:
+    """Put ``swap[id(m)]`` wherever a module of ``model`` holds ``m``: in an attribute, or in
+    (nested) lists, tuples and dicts of attributes (containers keep their items so)."""
+    from .nn.module import _INTERNAL
+
+    for m in list(model.modules()):
+        d = m.__dict__
+        for name, value in list(d.items()):
+            if name in _INTERNAL or name in d["_params"] or name in d["_buffers"]:
+                continue
+            new = _swapped(value, swap)
+            if new is not value:
+                d[name] = new
+
+
+def _swapped(value: Any, swap: dict[int, Module]) -> Any:
+    if isinstance(value, Module):
+        return swap.get(id(value), value)
+    if isinstance(value, list):
+        value[:] = [_swapped(v, swap) for v in value]
+        return value
+    if isinstance(value, dict):
+        for k, v in list(value.items()):
+            value[k] = _swapped(v, swap)
+        return value
+    if isinstance(value, tuple):
+        items = [_swapped(v, swap) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return type(value)(*items) if hasattr(type(value), "_fields") else type(value)(items)
+    return value
+
+
+def _dtype_name(v: Any) -> str:
+    d = getattr(v, "dtype", None)
+    return str(getattr(d, "name", d)).rpartition(".")[2]
+
+
+def _stored_layout(q: Any, s: Any) -> tuple[str, int] | None:
+    """(mode, group size) of a state dict's qweight and scales (any array type), or None."""
+    try:
+        qs, ss = tuple(q.shape), tuple(s.shape)
+        n = qs[1] * (2 if _dtype_name(q) == "uint8" else 1)
+        return ("int4" if _dtype_name(q) == "uint8" else "int8"), n // ss[1]
+    except (AttributeError, IndexError, TypeError, ZeroDivisionError):
+        return None
+
+
+def load_hints(own: Mapping[str, Any], state_dict: Mapping[str, Any]) -> list[str]:
+    """Why a state dict does not fit a model when one of them has quantized layers where the
+    other has float ones, or other modes or group sizes, with what to call to make them fit:
+    lines that :meth:`~corvid.nn.Module.load_state_dict` adds to its error. ``own`` maps the
+    model's state keys to its tensors. Empty when quantization is not the problem.
+
+    >>> from corvid import nn
+    >>> q = quantize(nn.Sequential(nn.Linear(64, 8)), "int4", group_size=32)
+    >>> nn.Sequential(nn.Linear(64, 8)).load_state_dict(q.state_dict())
+    Traceback (most recent call last):
+        ...
+    RuntimeError: Error(s) in loading state_dict for Sequential:
+        Unexpected key(s) in state_dict: "0.qweight", "0.scales".
+        Missing key(s) in state_dict: "0.weight".
+        the state dict holds int4 weights with group_size=32 for float layers of the model (0): quantize the model the same way first, cv.quantize(model, 'int4', group_size=32), then load it
+    """
+    hints, to_quantize, to_float, differ = [], {}, [], {}
+    for key in state_dict:
+        prefix, _, last = str(key).rpartition(".")
+        if last != "qweight":
+            continue
+        layer = prefix or "(the model)"
+        dot = prefix + "." if prefix else ""
+        stored = _stored_layout(state_dict[key], state_dict.get(dot + "scales"))
+        if key not in own and dot + "weight" in own and stored is not None:
+            to_quantize.setdefault(stored, []).append(layer)
+        elif key in own and dot + "scales" in own and stored is not None:
+            mine = _stored_layout(own[key], own[dot + "scales"])
+            if mine != stored:
+                differ.setdefault((stored, mine), []).append(layer)
+    for key in own:
+        prefix, _, last = str(key).rpartition(".")
+        dot = prefix + "." if prefix else ""
+        if last == "qweight" and key not in state_dict and dot + "weight" in state_dict:
+            to_float.append(prefix or "(the model)")
+    for (mode, g), layers in to_quantize.items():
+        hints.append(f"the state dict holds {mode} weights with group_size={g} for float layers of the model "
+                     f"({_some(layers)}): quantize the model the same way first, cv.quantize(model, {mode!r}, "
+                     f"group_size={g}), then load it")
+    if to_float:
+        hints.append(f"the state dict holds float weights for quantized layers of the model ({_some(to_float)}): "
+                     "load it into the float model, then quantize that (cv.quantize)")
+    for ((mode, g), (mine, my_g)), layers in differ.items():
+        hints.append(f"the state dict's {mode} weights with group_size={g} do not fit the model's {mine} layers with "
+                     f"group_size={my_g} ({_some(layers)}): quantize the float model with cv.quantize(model, "
+                     f"{mode!r}, group_size={g}) to load them")
+    return hints
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
