@@ -42,11 +42,11 @@ from .amp import autocast  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.distributed``, ``cv.plot``, ``cv.notebook`` and
-    ``cv.models`` are imported on first use (they cost import time that array code does not need; plot
-    needs matplotlib), and so is ``cv.show_config`` (``corvid.info``, which ``python -m corvid.info``
-    runs as a script)."""
-    if name in ("nn", "optim", "data", "distributed", "plot", "notebook", "models"):
+    """``cv.nn``, ``cv.optim``, ``cv.data``, ``cv.distributed``, ``cv.plot``, ``cv.notebook``,
+    ``cv.models`` and ``cv.quant`` (with ``cv.quantize``) are imported on first use (they cost
+    import time that array code does not need; plot needs matplotlib), and so is
+    ``cv.show_config`` (``corvid.info``, which ``python -m corvid.info`` runs as a script)."""
+    if name in ("nn", "optim", "data", "distributed", "plot", "notebook", "models", "quant"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
@@ -54,5 +54,9 @@ def __getattr__(name: str):
         from .info import show_config
 
         return show_config
+    if name == "quantize":  # (corvid.quant, weight-only quantization, imports corvid.nn)
+        from .quant import quantize
+
+        return quantize
     raise AttributeError(f"module 'corvid' has no attribute {name!r}")
 from .ops import torch_methods as _torch_methods  # noqa: E402,F401  (PyTorch's Tensor methods; last: it overrides)
