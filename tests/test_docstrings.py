@@ -29,7 +29,7 @@ import corvid as cv
 PUBLIC_MODULES = ["corvid", "corvid.linalg", "corvid.fft", "corvid.random", "corvid.amp", "corvid.nn",
                   "corvid.nn.functional", "corvid.nn.init", "corvid.optim", "corvid.optim.lr_scheduler",
                   "corvid.data", "corvid.plot", "corvid.notebook", "corvid.distributed", "corvid.models",
-                  "corvid.nn.lora"]
+                  "corvid.nn.lora", "corvid.quant"]
 
 
 def _module_names(mod: types.ModuleType) -> list[str]:
