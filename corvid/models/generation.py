@@ -197,7 +197,7 @@ def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], T
     for name, p in model.named_parameters():
         names.append(name)
         plain.append(_view(p))
-        leaves.append(_view(p).requires_grad_())
+        leaves.append(_view(p).requires_grad_() if p.dtype.is_float else plain[-1])
     return tuple(names), leaves, plain, _view(model.model.embed_tokens.weight)
 
 
