@@ -228,6 +228,20 @@ def test_decode_step_is_traced_once_and_replayed():
     assert programs.step.traces == 2
 
 
+def test_quantized_model_generates_with_its_buffers_as_arguments():
+    model, other = _model("llama"), _model("llama", seed=1)
+    for m in (model, other):
+        cv.quantize(m, "int8", group_size=32)  # (the weights become int8 buffers and float scales)
+    ids = cv.Tensor([[3, 4, 5]])
+    for _ in range(6):  # without a cache
+        ids = cv.cat([ids, model(ids)[:, -1:].argmax(-1)], axis=1)
+    assert model.generate([3, 4, 5], max_new_tokens=6, temperature=0, stop_tokens=()).tolist() == ids[:, 3:].tolist()
+    model.load_state_dict(other.state_dict())  # new buffers: read by the same program
+    assert model.generate([3, 4, 5], max_new_tokens=6, temperature=0, stop_tokens=()).tolist() == \
+        other.generate([3, 4, 5], max_new_tokens=6, temperature=0, stop_tokens=()).tolist()
+    assert generation._programs(model).step.traces == 1
+
+
 def test_sampling_is_reproducible_with_a_key():
     model = _model("llama")
     kw = dict(max_new_tokens=10, stop_tokens=(), temperature=1.0)

@@ -185,8 +185,9 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], Tensor]:
-    """The names of the model's parameters, their values as the decode step reads them and as a
-    long prefill does, and the token embedding matrix; all on the parameters' own memory.
+    """The names of the model's parameters and buffers, their values as the decode step reads them
+    and as a long prefill does, and the token embedding matrix; all on the tensors' own memory.
+    (Arguments of the programs, not constants frozen in them: new weights need no new trace.)
 
     (The forms are chosen for corvid's CPU matrix products: a weight passed as a ``requires_grad``
     leaf is read in place by ``x @ w.T``, best for the one row of a decode step and short prompts,
@@ -194,7 +195,7 @@ def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], T
     some 64 rows on. The embedding matrix is passed as a plain tensor, because a lookup in a
     leaf argument copies the whole matrix.)"""
     names, leaves, plain = [], [], []
-    for name, p in model.named_parameters():
+    for name, p in [*model.named_parameters(), *model.named_buffers()]:  # (buffers: a quantized layer's weights)
         names.append(name)
         plain.append(_view(p))
         leaves.append(_view(p).requires_grad_() if p.dtype.is_float else plain[-1])
