@@ -179,7 +179,11 @@ def _sort(x: Any, axis: int | None, descending: bool, k: int | None = None,
         return ValuesIndices(x, x._const(0, dt.int64, ()))
     n = x.shape[a]
     k = n if k is None else k
-    y = moveaxis(x, a, -1)
+    # the elements are compared with each other at different positions of one kernel: a computed
+    # input (x.exp()) fused there is evaluated once per position, by the vectorized and the
+    # scalar libm in turn, whose results can differ in the last place, so ranks collided (sort of
+    # exp([0.5, -1, 2, 0]) gave [0.37, 1.0, 1.65, 1.0]). Stored first, each element has one value.
+    y = moveaxis(x.contiguous() if n > 1 else x, a, -1)
     if n <= 1 or k == 0:
         keep = [(0, s) for s in y.shape[:-1]] + [(0, k)]
         values, indices = y.shrink(keep), x._const(0, dt.int64, y.shape[:-1] + (k,))
