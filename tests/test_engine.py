@@ -274,3 +274,13 @@ def test_realizing_a_reshape_of_a_computed_value_shares_its_buffer():
     np.testing.assert_array_equal(t.numpy(), x.numpy().T.reshape(-1))
     x.assign(x + 1)  # rebinding x leaves the shared buffer (and y's value) as they were
     np.testing.assert_array_equal(y.numpy() + 1, x.numpy().reshape(-1))
+
+
+def test_detach_of_a_computed_value_shares_its_buffer():
+    """``detach()`` (and any mark over a value) needs no copy kernel: its docstring's promise."""
+    x = cv.Tensor([1.0, 2.0], requires_grad=True)
+    d = x.detach()
+    assert d.schedule() == []
+    assert d.numpy().tolist() == [1.0, 2.0]
+    y = (x * 3).realize()
+    assert y.detach().reshape(2, 1).schedule() == []

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..graph.node import MOVEMENT, Node, Op, graph_dot, node
+from ..graph.node import IDENTITY, MOVEMENT, Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
 from .schedule import _SHARDED, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for, reshaped_buffer, schedule_from
 
@@ -59,9 +59,8 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
         for r in todo:
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
-            elif r.op in MOVEMENT:  # a view of a computed value: the same buffer, or a numpy copy
-                if r.op is Op.RESHAPE:
-                    r.buffer = reshaped_buffer(r, device)
+            elif (r.op in MOVEMENT or r.op in IDENTITY) and r.src:  # a view of a computed value:
+                r.buffer = reshaped_buffer(r, device)                 # the same buffer, or a numpy copy
                 if r.buffer is None:
                     a = host_view(r, device)
                     if a is not None:

@@ -146,12 +146,14 @@ def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | No
     of the whole graph: a training loop that rebuilds the same graph every step pays for one
     graph walk, not for lowering probes and region walks."""
     if root_devices is None:  # (views of computed values need no kernel: see reshaped_buffer, host_view)
-        roots = [r for r in roots if not (r.buffer is None and r.op in MOVEMENT and (
-            (r.op is Op.RESHAPE and reshaped_buffer(r, device) is not None) or _host_viewable(r, device)))]
+        roots = [r for r in roots if not (r.buffer is None and r.op in _VIEWISH and r.src and (
+            reshaped_buffer(r, device) is not None or _host_viewable(r, device)))]
     found = plan_for(roots, device, root_devices)
     return [] if found is None else schedule_from(found)
 
 
+_VIEWISH = MOVEMENT | IDENTITY  # ops that only say where a value's elements are (or mark it)
+_SAME_ORDER = IDENTITY | {Op.RESHAPE}  # ... and those that keep their order too
 HOST_VIEW_MAX = 1 << 12  # elements: a view this small of a CPU buffer is copied by numpy, not by a new kernel
 
 
@@ -165,12 +167,14 @@ def host_view(r: Node, device: Any) -> np.ndarray | None:
         return None
     chain = []
     base = r
-    while base.op in MOVEMENT and base.buffer is None:
+    while base.op in _VIEWISH and base.buffer is None and base.src:
         chain.append(base)
         base = base.src[0]
     a = base.buffer.handle.view(base.dtype.np)[:base.numel].reshape(base.shape)
     for n in reversed(chain):
         op, arg = n.op, n.arg
+        if op in IDENTITY:
+            continue
         if op is Op.RESHAPE:
             a = a.reshape(arg)
         elif op is Op.PERMUTE:
@@ -192,25 +196,29 @@ def host_view(r: Node, device: Any) -> np.ndarray | None:
 
 def _host_viewable(r: Node, device: Any) -> bool:
     """Whether :func:`host_view` would serve ``r`` (without copying anything)."""
-    if r.op not in MOVEMENT or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
+    if r.op not in _VIEWISH or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
         return False
     base = r
-    while base.op in MOVEMENT and base.buffer is None:
+    while base.op in _VIEWISH and base.buffer is None:
+        if not base.src:  # a placeholder (a traced argument): no value here
+            return False
         base = base.src[0]
     b = base.buffer
     return type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.allocated
 
 
 def reshaped_buffer(r: Node, device: Any) -> Buffer | None:
-    """The buffer that holds ``r``'s value already when ``r`` is a reshape (reshapes only) of a
-    computed value on ``device``: the same elements in the same order, so realizing ``r`` shares
+    """The buffer that holds ``r``'s value already when ``r`` is a reshape (reshapes, detaches and
+    marks only) of a computed value on ``device``: the same elements in the same order, so realizing ``r`` shares
     it instead of running a copy kernel. Buffers are never written after their kernel ran (nodes
     are immutable; an in-place method rebinds its tensor to a new node), so sharing one is safe."""
     base = r
-    while base.op is Op.RESHAPE and base.buffer is None:
+    while base.op in _SAME_ORDER and base.buffer is None:
+        if not base.src:  # a placeholder (a traced argument): no value here
+            return None
         base = base.src[0]
     b = base.buffer
-    if type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel:
+    if base is not r and type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel:
         return b
     return None
 
