@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Union
+from typing import Any
 
 from . import dtype as dt
 from .amp import autocast, autocast_dtype
@@ -83,7 +83,7 @@ form below about 32 rows, the tiled matmul above."""
 
 _QMAX = {"int8": 127, "int4": 7}
 
-Skip = Union[None, str, Iterable[str], Callable[[str, Any], bool]]
+Skip = str | Iterable[str] | Callable[[str, Any], bool] | None
 
 
 def _check_mode(mode: Any, where: str) -> str:
@@ -171,6 +171,7 @@ def pack_int4(q: Any, group_size: int) -> Tensor:
     each value as the nibble ``q + 8``; within each group of ``group_size`` inputs, byte ``j``
     holds input ``j`` (low nibble) and input ``j + group_size / 2`` (high nibble). Values outside
     ``-8..7`` wrap (only their low 4 bits of ``q + 8`` are kept). :func:`unpack_int4` inverts it.
+    TypeError for a tensor that is not of integers, ShapeError for one that is not 2-d.
 
     >>> p = pack_int4(cv.Tensor([[-8, -1, 0, 7]], dtype=cv.int8), group_size=4)
     >>> p.dtype.name, p.tolist()          # 0 | 8 << 4 and 7 | 15 << 4
@@ -178,7 +179,13 @@ def pack_int4(q: Any, group_size: int) -> Tensor:
     >>> unpack_int4(p, group_size=4).tolist()
     [[-8, -1, 0, 7]]
     """
+    from .errors import ShapeError
+
     q = q if isinstance(q, Tensor) else Tensor(q)
+    if q.dtype.is_float or q.dtype.is_complex or q.dtype == dt.bool_:
+        raise TypeError(f"pack_int4: expected integers in -8..7, got {q.dtype.name}")
+    if q.ndim != 2:
+        raise ShapeError(f"pack_int4: expected integers of shape (out, in), got {q.shape}")
     out, n = q.shape
     g = _check_group(group_size, n, "int4", "pack_int4")
     nib = (q.astype(dt.int16) + 8).astype(dt.uint8) & 15
@@ -553,13 +560,11 @@ def load_hints(own: Mapping[str, Any], state_dict: Mapping[str, Any]) -> list[st
 
     >>> from corvid import nn
     >>> q = quantize(nn.Sequential(nn.Linear(64, 8)), "int4", group_size=32)
-    >>> nn.Sequential(nn.Linear(64, 8)).load_state_dict(q.state_dict())
-    Traceback (most recent call last):
-        ...
-    RuntimeError: Error(s) in loading state_dict for Sequential:
-        Unexpected key(s) in state_dict: "0.qweight", "0.scales".
-        Missing key(s) in state_dict: "0.weight".
-        the state dict holds int4 weights with group_size=32 for float layers of the model (0): quantize the model the same way first, cv.quantize(model, 'int4', group_size=32), then load it
+    >>> try:
+    ...     nn.Sequential(nn.Linear(64, 8)).load_state_dict(q.state_dict())
+    ... except RuntimeError as e:
+    ...     print(str(e).splitlines()[-1].strip())
+    the state dict holds int4 weights with group_size=32 for float layers of the model (0): quantize the model the same way first, cv.quantize(model, 'int4', group_size=32), then load it
     """
     hints, to_quantize, to_float, differ = [], {}, [], {}
     for key in state_dict:

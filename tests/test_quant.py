@@ -335,6 +335,12 @@ def test_argument_errors():
         quantize_weight(cv.Tensor([[1.0, float("nan")]]), "int8", 2)
     with pytest.raises(cv.ShapeError, match=r"expected a weight of shape \(out_features, in_features\)"):
         quantize_weight(cv.ones(4), "int8", 4)
+    with pytest.raises(TypeError, match="pack_int4: expected integers in -8..7, got float32"):
+        pack_int4(cv.ones(2, 4), 4)
+    with pytest.raises(cv.ShapeError, match=r"pack_int4: expected integers of shape \(out, in\)"):
+        pack_int4(cv.ones(8, dtype=cv.int8), 4)
+    with pytest.raises(TypeError, match="unpack_int4: expected packed weights of dtype uint8"):
+        unpack_int4(cv.ones(2, 4, dtype=cv.int8), 4)
     with pytest.raises(TypeError, match="qweight must be int8"):
         dequantize_weight(cv.ones(2, 4), cv.ones(2, 1))
     with pytest.raises(ValueError, match="do not divide the 6 inputs"):
