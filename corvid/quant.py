@@ -33,17 +33,20 @@ laid out as the float matmul's tiled kernel reads it: two kernels, about as fast
 
 >>> from corvid import nn
 >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))
->>> x = cv.randn(1, 64)
->>> before = model(x)
+>>> w = model[0].weight.detach()
 >>> model = quantize(model, "int4", group_size=32)
 >>> model[0]
 QuantizedLinear(in_features=64, out_features=32, bias=True, mode='int4', group_size=32)
 >>> {k: (v.dtype.name, v.shape) for k, v in model[0].state_dict().items()}
 {'bias': ('float32', (32,)), 'qweight': ('uint8', (32, 32)), 'scales': ('float32', (32, 2))}
->>> float((model(x) - before).abs().max()) < 0.05
+>>> err = (model[0].dequantize() - w).abs().reshape(32, 2, 32).max(axis=-1)   # per group
+>>> bool((err <= model[0].scales / 2 * (1 + 1e-6)).all())                     # half a scale at most
 True
+>>> x = cv.randn(1, 64)
 >>> len(model[0](x).schedule())                        # unpack, scale and product: one kernel
 1
+>>> model(x).shape
+(1, 8)
 """
 
 from __future__ import annotations
@@ -311,7 +314,7 @@ class QuantizedLinear(Module):
     >>> lin = nn.Linear(64, 16)
     >>> q = QuantizedLinear.from_linear(lin, "int8", group_size=32)
     >>> x = cv.randn(3, 64)
-    >>> bool(((q(x) - lin(x)).abs() < 0.01).all())
+    >>> bool(((q(x) - lin(x)).abs() < 0.05).all())          # (int8: within sum |x| * scale / 2)
     True
     >>> bool(((q(x) - (x @ q.dequantize().T + q.bias)).abs() < 1e-5).all())
     True
