@@ -219,6 +219,18 @@ PAGES: list[Page] = [
              _s("Adapters", "apply_lora LoRALinear merge_lora"),
              _s("Saving and loading", "lora_state_dict save_lora load_lora"),
          ]),
+    Page("quant", "Weight-only quantization: corvid.quant", "corvid.quant",
+         "``cv.quantize(model, \"int8\" | \"int4\", group_size=128, skip=None)`` replaces the ``Linear`` layers "
+         "of a model by ``QuantizedLinear`` layers, in place: int8 or packed int4 weights with a float32 scale "
+         "per group of inputs (symmetric, no zero points), unpacked and scaled inside the kernel of the product "
+         "(one kernel for a token at a time). Quantized state dicts save and load as safetensors. "
+         "``examples/quantize.py`` measures the perplexity of a small :class:`corvid.models.CausalLM` in "
+         "float32, bfloat16, int8 and int4, and the speed of the products.", [
+             _s("Quantizing models", "quantize QuantizedLinear"),
+             _s("Quantized weights", "quantize_weight dequantize_weight pack_int4 unpack_int4"),
+             _s("Settings", "MODES DEFAULT_GROUP_SIZE MATMUL_ROWS"),
+             _s("State dicts", "load_hints"),
+         ]),
     Page("models", "Language models: corvid.models", "corvid.models",
          "Pretrained decoder-only language models (Llama 2/3/3.1, Mistral, Qwen2, Phi-3, Gemma, Gemma 2) loaded "
          "from Hugging Face checkpoint folders (``config.json`` and safetensors weights), with the building "
@@ -498,6 +510,11 @@ VALUES: dict[str, str] = {
     "corvid.plot.PALETTE": "The colours the charts cycle through (hex strings), chosen to stay distinct for "
                            "colour-blind readers.",
     "corvid.plot.STYLE": "The matplotlib settings :func:`corvid.plot.theme` applies (a dict of rcParams).",
+    "corvid.quant.MODES": "The quantization modes, ``(\"int8\", \"int4\")``: a byte a weight, or two weights a byte.",
+    "corvid.quant.DEFAULT_GROUP_SIZE": "128: the inputs that share a scale unless ``group_size`` says otherwise.",
+    "corvid.quant.MATMUL_ROWS": "32: from this many input rows on, a ``QuantizedLinear`` dequantizes its weight once "
+                                "per call and runs the float matmul's tiled kernel; with fewer it computes from "
+                                "the packed weights (one kernel below 8 rows).",
 }
 for _bits, _kinds in ((8, "int uint"), (16, "int uint float"), (32, "int uint float"), (64, "int uint float")):
     for _k in _kinds.split():
