@@ -155,7 +155,7 @@ def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DE
         w = w.detach().astype(dt.float64 if w.dtype == dt.float64 else dt.float32)
         groups = w.reshape(out, n // g, g)
         amax = groups.abs().max(axis=-1, keepdims=True)
-        if not _traced(amax) and out * n and not bool(amax.isfinite().all()):
+        if not _traced(amax) and out * n and not bool(amax.realize().isfinite().all()):
             raise ValueError("quantize_weight: the weight has inf or nan values, which no scale represents")
         scale = amax / qmax
         q = where(scale > 0, groups / where(scale > 0, scale, 1), 0).round().clip(-qmax, qmax)

@@ -184,6 +184,23 @@ def test_dtypes_and_autocast():
     np.testing.assert_allclose(ya.astype(cv.float32).numpy(), y32, rtol=0.05, atol=0.05)
 
 
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_every_device(device, mode):
+    """Quantized on the device itself (bit for bit the CPU's), one kernel for a few rows, the
+    tiled path for many; the same values as on the CPU."""
+    cpu, _ = float_and_quantized(mode, 64, n=256, out=96)
+    layer = copy.deepcopy(cpu).to(device)
+    q_cpu, q_dev = QuantizedLinear.from_linear(cpu, mode, 64), QuantizedLinear.from_linear(layer, mode, 64)
+    assert q_dev.qweight.device == device
+    np.testing.assert_array_equal(q_dev.qweight.numpy(), q_cpu.qweight.numpy())
+    np.testing.assert_array_equal(q_dev.scales.numpy(), q_cpu.scales.numpy())
+    for rows in (3, MATMUL_ROWS + 1):
+        x = rng.standard_normal((rows, 256)).astype(np.float32)
+        y = q_dev(cv.Tensor(x, device=device))
+        assert y.device == device and len(y.schedule()) == (1 if rows < 8 else 2)
+        np.testing.assert_allclose(y.numpy(), q_cpu(cv.Tensor(x)).numpy(), rtol=1e-5, atol=1e-5)
+
+
 # --- quantize() -------------------------------------------------------------------------------------------------
 
 
