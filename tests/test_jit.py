@@ -319,3 +319,25 @@ def test_scalar_input_is_read_at_each_call_and_guards_trace_again():
     assert max(len(caps) for caps in f._cache.values()) == MAX_PROGRAMS
     assert scalar_input(lambda: 1.5, cv.float64).item() == 1.5  # outside a trace: a tensor now
     add_guard(lambda: False)  # outside a trace: nothing happens
+
+
+def test_a_module_s_integer_buffer_reloaded_is_not_replayed_stale():
+    """A non-float buffer is static in a module's tree (keyed by the tensor); load_state_dict rebinds
+    the same tensor to a new value, which the jitted function replayed silently (an int8 weight
+    of a quantized layer kept its old values). The key follows the value: one retrace."""
+    class Scaled(cv.nn.Module):
+        def __init__(self, v):
+            super().__init__()
+            self.register_buffer("factor", cv.Tensor([v], dtype=cv.int64))
+
+        def forward(self, x):
+            return x * self.factor
+
+    a, b = Scaled(1), Scaled(5)
+    f = cv.jit(lambda m, x: m(x))
+    x = cv.ones(2)
+    assert f(a, x).tolist() == [1.0, 1.0] and f(a, x).tolist() == [1.0, 1.0]
+    assert f.traces == 1
+    a.load_state_dict(b.state_dict())
+    assert f(a, x).tolist() == [5.0, 5.0] and f(a, x).tolist() == [5.0, 5.0]
+    assert f.traces == 2

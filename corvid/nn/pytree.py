@@ -20,6 +20,7 @@ agree, so ``cv.jit`` traces a step once and reuses the trace for every updated c
 
 from __future__ import annotations
 
+
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,18 @@ def flatten_module(m: Module) -> tuple[list[Any], _ModuleDef]:
     return leaves, _ModuleDef(m, modules, places, key)
 
 
+def static_tensors(modules: list[Module]) -> list[Tensor]:
+    """The tensors of ``modules`` that are static in their tree (non-float buffers: counters,
+    index tables, a quantized layer's integer weights), each once."""
+    out: dict[int, Tensor] = {}
+    for mod in modules:
+        for name in mod.__dict__["_buffers"]:
+            v = mod.__dict__.get(name)
+            if isinstance(v, Tensor) and not _is_leaf_value("_buffers", v):
+                out.setdefault(id(v), v)
+    return list(out.values())
+
+
 def _module_key(m: Module, index: dict[int, int]) -> tuple:
     d = m.__dict__
     static = []
@@ -99,7 +112,10 @@ def _static_key(v: Any, index: dict[int, int]) -> Any:
     if isinstance(v, Module):
         return ("module", index.get(id(v), id(v)))
     if isinstance(v, (Tensor, np.ndarray)):
-        return ("id", id(v))  # tensors compare elementwise; identity is what a copy preserves
+        # tensors compare elementwise; identity is what a copy preserves. (A static tensor's
+        # value can change under the same identity, load_state_dict rebinds it: cv.jit guards
+        # on the value it traced with, see static_tensors.)
+        return ("id", id(v))
     if isinstance(v, (list, tuple)):
         return (type(v), tuple(_static_key(x, index) for x in v))
     if isinstance(v, dict):

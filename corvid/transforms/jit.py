@@ -516,7 +516,7 @@ class Jitted:
             rnd._interceptors.pop()
             _tracing.requests.pop()
             rec.restore()  # the tensors the function updated get their real new values when it runs
-        return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn, req)
+        return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn, req, tree)
 
 
 def _tensor_class() -> type:
@@ -584,7 +584,8 @@ def _rng_interceptor(rec: _Recorder) -> Callable:
 
 
 def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: list[tuple[Any, str, Node | None]],
-             holders: dict[int, int], marks: dict[int, int], dyn: list[Any], req: _Requests) -> _Captured:
+             holders: dict[int, int], marks: dict[int, int], dyn: list[Any], req: _Requests,
+             arg_tree: Any = None) -> _Captured:
     """Schedule the traced graph once and resolve every kernel input to a slot.
 
     ``writes_src`` lists the updated tensors with their new values (the roots written back)."""
@@ -617,6 +618,10 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
     for t, attr, old in rec.mutated.values():
         if id(t) not in holders:  # an argument's shape is part of the signature already
             guards.append(_state_guard(t, attr, old))
+    mutated = {id(t) for t, _, _ in rec.mutated.values()}
+    for t in _static_tensors(arg_tree):
+        if id(t) not in mutated:  # (state the program updates is read at each call)
+            guards.append(_value_guard(t))
     draw_sizes = [n for _, n in rec.draws]
     draw_slot = {id(p): i for i, (p, _) in enumerate(rec.draws)}
     graph = toposort(roots, stop=lambda n: n.buffer is not None or id(n) in old_state)
@@ -743,6 +748,27 @@ def _state_guard(t: Any, attr: str, old: Node | None) -> Callable[[], bool]:
         return (None if cur is None else (cur.shape, cur.dtype)) == shape
 
     return check
+
+
+def _static_tensors(tree: Any) -> list[Any]:
+    """The static tensors of the modules in a flattened argument tree (see
+    :func:`corvid.nn.pytree.static_tensors`): their values are constants of a trace."""
+    from ..nn.pytree import _ModuleDef, static_tensors
+
+    modules, stack = [], [tree]
+    while stack:
+        td = stack.pop()
+        if isinstance(getattr(td, "aux", None), _ModuleDef):
+            modules.extend(td.aux.modules)
+        stack.extend(getattr(td, "children", ()))
+    return static_tensors(modules)
+
+
+def _value_guard(t: Any) -> Callable[[], bool]:
+    """True while ``t`` holds the value it held at the trace (``load_state_dict`` rebinds a
+    module's tensors to new values under the same identity, which the signature cannot see)."""
+    ref, node_ref = weakref.ref(t), weakref.ref(t.node)
+    return lambda: (x := ref()) is None or x.node is node_ref()
 
 
 def _shape_guard(t: Any, n: Node) -> Callable[[], bool]:
