@@ -279,8 +279,8 @@ class CausalLM(nn.Module):
         h = self.model(input_ids, cache, inputs_embeds)
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
-        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        logits = F.linear(h, weight)
+        # the head is called, not read (its hooks run; a quantized or LoRA head computes as itself)
+        logits = F.linear(h, self.model.embed_tokens.weight) if self.lm_head is None else self.lm_head(h)
         cap = self.config.final_logit_softcapping
         return logits if cap is None else softcap(logits, cap)
 
