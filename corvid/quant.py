@@ -60,7 +60,7 @@ from .amp import autocast, autocast_dtype
 from .autograd import no_grad
 from .creation import arange, zeros
 from .nn.linear import Linear
-from .nn.module import Module, shape_error
+from .nn.module import Module, replace_modules, shape_error
 from .nn.parameter import Parameter
 from .ops.elementwise import where
 from .tensor import Tensor
@@ -481,7 +481,7 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
                          f"{', '.join(misfits)}{odd}; skip those layers, use a divisor of their in_features, or "
                          "group_size=None for one group per row")
     swap = {key: QuantizedLinear.from_linear(m, mode, group_size) for key, (_, m) in chosen.items()}
-    _replace_modules(model, swap)
+    replace_modules(model, swap)
     return model
 
 
@@ -505,39 +505,6 @@ def _skipped(model: Module, linears: dict[int, tuple[str, Linear]], skip: Skip) 
                              f"(nor ends with '.{t}'); its Linear layers: {listed}")
         kept.update(id(m) for m in hits)
     return kept
-
-
-def _replace_modules(model: Module, swap: dict[int, Module]) -> None:
-    """Put ``swap[id(m)]`` wherever a module of ``model`` holds ``m``: in an attribute, or in
-    (nested) lists, tuples and dicts of attributes (containers keep their items so)."""
-    from .nn.module import _INTERNAL
-
-    for m in list(model.modules()):
-        d = m.__dict__
-        for name, value in list(d.items()):
-            if name in _INTERNAL or name in d["_params"] or name in d["_buffers"]:
-                continue
-            new = _swapped(value, swap)
-            if new is not value:
-                d[name] = new
-
-
-def _swapped(value: Any, swap: dict[int, Module]) -> Any:
-    if isinstance(value, Module):
-        return swap.get(id(value), value)
-    if isinstance(value, list):
-        value[:] = [_swapped(v, swap) for v in value]
-        return value
-    if isinstance(value, dict):
-        for k, v in list(value.items()):
-            value[k] = _swapped(v, swap)
-        return value
-    if isinstance(value, tuple):
-        items = [_swapped(v, swap) for v in value]
-        if all(a is b for a, b in zip(items, value)):
-            return value
-        return type(value)(*items) if hasattr(type(value), "_fields") else type(value)(items)
-    return value
 
 
 def _dtype_name(v: Any) -> str:

@@ -52,7 +52,7 @@ from ..tensor import Tensor
 from . import init
 from .dropout import dropout as _dropout
 from .linear import Linear, linear
-from .module import _INTERNAL, Module, _as_tensor, join_name
+from .module import Module, _as_tensor, join_name, replace_modules
 from .parameter import Parameter, tracing, value_of
 from .pytree import copy_module_tree
 
@@ -258,7 +258,7 @@ def apply_lora(model: Module, r: int = 8, alpha: float = 16, target: _Target = (
             for m in found:
                 chosen[id(m)] = m
     swap = {key: LoRALinear(m, r, alpha, dropout, dtype) for key, m in chosen.items()}
-    _replace_modules(model, swap)
+    replace_modules(model, swap)
     for p in model.parameters():
         p.requires_grad_(False)
     for m in model.modules():
@@ -295,7 +295,7 @@ def merge_lora(model: Module) -> Module:
         raise ValueError(f"merge_lora: {type(model).__name__} has no LoRA layers (apply_lora adds them)")
     if isinstance(model, LoRALinear):
         return model.merge()
-    _replace_modules(model, {id(m): m.merge() for m in layers})
+    replace_modules(model, {id(m): m.merge() for m in layers})
     return model
 
 
@@ -484,37 +484,6 @@ def _no_match(model: Module, t: str, hits: list[tuple[str, Module]], linears: li
         name, m = hits[0]
         return f"{where} named {t!r} is a Linear: {name} is a {type(m).__name__}; {_linear_names(linears)}"
     return f"{where} is named {t!r} (or ends with {'.' + t!r}); {_linear_names(linears)}"
-
-
-def _replace_modules(model: Module, swap: dict[int, Module]) -> None:
-    """Put ``swap[id(m)]`` wherever a module of ``model`` holds ``m``: in an attribute, in (nested)
-    lists, tuples and dicts of attributes, and so in containers' items."""
-    for m in list(model.modules()):
-        d = m.__dict__
-        for name, value in list(d.items()):
-            if name in _INTERNAL or name in d["_params"] or name in d["_buffers"]:
-                continue
-            new = _swapped(value, swap)
-            if new is not value:
-                d[name] = new
-
-
-def _swapped(value: Any, swap: dict[int, Module]) -> Any:
-    if isinstance(value, Module):
-        return swap.get(id(value), value)
-    if isinstance(value, list):
-        value[:] = [_swapped(v, swap) for v in value]
-        return value
-    if isinstance(value, dict):
-        for k, v in list(value.items()):
-            value[k] = _swapped(v, swap)
-        return value
-    if isinstance(value, tuple):
-        items = [_swapped(v, swap) for v in value]
-        if all(a is b for a, b in zip(items, value)):
-            return value
-        return type(value)(*items) if hasattr(type(value), "_fields") else type(value)(items)
-    return value
 
 
 def _lora_layers(model: Module, where: str) -> dict[str, LoRALinear]:

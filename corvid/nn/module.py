@@ -569,6 +569,37 @@ def _convert(t: Tensor, dtype: DType | None, device: str | None) -> None:
         t.requires_grad_(True)
 
 
+def replace_modules(model: Module, swap: dict[int, Module]) -> None:
+    """Put ``swap[id(m)]`` wherever a module of ``model`` holds ``m``: in an attribute, in (nested)
+    lists, tuples and dicts of attributes, and so in containers' items."""
+    for m in list(model.modules()):
+        d = m.__dict__
+        for name, value in list(d.items()):
+            if name in _INTERNAL or name in d["_params"] or name in d["_buffers"]:
+                continue
+            new = _swapped(value, swap)
+            if new is not value:
+                d[name] = new
+
+
+def _swapped(value: Any, swap: dict[int, Module]) -> Any:
+    if isinstance(value, Module):
+        return swap.get(id(value), value)
+    if isinstance(value, list):
+        value[:] = [_swapped(v, swap) for v in value]
+        return value
+    if isinstance(value, dict):
+        for k, v in list(value.items()):
+            value[k] = _swapped(v, swap)
+        return value
+    if isinstance(value, tuple):
+        items = [_swapped(v, swap) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return type(value)(*items) if hasattr(type(value), "_fields") else type(value)(items)
+    return value
+
+
 from . import pytree
 
 register_pytree_node(Module, pytree.flatten_module, pytree.unflatten_module)
