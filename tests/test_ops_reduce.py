@@ -376,3 +376,15 @@ def test_two_multi_axis_reductions_in_one_kernel():
     x = f64(a)
     check((t - t.max()).exp().sum(), np.exp(x - x.max()).sum(), cd.float32)
     check((t - t.sum((1, 2), keepdims=True)).sum((1, 2)), (x - x.sum((1, 2), keepdims=True)).sum((1, 2)), cd.float32)
+
+
+def test_a_few_rows_times_a_transposed_weight_read_it_in_place():
+    """``x @ w.T`` with one row (a Linear layer at batch 1, a decode step) reads w in place: the
+    transposed copy of all of w cost 15x the product. From 8 rows the copy pays and stays."""
+    w = cv.Tensor(np.random.default_rng(0).standard_normal((512, 256)).astype(np.float32))
+    x1 = cv.Tensor(np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32))
+    x8 = cv.Tensor(np.random.default_rng(2).standard_normal((8, 256)).astype(np.float32))
+    assert [k.name.split("_")[0] for k in (x1 @ w.T).schedule()] == ["r"]
+    assert any(k.name.startswith("copy") for k in (x8 @ w.T).schedule())
+    np.testing.assert_allclose((x1 @ w.T).numpy(), x1.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose((x8 @ w.T).numpy(), x8.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-4)
