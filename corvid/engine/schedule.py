@@ -157,19 +157,44 @@ _SAME_ORDER = IDENTITY | {Op.RESHAPE}  # ... and those that keep their order too
 HOST_VIEW_MAX = 1 << 12  # elements: a view this small of a CPU buffer is copied by numpy, not by a new kernel
 
 
+def _view_chain(r: Node, ops: frozenset) -> tuple[list[Node], Node] | None:
+    """(the ``ops`` nodes from ``r`` down, the node under them that has a buffer), or None when
+    the chain ends at a node without one (a computation, or a traced placeholder)."""
+    chain, base = [], r
+    while base.buffer is None:
+        if base.op not in ops or not base.src:
+            return None
+        chain.append(base)
+        base = base.src[0]
+    return chain, base
+
+
+def _host_chain(r: Node, device: Any) -> tuple[list[Node], Node] | None:
+    """The chain :func:`host_view` reads ``r`` through, or None when it would not serve ``r``."""
+    if r.op not in _VIEWISH or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
+        return None
+    found = _view_chain(r, _VIEWISH)
+    if found is None:
+        return None
+    b = found[1].buffer
+    return found if type(b) is Buffer and b.device == device and found[1].dtype == r.dtype and b.allocated else None
+
+
+def _host_viewable(r: Node, device: Any) -> bool:
+    """Whether :func:`host_view` would serve ``r`` (without copying anything)."""
+    return _host_chain(r, device) is not None
+
+
 def host_view(r: Node, device: Any) -> np.ndarray | None:
     """``r``'s value as a numpy array when ``r`` is a small view (movement ops only) of a computed
     value on this CPU device: read from the buffer's memory without compiling anything. A slice
     at a new offset (``x[i]`` in a loop, printing ``x[:3]``) is a new kernel structure for the
     compiler, a compile of some 30 ms each; numpy copies a few thousand elements in microseconds.
     None when ``r`` is not such a view (anything else compiles as usual)."""
-    if not _host_viewable(r, device):
+    found = _host_chain(r, device)
+    if found is None:
         return None
-    chain = []
-    base = r
-    while base.op in _VIEWISH and base.buffer is None and base.src:
-        chain.append(base)
-        base = base.src[0]
+    chain, base = found
     a = base.buffer.handle.view(base.dtype.np)[:base.numel].reshape(base.shape)
     for n in reversed(chain):
         op, arg = n.op, n.arg
@@ -194,33 +219,17 @@ def host_view(r: Node, device: Any) -> np.ndarray | None:
     return np.ascontiguousarray(a).reshape(r.shape)
 
 
-def _host_viewable(r: Node, device: Any) -> bool:
-    """Whether :func:`host_view` would serve ``r`` (without copying anything)."""
-    if r.op not in _VIEWISH or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
-        return False
-    base = r
-    while base.op in _VIEWISH and base.buffer is None:
-        if not base.src:  # a placeholder (a traced argument): no value here
-            return False
-        base = base.src[0]
-    b = base.buffer
-    return type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.allocated
-
-
 def reshaped_buffer(r: Node, device: Any) -> Buffer | None:
     """The buffer that holds ``r``'s value already when ``r`` is a reshape (reshapes, detaches and
-    marks only) of a computed value on ``device``: the same elements in the same order, so realizing ``r`` shares
-    it instead of running a copy kernel. Buffers are never written after their kernel ran (nodes
-    are immutable; an in-place method rebinds its tensor to a new node), so sharing one is safe."""
-    base = r
-    while base.op in _SAME_ORDER and base.buffer is None:
-        if not base.src:  # a placeholder (a traced argument): no value here
-            return None
-        base = base.src[0]
-    b = base.buffer
-    if base is not r and type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel:
-        return b
-    return None
+    marks only) of a computed value on ``device``: the same elements in the same order, so
+    realizing ``r`` shares it instead of running a copy kernel. Buffers are never written after
+    their kernel ran (nodes are immutable; an in-place method rebinds its tensor to a new node),
+    so sharing one is safe."""
+    found = _view_chain(r, _SAME_ORDER)
+    if found is None or not found[0]:
+        return None
+    base, b = found[1], found[1].buffer
+    return b if type(b) is Buffer and b.device == device and base.dtype == r.dtype and b.size == r.numel else None
 
 
 def schedule_from(found: tuple) -> list[ScheduledKernel]:
