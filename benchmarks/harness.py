@@ -450,7 +450,10 @@ ALL: list[Workload | Overhead] = [*WORKLOADS, *OVERHEADS, CNN_TRAIN, *MODELS, *B
 
 LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new processes
 PLAN = "gpt2_plan"  # benchmarks/plan.py: planning a 12-layer GPT-2 training step, in a new process
-_CHILD_ROWS = (LATENCY, PLAN)
+# Report sections of their own: module name -> its row name for --only. Each module has
+# ``measure(quick: bool)`` and ``report(result, out: TextIO)``; a RuntimeError from either prints as a FAIL line.
+SECTIONS = {"frame": "frame", "llm": "llm_decode"}
+_CHILD_ROWS = (LATENCY, PLAN, *SECTIONS.values())
 
 
 def _tokens(only: list[str] | None) -> list[str]:
@@ -481,6 +484,7 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
     chosen = select(only)
     latency_too = not only or any(LATENCY.startswith(t) for t in _tokens(only))
     plan_too = not only or any(PLAN.startswith(t) for t in _tokens(only))
+    sections = [m for m, row in SECTIONS.items() if not only or any(row.startswith(t) for t in _tokens(only))]
     workloads = [w for w in chosen if isinstance(w, Workload)]
     overheads = [w for w in chosen if isinstance(w, Overhead)]
     frameworks, skipped = available_frameworks()
@@ -526,6 +530,15 @@ def run_benchmarks(only: list[str] | None = None, repeat: int = 10, budget_s: fl
             plan.report(plan.measure(quick), out, quick)
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print(f"FAIL {PLAN}: {e}", file=out)
+    for module in sections:
+        import importlib
+
+        section = importlib.import_module(f"{__package__}.{module}")
+        print(file=out, flush=True)
+        try:
+            section.report(section.measure(quick), out)
+        except RuntimeError as e:
+            print(f"FAIL {SECTIONS[module]}: {e}", file=out)
     if kernel_check_on and (rows or orows):
         profiles = {r.workload.name: r.kernels for r in [*rows, *orows] if r.kernels is not None}
         kernel_check.report(profiles, _peak(), out, every=list_kernels, quick=quick)
@@ -544,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                         "benchmarks/gpu.py); see python -m benchmarks --gpu --help")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
-                        + ", ".join([w.name for w in ALL] + [LATENCY, PLAN]))
+                        + ", ".join([w.name for w in ALL] + list(_CHILD_ROWS)))
     p.add_argument("--repeat", type=int, default=10, metavar="N", help="steady-state runs per measurement (default 10)")
     p.add_argument("--budget", type=float, default=10.0, metavar="SECONDS",
                    help="stop repeating a measurement after this long (default 10)")
