@@ -284,3 +284,23 @@ def test_detach_of_a_computed_value_shares_its_buffer():
     assert d.numpy().tolist() == [1.0, 2.0]
     y = (x * 3).realize()
     assert y.detach().reshape(2, 1).schedule() == []
+
+
+def test_reading_elements_of_a_small_lazy_value_computes_it_once():
+    """``out[i]`` for each ``i`` of a lazy ``out`` computes ``out`` once and reads every element
+    from its buffer (it compiled one kernel per offset: 30 ms each); a large lazy value still
+    computes only the elements a view needs."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = cv.Tensor(a)
+    out = cv.concat([x, x * 2 + 1])
+    assert out.node.buffer is None
+    first = out[4, 1]
+    assert float(first) == 2 * a[1, 1] + 1
+    assert out.node.buffer is not None  # computed whole, once
+    ref = np.concatenate([a, 2 * a + 1])
+    for i in range(6):
+        assert out[i].schedule() == []  # every other view: read from the buffer, no kernel
+        np.testing.assert_array_equal(out[i].numpy(), ref[i])
+    big = cv.Tensor(np.arange(1 << 21, dtype=np.float32)) * 2
+    assert float(big[5]) == 10.0
+    assert big.node.buffer is None  # (2M elements: only the one needed was computed)

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..graph.node import IDENTITY, MOVEMENT, Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
-from .schedule import _SHARDED, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for, reshaped_buffer, schedule_from
+from .schedule import (_SHARDED, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for, reshaped_buffer,
+                       schedule_from, view_base_to_compute)
 
 
 # os.environ's own mapping (bytes to bytes on POSIX): ``os.environ.get`` runs several Python
@@ -60,6 +61,9 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
             elif (r.op in MOVEMENT or r.op in IDENTITY) and r.src:  # a view of a computed value:
+                base = view_base_to_compute(r, device)                # (a small one of a small lazy
+                if base is not None:                                  # value: all of that value first)
+                    realize([base], device)
                 r.buffer = reshaped_buffer(r, device)                 # the same buffer, or a numpy copy
                 if r.buffer is None:
                     a = host_view(r, device)

@@ -155,6 +155,7 @@ def create_schedule(roots: list[Node], device: Any, root_devices: list[Any] | No
 _VIEWISH = MOVEMENT | IDENTITY  # ops that only say where a value's elements are (or mark it)
 _SAME_ORDER = IDENTITY | {Op.RESHAPE}  # ... and those that keep their order too
 HOST_VIEW_MAX = 1 << 12  # elements: a view this small of a CPU buffer is copied by numpy, not by a new kernel
+_NOT_COMPUTED = frozenset({Op.CONST, Op.VAR, Op.IOTA})  # (a literal, a traced placeholder; an index range is free)
 
 
 def _view_chain(r: Node, ops: frozenset) -> tuple[list[Node], Node] | None:
@@ -167,6 +168,28 @@ def _view_chain(r: Node, ops: frozenset) -> tuple[list[Node], Node] | None:
         chain.append(base)
         base = base.src[0]
     return chain, base
+
+
+BASE_FIRST_MAX = 1 << 20  # elements: a small view of an uncomputed value this small computes all of it first
+
+
+def view_base_to_compute(r: Node, device: Any) -> Node | None:
+    """The computation under ``r`` to compute whole first when ``r`` is a small view (movement
+    ops only) of a not yet computed value on this CPU device: then ``r`` is read from its buffer by
+    :func:`host_view`, and so is every later view of it. Compiled alone, ``r`` would be a kernel
+    specialized to its offset: reading ``out[i]`` for each ``i`` of a lazy ``out`` would compile
+    one kernel per element (some 30 ms each), where computing ``out`` once costs one kernel and
+    at most about a millisecond (``BASE_FIRST_MAX`` elements). None otherwise (a larger view, or
+    base, keeps computing only the elements it needs)."""
+    if r.op not in _VIEWISH or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
+        return None
+    base = r
+    while base.buffer is None and base.op in _VIEWISH and base.src:
+        base = base.src[0]
+    if base.buffer is not None or base is r or base.op in _NOT_COMPUTED or base.traced or base.numel > BASE_FIRST_MAX \
+            or base.numel <= r.numel:
+        return None
+    return base
 
 
 def _host_chain(r: Node, device: Any) -> tuple[list[Node], Node] | None:
