@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import dtype as dt
 from ..creation import arange
+from ..dlpack import export_view
 from ..dlpack import from_numpy as _wrap_numpy
 from ..ops.elementwise import where
 from ..ops.indexing import gather_prim
@@ -44,8 +45,14 @@ def iota(n: int) -> Tensor:
 
 
 def host(t: Tensor) -> np.ndarray:
-    """The values of a 1-D tensor as a numpy array (computes it)."""
-    return t.numpy()
+    """The values of a tensor as a read-only numpy view of its buffer (computes it; a copy where
+    the buffer cannot be viewed)."""
+    try:
+        a = export_view(t)
+    except BufferError:
+        return t.numpy()
+    a.flags.writeable = False
+    return a
 
 
 class Column:
@@ -102,12 +109,12 @@ class Column:
                 out[~valid] = None
             return out
         if kind in ("datetime", "duration"):
-            out = values.view(self.type.np).copy() if valid is not None else values.view(self.type.np)
+            out = values.view(self.type.np).copy()
             if valid is not None:
                 out[~valid] = np.array("NaT", dtype=out.dtype)
             return out
         if valid is None or valid.all():
-            return values
+            return values.copy()
         out = values.astype(np.float64) if kind != "float" else values.copy()
         out[~valid] = np.nan
         return out

@@ -28,8 +28,11 @@ def describe(frame: Any, percentiles: Sequence[float] = (0.25, 0.5, 0.75)) -> An
     of a column without values is null.
 
     >>> import corvid.frame as cf
-    >>> cf.DataFrame({"x": [1.0, 2.0, None, 4.0], "s": ["a", "b", "c", "d"]}).describe().to_dict()["x"]
-    [3.0, 1.0, 2.3333333333333335, 1.5275252316519468, 1.0, 1.5, 2.0, 3.0, 4.0]
+    >>> d = cf.DataFrame({"x": [1.0, 2.0, None, 4.0], "s": ["a", "b", "c", "d"]}).describe()
+    >>> d["statistic"].to_list()
+    ['count', 'null_count', 'mean', 'std', 'min', '25%', '50%', '75%', 'max']
+    >>> [round(v, 4) for v in d["x"].to_list()]
+    [3.0, 1.0, 2.3333, 1.5275, 1.0, 1.5, 2.0, 3.0, 4.0]
     """
     from .frame import DataFrame
 
@@ -56,7 +59,7 @@ def describe(frame: Any, percentiles: Sequence[float] = (0.25, 0.5, 0.75)) -> An
     for j, name in enumerate(names):
         c = frame._cols[name]
         data = host(c.values).astype(np.float64)
-        ok = np.ones(len(data), bool) if c.valid is None else host(c.valid)
+        ok = np.ones(len(data), bool) if c.valid is None else host(c.valid).copy()
         if keep is not None:
             ok &= host(keep)
         data = data[ok]
