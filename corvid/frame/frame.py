@@ -559,11 +559,12 @@ class DataFrame:
 
         return to_arrow(self)
 
-    def to_pandas(self) -> Any:
-        """A pandas DataFrame (see :mod:`corvid.frame.interop`)."""
+    def to_pandas(self, categories: bool = False) -> Any:
+        """A pandas DataFrame (str columns as ``Categorical`` with ``categories=True``; see
+        :func:`corvid.frame.interop.to_pandas`)."""
         from .interop import to_pandas
 
-        return to_pandas(self)
+        return to_pandas(self, categories)
 
     def to_polars(self) -> Any:
         """A polars DataFrame (through Arrow; see :mod:`corvid.frame.interop`)."""

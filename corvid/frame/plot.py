@@ -48,11 +48,20 @@ class FramePlot:
         ys = self._ys(y, x)
         values = np.stack([_values(self.frame, k).astype(np.float64) for k in ys], axis=1)
         xs = _values(self.frame, x) if x is not None else np.arange(len(values))
+        dates = xs.dtype.kind == "M"
+        if dates:  # (corvid.plot draws numbers: matplotlib's day numbers, shown as dates)
+            from matplotlib.dates import date2num
+
+            xs = date2num(xs)
         kwargs.setdefault("xlabel", x)
         if len(ys) == 1:
             kwargs.setdefault("ylabel", ys[0])
-            return plot.line(xs, values[:, 0], **kwargs)
-        return plot.line(xs, values, label=ys, **kwargs)
+            ax = plot.line(xs, values[:, 0], **kwargs)
+        else:
+            ax = plot.line(xs, values, label=ys, **kwargs)
+        if dates:
+            ax.xaxis_date()
+        return ax
 
     def scatter(self, x: str, y: str, c: str | None = None, **kwargs: Any) -> Any:
         """Points of ``(x, y)``, coloured by the column ``c`` when given."""
