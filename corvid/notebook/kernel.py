@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .runner import _ANSI
+
 __all__ = ["Kernel", "KernelError"]
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
@@ -95,7 +97,7 @@ class Kernel:
     * ``(cell_id, "status", s)``: ``queued``, ``running``, ``ok``, ``error`` or ``cancelled``;
     * ``(cell_id, "count", n)``: the execution count (``In [n]``);
     * ``(cell_id, kind, text)`` for kind ``output`` (stdout), ``stderr``, ``result`` (the last
-      expression's value) and ``error`` (a traceback); ``(cell_id, "image", png_bytes)``;
+      expression's value) and ``error`` (a traceback, without colour codes); ``(cell_id, "image", png_bytes)``;
       ``(cell_id, "clear", None)`` when the cell clears its output.
 
     ``start()`` starts the process in the background; :meth:`run` queues cells; :meth:`shutdown`
@@ -332,7 +334,8 @@ class Kernel:
                 elif "text/plain" in data:
                     self.on_event(cell_id, "result" if kind == "execute_result" else "output", data["text/plain"])
             elif kind == "error":
-                self.on_event(cell_id, "error", "\n".join(line.rstrip("\n") for line in content["traceback"]))
+                traceback = "\n".join(line.rstrip("\n") for line in content["traceback"])
+                self.on_event(cell_id, "error", _ANSI.sub("", traceback))
                 failed = True
             elif kind == "clear_output":
                 self.on_event(cell_id, "clear", None)
