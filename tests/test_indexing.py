@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import corvid as cv
+from corvid.graph.node import Op
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
@@ -799,3 +800,23 @@ def test_gather_through_a_view_that_was_computed_meanwhile():
     rows = w[cv.asarray([7, 1])]
     w.realize()
     np.testing.assert_array_equal(rows.numpy(), a.reshape(8, 5)[[7, 1]])
+
+
+def test_filling_a_small_tensor_one_element_at_a_time_writes_in_place_on_the_host():
+    """x[i, j] = v in a loop on a small CPU tensor is numpy's write into a copy (as PyTorch's
+    in-place write): the tensor stays one stored value instead of growing a node per write (400
+    writes made a kernel that took seconds to compile), and casts as the graph form does."""
+    x = cv.zeros((20, 20))
+    ref = np.zeros((20, 20), np.float32)
+    for i in range(20):
+        for j in range(20):
+            x[i, j] = i * 0.5 - j
+            ref[i, j] = i * 0.5 - j
+    assert x.node.op is Op.BUFFER and x.schedule() == []
+    np.testing.assert_array_equal(x.numpy(), ref)
+    y = cv.zeros(5, dtype=cv.int8)
+    y[1:3] = cv.Tensor([300.0, -1.5])  # the cast of the graph form: wraps, truncates
+    assert y.tolist() == (cv.Tensor([0.0, 300.0, -1.5, 0.0, 0.0]).astype(cv.int8)).tolist()
+    w = cv.zeros(3, requires_grad=True) * 1.0  # traced for gradients: still the graph form
+    w[1] = 2.0
+    assert w.node.op is not Op.BUFFER and w.tolist() == [0.0, 2.0, 0.0]

@@ -186,6 +186,31 @@ def test_a_root_computed_by_another_thread_while_planning_does_not_poison_the_pl
         np.testing.assert_allclose(got, np.exp(b * 0.5).sum(axis=1), rtol=1e-6)
 
 
+def test_a_view_computed_by_another_thread_meanwhile_keeps_its_value(monkeypatch):
+    """Two threads realizing the same small view: one stored its value while the other was
+    looking for a buffer to share, and the other then wrote None over it (a tensor made from the
+    view in that instant had no value: ``'NoneType' object has no attribute 'numpy'``). Replayed
+    without threads: the lookup is where the other thread gets in."""
+    import corvid as cv
+    from corvid.engine import realize as engine
+    from corvid.runtime.device import Buffer
+
+    found_by_other = []
+    share = engine.reshaped_buffer
+
+    def other_thread_stores_first(r, device):
+        if not found_by_other:
+            found_by_other.append(Buffer(device, r.dtype, r.numel).copyin(np.full(r.shape, 7, r.dtype.np)))
+            r.buffer = found_by_other[0]
+        return share(r, device)
+
+    monkeypatch.setattr(engine, "reshaped_buffer", other_thread_stores_first)
+    x = cv.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    view = x[1:, ::2]
+    engine.realize([view.node], view.device)
+    assert view.node.buffer is found_by_other[0]  # kept, not replaced (nor None)
+
+
 # --- the children ---------------------------------------------------------------------------------------
 
 

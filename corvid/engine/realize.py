@@ -64,11 +64,12 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
                 base = view_base_to_compute(r, device)                # (a small one of a small lazy
                 if base is not None:                                  # value: all of that value first)
                     realize([base], device)
-                r.buffer = reshaped_buffer(r, device)                 # the same buffer, or a numpy copy
-                if r.buffer is None:
+                b = reshaped_buffer(r, device)                        # the same buffer, or a numpy copy
+                if b is None:
                     a = host_view(r, device)
-                    if a is not None:
-                        r.buffer = Buffer(device, r.dtype, r.numel).copyin(a)
+                    b = None if a is None else Buffer(device, r.dtype, r.numel).copyin(a)
+                if b is not None and r.buffer is None:  # (never None over another thread's value)
+                    r.buffer = b
         todo = [r for r in todo if r.buffer is None]
         if not todo:
             return
