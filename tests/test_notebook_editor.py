@@ -271,6 +271,17 @@ def test_saving_writes_outputs_and_renames_images_as_run_does(tmp_path):
     assert clean(tmp_path / "nb.md") == 1 and not (tmp_path / "nb_files").exists()
 
 
+def test_a_cell_printing_without_end_keeps_what_the_file_would(tmp_path):
+    session = _session(tmp_path, "```python\nwhile True: print(i)\n```\n")
+    cell = session.document["blocks"][0]["id"]
+    session.on_event(cell, "status", "running")
+    for i in range(3000):
+        session.on_event(cell, "output", f"line {i}\n" + "x" * 500 + "\n")
+    assert len(session.cells[cell].events) == 1 and len(session.cells[cell].events[0][1]) < 2 << 20
+    lines = session.cells[cell].outputs[0].text.split("\n")
+    assert lines[0] == "line 0" and lines[-2:] == ["line 2999", "x" * 500] and "lines not shown" in lines[200]
+
+
 def test_saving_refuses_when_the_file_changed_on_disk(tmp_path):
     session = _session(tmp_path, "Mine.\n")
     blocks = _blocks(session)
@@ -395,7 +406,8 @@ def test_only_the_notebook_folder_is_served(server):
 def test_bad_requests_get_clear_errors(server, path, body, status, message):
     response, content = _request(server, path, method="POST", body=body)
     assert response.status == status and message in content, content
-    assert _request(server, "/api/poll?since=x")[0].status == 400
+    for query in ("since=x", "since=1&timeout=nan", "since=1&timeout=1e9"):
+        assert _request(server, f"/api/poll?{query}")[0].status == 400
     assert _request(server, "/api/notebook")[0].status == 200  # and the server goes on
 
 

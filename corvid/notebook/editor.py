@@ -35,6 +35,7 @@ import os
 import pathlib
 import re
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -51,6 +52,7 @@ from .runner import _ANSI, IMAGE_NAME, _outputs, _terminal_text, files_dir, writ
 __all__ = ["EditorServer", "edit", "join_blocks", "split_blocks"]
 
 MAX_BODY = 64 * 1024 * 1024  # bytes in one request (a save of a notebook with its sources; images stay here)
+MAX_STREAM = 1 << 20  # characters of one stream's text kept before it is cut as run cuts it (MAX_LINES)
 POLL_SECONDS = 20.0  # the longest a poll waits for news before answering "nothing new"
 DISK_CHECK_SECONDS = 0.5  # how often the file on disk is checked for a change made elsewhere
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -319,6 +321,11 @@ class Session:
                 state.events.append(("image", key))
             elif kind == "error":
                 state.events.append(("error", _terminal_text(payload)))
+            elif kind in ("output", "stderr") and state.events and state.events[-1][0] == kind:
+                text = state.events[-1][1] + payload  # one event per stream run: each update stays linear
+                if len(text) > MAX_STREAM:  # a cell printing without end: keep what the file would keep
+                    text = _terminal_text(text) + "\n"
+                state.events[-1] = (kind, text)
             else:
                 state.events.append((kind, _ANSI.sub("", payload) if kind == "result" else payload))
             state.version = self.bump()
@@ -535,9 +542,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if route == "/api/poll":
             try:
                 since = int(query.get("since", ["0"])[0])
+                timeout = float(query.get("timeout", [POLL_SECONDS])[0])
             except ValueError:
-                return self._error(400, "since: expected a whole number")
-            return self._json(200, session.poll(since, min(float(query.get("timeout", [POLL_SECONDS])[0]), 60)))
+                return self._error(400, "since: expected a whole number; timeout: a number of seconds")
+            if not 0 <= timeout <= 60:
+                return self._error(400, f"timeout: expected 0 to 60 seconds, got {timeout}")
+            return self._json(200, session.poll(since, timeout))
         if route.startswith("/api/image/"):
             data = session.images.get(route.removeprefix("/api/image/"))
             if data is None:
@@ -717,6 +727,10 @@ class EditorServer(http.server.ThreadingHTTPServer):
         self.session.kernel.shutdown()
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _can_open_browser() -> bool:
     """Whether a graphical browser can open (a console one would take over the terminal)."""
     return sys.platform in ("darwin", "win32") or bool(
@@ -729,6 +743,8 @@ def edit(path: str | os.PathLike, *, port: int = 0, open_browser: bool = True, a
     in the browser when ``open_browser`` and there is a graphical one). Returns 0.
     FileNotFoundError, ValueError (a malformed notebook) or OSError (the port is taken) at once."""
     server = EditorServer(path, port=port, autosave=autosave, verbose=verbose)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the kernel too, as Ctrl-C does
     server.start()
     print(f"corvid notebook editor for {server.session.path.name}: {server.url}\n(Ctrl-C stops it)", flush=True)
     if open_browser and _can_open_browser():
