@@ -424,3 +424,14 @@ def test_display_computes_only_the_rows_it_shows():
     assert "<table" in html and "float64" in html and "3 rows x 2 columns" in html
     s = cf.Series("v", [1.5, None])
     assert "null" in repr(s) and "Series 'v'" in repr(s)
+
+
+def test_shift_and_diff_follow_the_kept_rows_against_pandas():
+    data = {"x": [1.0, 4.0, None, 9.0, 16.0], "k": [1, 2, 3, 4, 5]}
+    df, pdf = cf.DataFrame(data), pd.DataFrame(data)
+    got = df.select(col("x").shift().alias("a"), col("x").shift(-2).alias("b"), col("x").diff().alias("c"))
+    want = pd.DataFrame({"a": pdf["x"].shift(), "b": pdf["x"].shift(-2), "c": pdf["x"].diff()})
+    assert_matches(got, want)
+    kept = df.filter(col("k") != 2).with_columns(prev=col("k").shift())  # neighbours among the kept rows
+    assert kept["prev"].to_list() == [None, 1, 3, 4]
+    assert df["k"].shift(7).to_list() == [None] * 5

@@ -71,6 +71,8 @@ def test_csv_round_trip_and_headerless(tmp_path, engine):
     assert back.equals(df), (back.to_dict(), df.to_dict())
     path.write_text("1,2\n3,4\n")
     assert cf.read_csv(path, engine=engine, header=False).to_dict() == {"column_0": [1, 3], "column_1": [2, 4]}
+    path.write_text("# a comment\na,b\n1,2\n")
+    assert cf.read_csv(path, engine=engine, skip_rows=1).to_dict() == {"a": [1], "b": [2]}
 
 
 def test_large_csv_shows_a_progress_bar_and_reads_in_blocks(tmp_path, capsys):

@@ -302,3 +302,17 @@ def if_else(cond: Column, then: Column, otherwise: Column) -> Column:
     if a.valid is not None or b.valid is not None:
         valid = where(c, a.valid_or_true(), b.valid_or_true())
     return Column(where(c, a.values, b.values), t, valid, a.categories)
+
+
+def shift(a: Column, periods: int) -> Column:
+    """The values moved down by ``periods`` rows (up when negative), nulls where nothing moved in."""
+    n, p = len(a), int(periods)
+    if p == 0 or n == 0:
+        return a
+    if abs(p) >= n:
+        return broadcast_scalar(None, n, a.type).replace(categories=a.categories)
+    pads = ((p, 0),) if p > 0 else ((0, -p),)
+    cut = slice(0, n) if p > 0 else slice(-p, n - p)
+    values = a.values.pad(pads)[cut]
+    valid = a.valid_or_true().pad(pads, False)[cut]
+    return Column(values, a.type, valid, a.categories)

@@ -67,7 +67,8 @@ def _progress(path: str, show: bool | None) -> Any:
 
 
 def read_csv(path: Any, *, dtypes: dict[str, Any] | None = None, columns: Sequence[str] | None = None,
-             separator: str = ",", header: bool = True, null_values: Sequence[str] = NULL_VALUES,
+             separator: str = ",", header: bool = True, skip_rows: int = 0,
+             null_values: Sequence[str] = NULL_VALUES,
              bad_lines: str = "error", engine: str = "auto", block_size: int = BLOCK_SIZE,
              progress: bool | None = None) -> Any:
     """A DataFrame of a CSV file.
@@ -75,6 +76,7 @@ def read_csv(path: Any, *, dtypes: dict[str, Any] | None = None, columns: Sequen
     ``dtypes``: column name -> type (``"int64"``, ``"float32"``, ``str``, ``"datetime[s]"``...) for
     the columns whose inferred type is not the one wanted; ``columns``: read only these;
     ``header=False``: the first line is data and the columns are named ``column_0``...;
+    ``skip_rows``: lines to skip before the header (a comment, a title);
     ``null_values``: the texts that mean null; ``bad_lines``: ``"error"`` or ``"skip"``;
     ``engine``: ``"auto"`` (pyarrow when installed), ``"pyarrow"`` or ``"python"``.
 
@@ -103,7 +105,7 @@ def read_csv(path: Any, *, dtypes: dict[str, Any] | None = None, columns: Sequen
         raise ValueError(f"read_csv: engine must be 'auto', 'pyarrow' or 'python', got {engine!r}")
     use_arrow = engine == "pyarrow" or (engine == "auto" and _have_pyarrow())
     reader = _read_arrow if use_arrow else _read_python
-    frame = reader(path, separator, header, list(null_values), bad_lines, block_size, progress)
+    frame = reader(path, separator, header, skip_rows, list(null_values), bad_lines, block_size, progress)
     if columns is not None:
         check_columns(columns, frame.columns)
         frame = frame.select(*columns)
@@ -130,8 +132,8 @@ def _have_pyarrow() -> bool:
 _ROW = re.compile(r"Row #(\d+)")
 
 
-def _read_arrow(path: str, separator: str, header: bool, null_values: list[str], bad_lines: str, block_size: int,
-                progress: bool | None) -> Any:
+def _read_arrow(path: str, separator: str, header: bool, skip_rows: int, null_values: list[str], bad_lines: str,
+                block_size: int, progress: bool | None) -> Any:
     import pyarrow as pa
     import pyarrow.csv as pc
 
@@ -149,7 +151,7 @@ def _read_arrow(path: str, separator: str, header: bool, null_values: list[str],
             with open(path, "rb", buffering=0) as raw, io.BufferedReader(_Counted(raw, bar), 1 << 20) as f:
                 return pc.read_csv(
                     f,
-                    read_options=pc.ReadOptions(block_size=block_size, use_threads=threads,
+                    read_options=pc.ReadOptions(block_size=block_size, use_threads=threads, skip_rows=skip_rows,
                                                 autogenerate_column_names=not header),
                     parse_options=pc.ParseOptions(delimiter=separator, invalid_row_handler=handler),
                     convert_options=pc.ConvertOptions(null_values=null_values, strings_can_be_null=True,
@@ -185,13 +187,15 @@ def _arrow_error(path: str, message: str, bad: list[Any]) -> CSVError:
     return CSVError(path, line, _ROW.sub("", message).strip(": ").strip())
 
 
-def _read_python(path: str, separator: str, header: bool, null_values: list[str], bad_lines: str, block_size: int,
-                 progress: bool | None) -> Any:
+def _read_python(path: str, separator: str, header: bool, skip_rows: int, null_values: list[str], bad_lines: str,
+                 block_size: int, progress: bool | None) -> Any:
     from .frame import DataFrame
 
     nulls = set(null_values)
     bar = _progress(path, progress)
     with open(path, newline="", encoding="utf-8") as f:
+        for _ in range(skip_rows):
+            f.readline()
         reader = _csv.reader(f, delimiter=separator)
         first = next(reader, None)
         if first is None:
@@ -210,7 +214,7 @@ def _read_python(path: str, separator: str, header: bool, null_values: list[str]
                 if bad_lines == "skip":
                     continue
                 text = separator.join(row)
-                raise CSVError(path, reader.line_num, f"expected {width} fields, got {len(row)}: {text!r}")
+                raise CSVError(path, reader.line_num + skip_rows, f"expected {width} fields, got {len(row)}: {text!r}")
             for j, v in enumerate(row):
                 fields[j].append(v)
             if bar is not None:

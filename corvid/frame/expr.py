@@ -155,6 +155,21 @@ class Expr:
         """Absolute values."""
         return Expr("unary", (self,), ("abs",))
 
+    def shift(self, periods: int = 1) -> Expr:
+        """The values ``periods`` rows earlier (later when negative); null where there is none.
+        Order-dependent: a frame applies a pending filter before evaluating it."""
+        return Expr("fn", (self,), (compute.shift, periods))
+
+    def diff(self, periods: int = 1) -> Expr:
+        """The value minus the one ``periods`` rows earlier."""
+        return self - self.shift(periods)
+
+    def reads_neighbours(self) -> bool:
+        """Whether a row's result depends on other rows (``shift``, ``diff``)."""
+        if self.op == "fn" and self.params[0] is compute.shift:
+            return True
+        return any(isinstance(a, Expr) and a.reads_neighbours() for a in self.args)
+
     def round(self, decimals: int = 0) -> Expr:
         """Rounded half to even to ``decimals`` places."""
         return Expr("round", (self,), (decimals,))

@@ -182,6 +182,8 @@ class DataFrame:
     # -- columns -------------------------------------------------------------------------------
     def _evaluate(self, items: Sequence[Any], named: dict[str, Any]) -> list[tuple[str, Column, bool]]:
         """(name, column, is one value) for each expression, name or value given."""
+        if any(isinstance(e, Expr) and e.reads_neighbours() for e in [*items, *named.values()]):
+            self._compact()  # (a row's neighbours are the kept rows)
         ctx = self._context()
         out = []
         for item in items:

@@ -220,6 +220,14 @@ class Series:
         """True where the value is one of ``values``."""
         return self._derive(compute.is_in(self._col, values))
 
+    def shift(self, periods: int = 1) -> Series:
+        """The values ``periods`` rows earlier (later when negative); null where there is none."""
+        return Series._make(self.name, compute.shift(self._compacted(), periods))
+
+    def diff(self, periods: int = 1) -> Series:
+        """The value minus the one ``periods`` rows earlier."""
+        return self - self.shift(periods)
+
     def abs(self) -> Series:
         """Absolute values."""
         return self._derive(compute.unary("abs", self._col))
