@@ -494,6 +494,17 @@ def test_interrupt_and_restart(kernel):
 
 
 @needs_kernel
+def test_a_kernel_that_dies_is_reported_and_started_again(kernel):
+    kernel.run([("a", "import os\nos._exit(3)"), ("b", "print('queued behind it')")])
+    assert kernel.wait_idle(30)
+    assert "the kernel died while this cell ran" in "".join(_of(kernel, "a", "error"))
+    assert _of(kernel, "b", "status") == ["queued", "cancelled"]
+    kernel.run([("c", "print('alive again')")])
+    assert kernel.wait_idle(30)
+    assert _of(kernel, "c", "output") == ["alive again\n"]
+
+
+@needs_kernel
 def test_figures_come_back_as_png_and_plot_values_are_hidden(kernel):
     kernel.run([("a", ("import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
                        "fig, ax = plt.subplots()\nax.plot([3, 1])\nprint(matplotlib.get_backend())\nax")),

@@ -349,6 +349,14 @@ class Session:
 
     def check_disk(self) -> None:
         """Note a change of the file made by another program (its bytes differ from what was read or saved)."""
+        if not self.save_lock.acquire(blocking=False):
+            return  # a save is writing the file: its own write is no change made elsewhere
+        try:
+            self._check_disk()
+        finally:
+            self.save_lock.release()
+
+    def _check_disk(self) -> None:
         try:
             st = self.path.stat()
             stat = (st.st_mtime_ns, st.st_size)
