@@ -430,3 +430,19 @@ def test_editing_rules_of_the_page(editor):
         "split": {"kind": "split", "before": "One", "after": "Two"},
         "code": {"kind": "code", "before": "Intro", "after": ""}, "inFence": "newline", "selection": "newline",
         "indent": ["    ", "    ", ""], "offset": [9, 3], "undone": "a", "redone": "b"}
+
+
+def test_autosave_writes_edits_and_outputs_and_a_tensor_shows_as_a_table(editor):
+    page = editor("Text.\n\n```python\nimport corvid as cv\ncv.arange(6).reshape(2, 3)\n```\n", autosave=0.3)
+    page.click_text(0)
+    page.type(" More text.")
+    page.wait(lambda: page.path.read_text().startswith("Text. More text.\n"), 10, "the autosave of an edit")
+    page.escape()
+    page.run_all()
+    page.idle()
+    cells = page.js("return [...document.querySelectorAll('#doc table.tensor tr')].map(r => r.innerText.split('\\t'))")
+    assert cells == [["0", "1", "2"], ["3", "4", "5"]]
+    assert "2 × 3" in page.cell(0).find_element(By.CSS_SELECTOR, "table.tensor caption").text
+    page.wait(lambda: "```result\nTensor([[0, 1, 2],\n        [3, 4, 5]])\n```" in page.path.read_text(), 10,
+              "the autosave of the outputs")
+    assert page.js("return document.getElementById('save-state').textContent") == "saved"
