@@ -178,3 +178,27 @@ def test_vmap_matches_loop():
     got = cv.vmap(f)(cv.Tensor(x)).numpy()
     want = np.stack([f(cv.Tensor(m)).numpy() for m in x])
     np.testing.assert_allclose(got, want)
+
+
+def test_stacking_pieces_computed_in_a_loop_compiles_one_kernel_for_them(monkeypatch):
+    """``stack([x[i] * y[j] for ...])`` of small CPU values: the pieces are one kernel structure
+    (their slices stored by numpy first) and numpy concatenates them; as the graph form, every
+    offset was a new kernel and the stack one large kernel (seconds of compiling, in the Array
+    API suite's test_outer)."""
+    from corvid.runtime import cpu
+
+    sources = []
+    compile_kernel = cpu.compile_kernel
+    monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(7).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    x, y = cv.Tensor(a), cv.Tensor(b)
+    got = cv.stack([cv.stack([x[i] * y[j] for j in range(6)]) for i in range(7)])
+    np.testing.assert_array_equal(got.numpy(), np.outer(a, b))
+    assert len(set(sources)) <= 2, len(set(sources))  # (the product; at most one more, e.g. a cast)
+    mixed = cv.concat([cv.Tensor([1, 2], dtype=cv.int8), cv.Tensor([0.5])])  # promotes as the graph form
+    assert mixed.dtype == cv.float32 and mixed.tolist() == [1.0, 2.0, 0.5]
+    w = cv.Tensor([1.0, 2.0], requires_grad=True)
+    s = cv.stack([w[0] * 2, w[1] * 3])  # traced for gradients: the graph form, differentiable
+    s.sum().backward()
+    assert w.grad.tolist() == [2.0, 3.0]

@@ -41,9 +41,8 @@ import numpy as np
 from ..errors import ShapeError
 from .. import dtype as dt
 from ..engine import capture
-from ..engine.schedule import HOST_VIEW_MAX
+from ..engine import eager
 from ..graph.node import Node, Op, node, toposort
-from ..runtime.device import Buffer
 from .elementwise import ArgumentError
 from .elementwise import where as _where3
 from .movement import cat, normalize_axis
@@ -772,34 +771,21 @@ def setitem(x: Tensor, index: Any, value: Any) -> None:
     x.assign(_put_basic(x, plan.basic, moved.permute(tuple(perm.index(d) for d in range(view.ndim)))))
 
 
-def _host_value(t: Tensor) -> np.ndarray | None:
-    """``t``'s value read on the host (computing it first), or None when it is not on this CPU."""
-    n = t.node
-    if n.op is Op.CONST:
-        return np.full(n.shape, n.arg, n.dtype.np)
-    t.realize()
-    b = t.node.buffer
-    if type(b) is not Buffer or b.device != t.device:
-        return None
-    return b.numpy().reshape(t.shape)
-
-
 def _host_put(x: Tensor, basic: list[Any], value: Tensor) -> bool:
-    """``x[basic] = value`` written by numpy into a copy of ``x``'s value, when ``x`` is small
-    (``HOST_VIEW_MAX`` elements) on a CPU and neither is traced (gradients, jit, vmap): what
-    PyTorch's in-place write does. The graph form is a kernel of a new structure for each index
-    (a compile of some 30 ms), and a tensor filled one element at a time in a loop grew one
-    node per write, into a kernel that took seconds to compile. False, writing nothing, otherwise."""
-    dev = x.device
-    if type(dev) is not str or not dev.startswith("CPU") or x.node.numel > HOST_VIEW_MAX or capture.tracing() \
-            or x.node.traced or value.node.traced or value.device != dev:
+    """``x[basic] = value`` written by numpy into a copy of ``x``'s value, when ``x`` is small on
+    a CPU and nothing is traced (``corvid/engine/eager.py``): what PyTorch's in-place write does.
+    The graph form is a kernel of a new structure for each index, and a tensor filled one element
+    at a time in a loop grew one node per write, into a kernel that took seconds to compile.
+    False, writing nothing, otherwise."""
+    if not eager.host_ok([x, value], x.node.numel):
         return False
-    a, v = _host_value(x), _host_value(value)
-    if a is None or v is None:
+    found = eager.host_arrays([x, value])
+    if found is None:
         return False
-    a = a.copy() if not a.flags.writeable or not a.flags.owndata else a
+    a, v = found
+    a = a.copy() if not a.flags.writeable else a
     a[tuple(basic)] = v
-    x.assign(_tensor_cls()._from_node(node(Op.BUFFER, (), Buffer(dev, x.dtype, a.size).copyin(a), x.dtype, x.shape), dev))
+    x.assign(eager.stored(a, x))
     return True
 
 
