@@ -27,8 +27,9 @@ import os
 import platform
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -250,16 +251,22 @@ def format_table(rows: list[FrameRow]) -> str:
     header = ["workload", "corvid ms", "pandas ms", "polars ms", "vs pandas", "vs polars",
               f"target >= {TARGET:g}x pandas", "first call ms (corvid)", "check"]
     lines = []
+
+    def ms(r: FrameRow, n: str) -> str:
+        return f"{r.timings[n].median_s * 1e3:.1f}" if n in r.timings else "-"
+
+    def ratio(r: FrameRow, p: str) -> str:
+        return "-" if r.ratio(p) is None else f"{r.ratio(p):.2f}x"
+
     for r in rows:
-        ms = lambda n: f"{r.timings[n].median_s * 1e3:.1f}" if n in r.timings else "-"  # noqa: E731
-        ratio = lambda p: "-" if r.ratio(p) is None else f"{r.ratio(p):.2f}x"  # noqa: E731
         met = r.ratio("pandas")
         goal = "-" if met is None else "met" if met >= TARGET else "MISSED"
         first = f"{r.timings['corvid'].first_s * 1e3:.1f}" if "corvid" in r.timings else "-"
-        lines.append([r.workload.name, ms("corvid"), ms("pandas"), ms("polars"), ratio("pandas"), ratio("polars"),
+        lines.append([r.workload.name, ms(r, "corvid"), ms(r, "pandas"), ms(r, "polars"), ratio(r, "pandas"),
+                      ratio(r, "polars"),
                       goal, first, "FAIL" if r.failures else "ok"])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-    fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
     return "\n".join([fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(x) for x in lines])
 
 

@@ -167,7 +167,7 @@ class Groups:
         return per_slot if self.pick is None else gather_prim(per_slot, self.pick, 0)
 
 
-def _scatter(groups: Groups, init: float | int | bool, dtype: dt.DType, codes: Tensor, values: Tensor,
+def _scatter(groups: Groups, init: float | bool, dtype: dt.DType, codes: Tensor, values: Tensor,
              mode: str = "sum") -> Tensor:
     target = codes._const(init, dtype, (groups.slots,))
     if codes.shape[0] == 0 or groups.slots == 0:
@@ -241,6 +241,6 @@ def _host_group(how: str, col: Column, groups: Groups, out_t: ColumnType) -> Col
     f = values.astype(np.float64)
     lo = starts + np.maximum(counts - 1, 0) // 2
     hi = starts + counts // 2
-    safe = lambda i: f[np.clip(i, 0, max(len(f) - 1, 0))] if len(f) else np.zeros(len(i))  # noqa: E731
+    safe = lambda i: f[np.clip(i, 0, max(len(f) - 1, 0))] if len(f) else np.zeros(len(i))
     med = (safe(lo) + safe(hi)) / 2
     return _finish(tensor_of(med), tensor_of(counts > 0), col.type, out_t)

@@ -14,7 +14,8 @@ A null's slot in ``values`` holds an unspecified value; everything that reads va
 from __future__ import annotations
 
 import datetime
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class Column:
     """Values (a 1-D tensor), validity (a bool tensor or None) and a :class:`ColumnType`;
     ``categories`` is the sorted dictionary of a string column."""
 
-    __slots__ = ("values", "valid", "type", "categories")
+    __slots__ = ("categories", "type", "valid", "values")
 
     def __init__(self, values: Tensor, type: ColumnType, valid: Tensor | None = None,
                  categories: np.ndarray | None = None):

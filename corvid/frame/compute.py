@@ -11,7 +11,8 @@ polars do: ``False & null`` is False, ``True | null`` is True.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from ..tensor import Tensor
 from .column import Column, broadcast_scalar, cast, common_type, tensor_of, unify
 from .types import BOOL, ColumnType, column_type, from_numpy_dtype, unit_scale
 
-__all__ = ["binary", "unary", "fill_null", "is_in"]
+__all__ = ["binary", "fill_null", "is_in", "unary"]
 
 ARITH = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")

@@ -21,7 +21,8 @@ import csv as _csv
 import io
 import os
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,6 +8,7 @@ and only those are computed: they are sliced out of the lazy columns first. Null
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ def _cell(value: Any, kind: str) -> str:
     if value is None:
         return "null"
     if kind == "float":
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             return str(value)
         text = f"{value:.6g}"
         return text + ".0" if text.lstrip("-").isdigit() else text
@@ -91,7 +92,7 @@ def frame_text(frame: Any, what: str = "DataFrame") -> str:
         return head
     table = [names, types] + rows
     widths = [max(len(r[j]) for r in table) for j in range(len(names))]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     out = [head, line(names), line(types), line(["-" * w for w in widths])] + [line(r) for r in rows]
     return "\n".join(out)
 

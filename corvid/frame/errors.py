@@ -11,7 +11,7 @@ no column named 'prise'; did you mean 'price'? (the columns are: price)
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["CSVError", "ColumnNotFoundError"]
 

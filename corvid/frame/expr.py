@@ -13,7 +13,8 @@ unless ``alias`` names it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..tensor import Tensor
 from . import compute
@@ -45,7 +46,7 @@ class Expr:
     {'y': [10, 20, 30, 40], 'm': [2.5, 2.5, 2.5, 2.5]}
     """
 
-    __slots__ = ("op", "args", "params")
+    __slots__ = ("args", "op", "params")
 
     def __init__(self, op: str, args: tuple = (), params: tuple = ()):
         self.op, self.args, self.params = op, args, params
@@ -106,8 +107,8 @@ class Expr:
     def __rmod__(self, o: Any) -> Expr: return self._bin("mod", o, True)
     def __pow__(self, o: Any) -> Expr: return self._bin("pow", o)
     def __rpow__(self, o: Any) -> Expr: return self._bin("pow", o, True)
-    def __eq__(self, o: Any) -> Expr: return self._bin("eq", o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Expr: return self._bin("ne", o)  # type: ignore[override]
+    def __eq__(self, o: object) -> Expr: return self._bin("eq", o)  # type: ignore[override]
+    def __ne__(self, o: object) -> Expr: return self._bin("ne", o)  # type: ignore[override]
     def __lt__(self, o: Any) -> Expr: return self._bin("lt", o)
     def __le__(self, o: Any) -> Expr: return self._bin("le", o)
     def __gt__(self, o: Any) -> Expr: return self._bin("gt", o)

@@ -10,7 +10,9 @@ once: one synchronizing count of the mask, then one gather per column.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +51,7 @@ class DataFrame:
     {'city': ['Lima', 'Oslo'], 'temp': [19.0, 3.5]}
     """
 
-    __slots__ = ("_cols", "_n", "_keep", "__weakref__")
+    __slots__ = ("__weakref__", "_cols", "_keep", "_n")
 
     def __init__(self, data: Any = None):
         if data is None:
@@ -334,7 +336,7 @@ class DataFrame:
         """``n`` rows (or a fraction ``frac`` of them) drawn without replacement, in random order
         (``numpy.random.default_rng(seed)``)."""
         total = len(self)
-        count = n if n is not None else int(round((frac if frac is not None else 1.0) * total))
+        count = n if n is not None else round((frac if frac is not None else 1.0) * total)
         if not 0 <= count <= total:
             raise ValueError(f"sample: cannot draw {count} of {total} rows without replacement")
         return self.take(np.random.default_rng(seed).permutation(total)[:count])
@@ -610,7 +612,7 @@ class DataFrame:
         for name in self.columns:
             a, b = self[name].to_list(), other[name].to_list()
             for x, y in zip(a, b):
-                if not (x == y or (x is None and y is None) or (isinstance(x, float) and isinstance(y, float)
-                                                                  and x != x and y != y)):
+                both_nan = isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)
+                if not (x == y or (x is None and y is None) or both_nan):
                     return False
         return True

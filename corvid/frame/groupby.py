@@ -9,7 +9,8 @@ input (:mod:`corvid.frame.aggregate`), and a gather of the groups that exist.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .aggregate import group_reduce
 from .column import Column

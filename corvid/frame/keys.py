@@ -20,7 +20,7 @@ slot counts stays under ``DIRECT_MAX``, else the combined codes are factorized a
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

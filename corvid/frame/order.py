@@ -10,7 +10,7 @@ floats negated, NaN still last), and a null flag that sorts before or after it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

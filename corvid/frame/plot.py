@@ -6,7 +6,8 @@ axes with the column names and returns the matplotlib Axes, as :mod:`corvid.plot
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

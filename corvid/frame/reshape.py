@@ -7,7 +7,8 @@ are scattered into a (rows x columns) grid, one column of it per distinct value.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def pivot(frame: Any, index: Any, columns: str, values: str, aggregate: str = "f
 
     idx = _names(index)
     check_columns(idx + [columns, values], frame.columns)
-    cells = frame.group_by(*idx, columns).agg(**{"__value": col(values).agg(aggregate)})
+    cells = frame.group_by(*idx, columns).agg(__value=col(values).agg(aggregate))
     row_codes, g, row_keys = dense_codes([cells._cols[k] for k in idx])
     col_codes, width, (headers,) = dense_codes([cells._cols[columns]])
     flat = row_codes * width + col_codes

@@ -8,7 +8,8 @@ combines it with the frame's filter without compacting anything. Aggregations (`
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class Series:
     [3.0, None, 7.0]
     """
 
-    __slots__ = ("name", "_col", "_keep")
+    __slots__ = ("_col", "_keep", "name")
 
     def __init__(self, name: Any = "", values: Any = None, dtype: Any = None):
         if not isinstance(name, str) and values is None:
@@ -175,8 +176,8 @@ class Series:
     def __mod__(self, o: Any) -> Series: return self._binary("mod", o)
     def __pow__(self, o: Any) -> Series: return self._binary("pow", o)
     def __rpow__(self, o: Any) -> Series: return self._binary("pow", o, True)
-    def __eq__(self, o: Any) -> Series: return self._binary("eq", o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Series: return self._binary("ne", o)  # type: ignore[override]
+    def __eq__(self, o: object) -> Series: return self._binary("eq", o)  # type: ignore[override]
+    def __ne__(self, o: object) -> Series: return self._binary("ne", o)  # type: ignore[override]
     def __lt__(self, o: Any) -> Series: return self._binary("lt", o)
     def __le__(self, o: Any) -> Series: return self._binary("le", o)
     def __gt__(self, o: Any) -> Series: return self._binary("gt", o)

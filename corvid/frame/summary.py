@@ -7,7 +7,8 @@ interpolation as pandas uses).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,8 @@ counts since 1970 (Howard Hinnant's ``civil_from_days``), compiled like any colu
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

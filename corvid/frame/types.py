@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import dtype as dt
 
-__all__ = ["ColumnType", "UNITS", "column_type"]
+__all__ = ["UNITS", "ColumnType", "column_type"]
 
 UNITS = ("s", "ms", "us", "ns")  # datetime/duration units (numpy's names); coarser ones become seconds
 _UNIT_SCALE = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}

@@ -17,7 +17,8 @@ a count of rows, as pandas; 1 for a window on a column).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
