@@ -105,8 +105,8 @@ class Page:
         self.keys(Keys.CONTROL, Keys.END)
 
     def editing(self):
-        found = self.driver.find_elements(By.CSS_SELECTOR, "#doc textarea")
-        return found[0] if found else None
+        """(class, value) of the textarea being edited, or None (read at once: the page may rebuild it)."""
+        return self.js("const t = document.querySelector('#doc textarea'); return t && [t.className, t.value]")
 
     def keys(self, *keys):
         """Press keys at the focused element, the leading modifiers (Ctrl, Shift, Alt) held down."""
@@ -137,10 +137,11 @@ class Page:
             "const done = arguments[0]; setTimeout(done, 150);")
 
     def status(self, index):
-        return self.cell(index).get_attribute("data-status")
+        return self.js("return document.querySelectorAll('#doc .block.code')[arguments[0]].dataset.status", index)
 
     def outputs(self, index):
-        return self.cell(index).find_element(By.CSS_SELECTOR, ".outputs").text
+        return self.js("return document.querySelectorAll('#doc .block.code')[arguments[0]]"
+                       ".querySelector('.outputs').innerText.replace(/\\n+$/, '')", index)
 
     def save(self):
         self.keys(Keys.CONTROL, "s")
@@ -228,7 +229,7 @@ def test_enter_in_an_empty_paragraph_makes_a_new_paragraph(editor):
     page = editor("# Title\n\nFirst paragraph.\n\nLast paragraph.\n")
     page.click_text(1)
     page.keys(Keys.ENTER, Keys.ENTER)  # a line break, then an empty line: a new paragraph
-    assert page.blocks()[2] == ["text", ""] and page.editing().get_attribute("value") == ""
+    assert page.blocks()[2] == ["text", ""] and page.editing()[1] == ""
     page.keys(Keys.ENTER)  # Enter again, in the empty paragraph
     page.type("Second paragraph.")
     page.escape()
@@ -272,7 +273,7 @@ def test_typing_a_fence_does_not_turn_the_rest_into_code(editor):
     page.click_text(4)
     page.type("\n\n```")  # an empty line makes a paragraph; a fence and Enter there make a code cell
     page.keys(Keys.ENTER)
-    assert "code-editor" in page.editing().get_attribute("class")
+    assert "code-editor" in page.editing()[0]
     page.type("y = 2")
     page.escape()
     assert page.blocks()[-2:] == [["text", "Text after."], ["code", "y = 2"]]

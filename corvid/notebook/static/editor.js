@@ -270,11 +270,11 @@ function rerender(block) {
   const request = call("api/render", {type: block.type, source: sent}).then((reply) => {
     const current = state.doc.get(block.id);
     if (!current || current.source !== sent || state.editing?.id === block.id) return;
-    if (block.type === "code") {
-      current.html = reply.html;
-    } else if (reply.blocks.length === 1 && reply.blocks[0].type === "text") {
-      current.source = reply.blocks[0].source;
-      current.html = reply.blocks[0].html;
+    if (block.type === "code" || (reply.blocks.length === 1 && reply.blocks[0].type === "text")) {
+      current.html = block.type === "code" ? reply.html : reply.blocks[0].html;
+      if (block.type === "text") current.source = reply.blocks[0].source;
+      blockEl(current.id)?.replaceWith(renderBlock(current)); // only this block: the one being edited stays as it is
+      return;
     } else if (reply.blocks.length) {
       reply.blocks.at(-1).sep = current.sep;
       for (const b of reply.blocks) {
