@@ -304,3 +304,22 @@ def test_reading_elements_of_a_small_lazy_value_computes_it_once():
     big = cv.Tensor(np.arange(1 << 21, dtype=np.float32)) * 2
     assert float(big[5]) == 10.0
     assert big.node.buffer is None  # (2M elements: only the one needed was computed)
+
+
+def test_a_function_of_x_i_for_each_i_is_one_kernel(monkeypatch):
+    """``cv.isnan(x[i])`` for each ``i`` of a small stored ``x``: the slice is stored (numpy) before
+    the graph is planned, so every ``i`` is the same kernel structure (one compile); reading
+    at the offset, each ``i`` was a new kernel. ``schedule()`` still shows the fused form."""
+    from corvid.runtime import cpu
+
+    sources = []
+    compile_kernel = cpu.compile_kernel
+    monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    a = np.array([[0.5, np.nan, -1.0], [np.inf, 2.0, np.nan], [3.0, 4.0, 5.0]], dtype=np.float32)
+    x = cv.Tensor(a)
+    assert x[1].isnan().schedule()[0].inputs == [x.node]  # (the fused form, nothing stored)
+    got = [[bool(cv.isnan(x[i, j])) for j in range(3)] for i in range(3)]
+    assert got == np.isnan(a).tolist()
+    rows = [cv.exp(x[i] * 2).numpy() for i in range(3)]
+    np.testing.assert_allclose(np.stack(rows), np.exp(a * 2), rtol=1e-6)
+    assert len(set(sources)) <= 2, len(set(sources))  # (isnan of one element; exp(2 x) of a row)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..graph.node import Node, Op, node
+from ..graph.node import Op, node
 from ..runtime.device import Buffer
 from . import capture
 from .realize import holder
 from .realize import realize as _realize
-from .schedule import _VIEWISH, HOST_VIEW_MAX, _host_chain, _host_viewable, host_view
+from .schedule import HOST_VIEW_MAX, _host_viewable
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -44,37 +44,11 @@ def readable(t: Tensor) -> bool:
     return n.buffer is not None or n.op is Op.CONST or _host_viewable(n, t.device)
 
 
-_OFFSET = frozenset({Op.SHRINK, Op.FLIP, Op.PAD})  # views whose kernel depends on where they read
-_WALK_MAX = 4096  # nodes: past this many, the rest of a graph is left as it is
-
-
-def _store_small_views(n: Node, device: str) -> None:
-    """Store (by numpy) the small views of stored values that ``n``'s graph reads at an offset,
-    so that computing ``n`` is a kernel of the same structure whatever the offsets: ``x[i] *
-    y[j]`` for every ``i, j`` is then one compile, not one each."""
-    seen, stack = set(), [n]
-    while stack and len(seen) < _WALK_MAX:
-        m = stack.pop()
-        if id(m) in seen or m.buffer is not None:
-            continue
-        seen.add(id(m))
-        if m.op in _VIEWISH and m is not n:
-            found = _host_chain(m, device)
-            if found is not None and any(c.op in _OFFSET for c in found[0]):
-                a = host_view(m, device)
-                if a is not None and m.buffer is None:
-                    m.buffer = Buffer(device, m.dtype, m.numel).copyin(a)
-                continue
-        stack.extend(m.src)
-
-
 def host_arrays(ts: list[Tensor]) -> list[np.ndarray] | None:
     """The values of ``ts`` as numpy arrays, computing the ones not yet computed in one schedule;
     None when one of them is not a buffer of this CPU."""
     todo = [holder(t.node) for t in ts if t.node.buffer is None and t.node.op is not Op.CONST]
     if todo:
-        for n in todo:
-            _store_small_views(n, ts[0].device)
         _realize(todo, ts[0].device)
     out = []
     for t in ts:

@@ -85,7 +85,7 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
     dbg = debug_level()
     if dbg >= 4:
         print(graph_dot(todo), file=sys.stderr)
-    found = plan_for(todo, device, devices)
+    found = plan_for(todo, device, devices, store_views=True)
     if found is None:
         return
     if dbg == 0 and found[3] is not _SHARDED and _run_plan(found[2], found[3]):

@@ -267,12 +267,14 @@ def schedule_from(found: tuple) -> list[ScheduledKernel]:
                             _const_input([every[i] for i in cs], dev), c, dev) for r, ins, c, cs, dev in plan]
 
 
-def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = None) -> tuple | None:
+def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = None,
+             store_views: bool = False) -> tuple | None:
     """(roots to compute, their devices, every node of the graph in dependency order, plan), or
     None when nothing needs computing. The plan lists the kernels as (output position, input
     positions, compiled kernel, runtime-constant positions, device), positions in ``every``; it is
     ``_SHARDED`` for a graph with sharded values. :func:`create_schedule` and the realize fast
-    path (``corvid/engine/realize.py``) share it."""
+    path (``corvid/engine/realize.py``) share it. ``store_views`` (realize's): a graph without a plan
+    first stores its small offset views of CPU values (:func:`_store_offset_views`)."""
     if root_devices is None:
         if len(roots) == 1:  # (the common case: Tensor.realize)
             todo = roots if roots[0].buffer is None and roots[0].numel > 0 else []
@@ -290,6 +292,11 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
         return todo, devices, every, _SHARDED
     key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
+    if plan is None and store_views and _store_offset_views(todo, devices, every):  # (then another graph, maybe a known one)
+        every = toposort(todo, stop=_stored_already)
+        key, pos, computed = _graph_key(every)
+        key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
+        plan = _plans.get(key)
     if plan is None:
         placed = _place(todo, devices, every)
         if any(type(d) is tuple for d in placed.values()):
@@ -311,6 +318,32 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
         if computed == sum(1 for n in every if n.buffer is not None):
             _plans[key] = plan
     return todo, devices, every, plan
+
+
+_OFFSET = frozenset({Op.SHRINK, Op.FLIP, Op.PAD})  # views whose kernel depends on where they read
+
+
+def _store_offset_views(todo: list[Node], devices: tuple, every: list[Node]) -> bool:
+    """Store (copied by numpy) the small views of stored CPU values that a graph without a plan
+    reads at an offset; True if there was one. A kernel's structure includes the offsets it
+    reads at, so ``isnan(out[i])`` or ``x[i] * y[j]`` for each ``i, j`` was a new kernel each (a
+    compile of some 30 ms); reading copies, they are one kernel, compiled once. The copies are
+    of at most ``HOST_VIEW_MAX`` elements, so cost microseconds."""
+    if not all(type(d) is str and d.startswith("CPU") for d in devices):
+        return False
+    roots, done, stored = {id(r) for r in todo}, set(), False
+    for n in reversed(every):  # consumers first: the outermost view of a chain is the one stored
+        if n.buffer is not None or id(n) in done or id(n) in roots or n.op not in _VIEWISH:
+            continue
+        found = _host_chain(n, devices[0])
+        if found is None or not any(c.op in _OFFSET for c in found[0]):
+            continue
+        done.update(id(c) for c in found[0])
+        a = host_view(n, devices[0])
+        if a is not None and n.buffer is None:
+            n.buffer = Buffer(devices[0], n.dtype, n.numel).copyin(a)
+            stored = True
+    return stored
 
 
 def _stored_already(n: Node) -> bool:
