@@ -356,6 +356,11 @@ def test_cells_are_added_moved_split_deleted_with_undo_and_redo(editor):
     page.run_all()
     page.idle()
     assert page.outputs(2) == "3"
+    page.keys("j")  # the cursor from the print (where the undone deletion left it) to the last cell
+    page.driver.find_element(By.ID, "run-from").click()
+    page.idle()
+    counts = page.js("return [...document.querySelectorAll('#doc .count')].map(c => c.textContent)")
+    assert counts == ["[1]", "[2]", "[3]", "[5]"]  # only the last cell ran again
     page.save()
     nb = parse(page.path.read_text())
     assert [c.source for c in nb.cells] == ["x = 1\n", "y = 2\n", "print(x + y)\n", "z = 3\n"]
@@ -431,6 +436,9 @@ def test_editing_rules_of_the_page(editor):
         "split": {"kind": "split", "before": "One", "after": "Two"},
         "code": {"kind": "code", "before": "Intro", "after": ""}, "inFence": "newline", "selection": "newline",
         "indent": ["    ", "    ", ""], "offset": [9, 3], "undone": "a", "redone": "b"}
+    origin = page.server.url.split("/?")[0]
+    loaded = page.js("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(url.startswith(origin + "/") for url in loaded), loaded  # nothing from elsewhere
 
 
 def test_autosave_writes_edits_and_outputs_and_a_tensor_shows_as_a_table(editor):
