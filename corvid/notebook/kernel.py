@@ -204,9 +204,11 @@ class Kernel:
         temp = pathlib.Path(self._temp.name)
         spec = temp / "kernels" / "corvid"
         spec.mkdir(parents=True, exist_ok=True)
-        # this interpreter, whatever "python3" kernel the user has installed elsewhere
+        # this interpreter, whatever "python3" kernel the user has installed elsewhere; no history
+        # database (the notebook is the history, and kernels side by side would share its lock)
         (spec / "kernel.json").write_text(json.dumps({
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     "--HistoryManager.enabled=False"],
             "display_name": "corvid", "language": "python"}))
         specs = jupyter_client.kernelspec.KernelSpecManager(kernel_dirs=[str(temp / "kernels")])
         ipc = os.name == "posix"
