@@ -323,3 +323,20 @@ def test_a_function_of_x_i_for_each_i_is_one_kernel(monkeypatch):
     rows = [cv.exp(x[i] * 2).numpy() for i in range(3)]
     np.testing.assert_allclose(np.stack(rows), np.exp(a * 2), rtol=1e-6)
     assert len(set(sources)) <= 2, len(set(sources))  # (isnan of one element; exp(2 x) of a row)
+
+
+def test_comparing_elements_of_two_lazy_values_computes_each_once(monkeypatch):
+    """``out[i] == ref[i]`` for each ``i`` of two small lazy values: both are computed whole on the
+    first comparison, then every comparison reads stored elements (one kernel structure)."""
+    from corvid.runtime import cpu
+
+    sources = []
+    compile_kernel = cpu.compile_kernel
+    monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    a = np.linspace(-2, 2, 24).reshape(4, 6)
+    x = cv.Tensor(a)
+    out, ref = cv.diff(x, axis=1, n=2), cv.diff(cv.diff(x, axis=1), axis=1)
+    same = [bool(out[i, j] == ref[i, j]) for i in range(4) for j in range(4)]
+    assert all(same) and out.node.buffer is not None and ref.node.buffer is not None
+    assert len(set(sources)) <= 4, len(set(sources))  # (out, ref, and the comparison of two elements)
+    assert [bool(out[i, 0] > 100) for i in range(4)] == [False] * 4

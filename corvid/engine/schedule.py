@@ -218,7 +218,10 @@ def host_view(r: Node, device: Any) -> np.ndarray | None:
     if found is None:
         return None
     chain, base = found
-    a = base.buffer.handle.view(base.dtype.np)[:base.numel].reshape(base.shape)
+    if base.numel == 0:  # (an empty buffer's memory has no elements to view: a pad of it is all fill)
+        a = np.empty(base.shape, base.dtype.np)
+    else:
+        a = base.buffer.handle.view(base.dtype.np)[:base.numel].reshape(base.shape)
     for n in reversed(chain):
         op, arg = n.op, n.arg
         if op in IDENTITY:
@@ -328,13 +331,21 @@ def _store_offset_views(todo: list[Node], devices: tuple, every: list[Node]) -> 
     reads at an offset; True if there was one. A kernel's structure includes the offsets it
     reads at, so ``isnan(out[i])`` or ``x[i] * y[j]`` for each ``i, j`` was a new kernel each (a
     compile of some 30 ms); reading copies, they are one kernel, compiled once. The copies are
-    of at most ``HOST_VIEW_MAX`` elements, so cost microseconds."""
+    of at most ``HOST_VIEW_MAX`` elements, so cost microseconds. For a small result, a view of a
+    small value not computed yet (:func:`view_base_to_compute`) computes that value first."""
     if not all(type(d) is str and d.startswith("CPU") for d in devices):
         return False
     roots, done, stored = {id(r) for r in todo}, set(), False
+    small = all(r.numel <= HOST_VIEW_MAX for r in todo)
     for n in reversed(every):  # consumers first: the outermost view of a chain is the one stored
         if n.buffer is not None or id(n) in done or id(n) in roots or n.op not in _VIEWISH:
             continue
+        base = view_base_to_compute(n, devices[0]) if small else None
+        if base is not None:  # (a small result read from a small value not computed yet: all of it first)
+            from .realize import realize
+
+            realize([base], devices[0])
+            stored = True
         found = _host_chain(n, devices[0])
         if found is None or not any(c.op in _OFFSET for c in found[0]):
             continue
