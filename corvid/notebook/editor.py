@@ -52,7 +52,7 @@ from .runner import _ANSI, IMAGE_NAME, _outputs, _terminal_text, files_dir, writ
 __all__ = ["EditorServer", "edit", "join_blocks", "split_blocks"]
 
 MAX_BODY = 64 * 1024 * 1024  # bytes in one request (a save of a notebook with its sources; images stay here)
-MAX_STREAM = 1 << 20  # characters of one stream's text kept before it is cut as run cuts it (MAX_LINES)
+MAX_STREAM = 1 << 18  # characters of one stream's text kept before it is cut as run cuts it (MAX_LINES)
 POLL_SECONDS = 20.0  # the longest a poll waits for news before answering "nothing new"
 DISK_CHECK_SECONDS = 0.5  # how often the file on disk is checked for a change made elsewhere
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
