@@ -27,7 +27,7 @@ import time
 DOCS = pathlib.Path(__file__).resolve().parent
 ROOT = DOCS.parent
 PAGES_GLOB = ("*.md", "tutorials/*.md")
-EXAMPLE_FILES = ("mnist.md", "mnist.py")
+EXAMPLE_FILES = ("mnist.md", "mnist.py", "frame.md")
 
 
 class BuildError(RuntimeError):
@@ -54,8 +54,11 @@ def stage(dest: pathlib.Path) -> list[pathlib.Path]:
     examples.mkdir()
     for name in EXAMPLE_FILES:
         shutil.copy(ROOT / "examples" / name, examples / name)
-    shutil.copytree(ROOT / "examples" / "mnist_files", examples / "mnist_files")
-    pages.append(examples / "mnist.md")
+        if name.endswith(".md"):
+            figures = ROOT / "examples" / f"{name[:-3]}_files"
+            if figures.is_dir():
+                shutil.copytree(figures, examples / figures.name)
+            pages.append(examples / name)
     return pages
 
 

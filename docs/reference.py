@@ -277,6 +277,7 @@ PAGES: list[Page] = [
              _s("Running", "run clean watch RunReport"),
              _s("The format", "parse Notebook Cell Output"),
              _s("Jupyter", "to_ipynb from_ipynb"),
+             _s("The editor and sharing", "edit to_html"),
          ]),
     Page("distributed", "Several processes: corvid.distributed", "corvid.distributed",
          "Data-parallel training over MPI (``mpirun -n N python train.py``; ``pip install "

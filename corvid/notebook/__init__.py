@@ -19,10 +19,11 @@ Running needs nothing beyond corvid; saving figures needs matplotlib.
 """
 
 from .document import Cell, Notebook, Output, parse
-from .editor import edit as edit  # re-exported; listed in __all__ once docs/reference.py has them
-from .html import to_html as to_html
+from .editor import edit
+from .html import to_html
 from .ipynb import from_ipynb, to_ipynb
 from .runner import RunReport, clean, run
 from .watch import watch
 
-__all__ = ["Cell", "Notebook", "Output", "RunReport", "clean", "from_ipynb", "parse", "run", "to_ipynb", "watch"]
+__all__ = ["Cell", "Notebook", "Output", "RunReport", "clean", "edit", "from_ipynb", "parse", "run", "to_html",
+           "to_ipynb", "watch"]

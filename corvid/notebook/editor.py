@@ -749,7 +749,13 @@ def edit(path: str | os.PathLike, *, port: int = 0, open_browser: bool = True, a
          verbose: bool = False) -> int:
     """Serve the editor for the notebook at ``path`` until Ctrl-C; print its address (and open it
     in the browser when ``open_browser`` and there is a graphical one). Returns 0.
-    FileNotFoundError, ValueError (a malformed notebook) or OSError (the port is taken) at once."""
+    FileNotFoundError, ValueError (a malformed notebook) or OSError (the port is taken) at once,
+    before anything is served:
+
+    >>> cv.notebook.edit("no-such-notebook.md")
+    Traceback (most recent call last):
+    FileNotFoundError: .../no-such-notebook.md: no such notebook file
+    """
     server = EditorServer(path, port=port, autosave=autosave, verbose=verbose)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the kernel too, as Ctrl-C does
