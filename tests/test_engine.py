@@ -340,3 +340,20 @@ def test_comparing_elements_of_two_lazy_values_computes_each_once(monkeypatch):
     assert all(same) and out.node.buffer is not None and ref.node.buffer is not None
     assert len(set(sources)) <= 4, len(set(sources))  # (out, ref, and the comparison of two elements)
     assert [bool(out[i, 0] > 100) for i in range(4)] == [False] * 4
+
+
+def test_complex_constants_are_kernel_arguments_not_literals(monkeypatch):
+    """``x * c`` for a complex ``c``: one kernel for every ``c`` (its parts read from the
+    constants buffer, rounded as the dtype rounds them), as for a float; 0, 1 and -1 stay literals."""
+    from corvid.runtime import cpu
+
+    sources = []
+    compile_kernel = cpu.compile_kernel
+    monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    a = np.array([1 + 2j, 3 - 1j, 0.5 + 0.25j, -7e10 + 1e-30j], np.complex64)
+    x = cv.Tensor(a)
+    for c in (2.5 - 1j, 0.1 + 0.7j, 1j, -3e-20 + 4e20j):
+        np.testing.assert_array_equal((x * c + 1).numpy(), a * np.complex64(c) + np.complex64(1))
+    assert len(set(sources)) <= 1, len(set(sources))
+    b = np.array([1 + 2j], np.complex128)
+    np.testing.assert_array_equal((cv.Tensor(b) - (1e-300 + 3.3j)).numpy(), b - (1e-300 + 3.3j))

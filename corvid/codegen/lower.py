@@ -56,12 +56,18 @@ def flat_index(idx: tuple[Sym, ...], shape: tuple[int, ...]) -> Sym:
 BAKED_FLOATS = frozenset({0.0, 1.0, -1.0, 0.5, 2.0})
 
 
+def _plain(a: float) -> bool:
+    return math.isfinite(a) and not (a == 0.0 and math.copysign(1.0, a) < 0)
+
+
 def runtime_const(n: Node) -> bool:
     """Whether the CONST node ``n`` is a kernel argument rather than a literal: a finite float
-    other than :data:`BAKED_FLOATS` (and not -0.0), so ``x * lr`` compiles once for every ``lr``."""
+    other than :data:`BAKED_FLOATS` (and not -0.0), so ``x * lr`` compiles once for every ``lr``;
+    likewise a complex one (two values: its parts), other than 0, 1 and -1."""
     a = n.arg
-    return (n.dtype.is_float and isinstance(a, float) and math.isfinite(a) and a not in BAKED_FLOATS
-            and not (a == 0.0 and math.copysign(1.0, a) < 0))
+    if n.dtype.is_complex:
+        return isinstance(a, complex) and _plain(a.real) and _plain(a.imag) and a not in (0, 1, -1)
+    return n.dtype.is_float and isinstance(a, float) and _plain(a) and a not in BAKED_FLOATS
 
 
 # what a node being lowered asks for: the value of (source, index, gate)
@@ -84,7 +90,8 @@ class _Lowerer:
                  max_index: float = math.inf):
         self.k, self.param_of, self.limit, self.max_index = kernel, param_of, limit, max_index
         self.consts: list[Node] = []  # runtime constants, in the order of their slots
-        self.const_slot: dict[int, int] = {}
+        self.const_slot: dict[int, int] = {}  # a runtime constant's first value in the buffer
+        self.const_values = 0  # values in the constants buffer (a complex constant has two)
         self.const_param: int | None = None
         self.memo: dict[tuple, U] = {}
         self.reduce_origin: dict[int, Node] = {}  # id of a reduce value -> the graph node it computes
@@ -134,12 +141,20 @@ class _Lowerer:
         if op is Op.CONST:
             if not runtime_const(n):
                 return k.u("const", n.dtype, (), n.arg)
-            slot = self.const_slot.setdefault(id(n), len(self.consts))
-            if slot == len(self.consts):
+            slot = self.const_slot.get(id(n))
+            if slot is None:
+                slot = self.const_slot[id(n)] = self.const_values
                 self.consts.append(n)
+                self.const_values += 2 if n.dtype.is_complex else 1
             if self.const_param is None:  # its size is set when lowering ends
                 self.const_param = len(k.params)
                 k.params.append(Param(_F64, 0, False))
+            if n.dtype.is_complex:  # (its parts, then the complex number)
+                part = n.dtype.real_dtype
+                re, im = (k.u("load", _F64, (), (self.const_param, Num(slot + j), None)) for j in (0, 1))
+                if part is not _F64:
+                    re, im = k.u("cast", part, (re,), None), k.u("cast", part, (im,), None)
+                return k.u("alu", n.dtype, (re, im), Op.COMPLEX)
             v = k.u("load", _F64, (), (self.const_param, Num(slot), None))
             return v if n.dtype is _F64 else k.u("cast", n.dtype, (v,), None)
         if op is Op.IOTA:
@@ -300,7 +315,7 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = mat
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
     value = lw.emit(root, idx, Num(1), root=True)
     if lw.const_param is not None:
-        kernel.params[lw.const_param] = Param(_F64, len(lw.consts), False)
+        kernel.params[lw.const_param] = Param(_F64, lw.const_values, False)
     kernel.loops = [lp for lp in loops if lp.size > 1]
     kernel.stores = [Store(0, flat_index(idx, root.shape), value)]
     if lw.stand_ins:

@@ -337,11 +337,13 @@ def _store_offset_views(todo: list[Node], devices: tuple, every: list[Node]) -> 
         return False
     roots, done, stored = {id(r) for r in todo}, set(), False
     small = all(r.numel <= HOST_VIEW_MAX for r in todo)
+    placed = _place(todo, devices, every)  # (what lies below a COPY from another device stays there)
     for n in reversed(every):  # consumers first: the outermost view of a chain is the one stored
-        if n.buffer is not None or id(n) in done or id(n) in roots or n.op not in _VIEWISH:
+        if n.buffer is not None or id(n) in done or id(n) in roots or n.op not in _VIEWISH \
+                or placed.get(id(n)) != devices[0]:
             continue
         base = view_base_to_compute(n, devices[0]) if small else None
-        if base is not None:  # (a small result read from a small value not computed yet: all of it first)
+        if base is not None and placed.get(id(base)) == devices[0]:  # (a small result read from a small value not computed yet: all of it first)
             from .realize import realize
 
             realize([base], devices[0])
@@ -841,6 +843,10 @@ def _const_input(consts: list[Node], device: str) -> list[Node]:
     rounded to its constant's dtype first), as a realized input node; [] when it has none."""
     if not consts:
         return []
-    values = np.array([np.array(c.arg, c.dtype.np) for c in consts], np.float64)
-    buf = Buffer(device, dt.float64, len(consts)).copyin(values)
-    return [node(Op.BUFFER, (), buf, dt.float64, (len(consts),))]
+    values = []
+    for c in consts:
+        v = np.array(c.arg, c.dtype.np)
+        values += [v.real, v.imag] if c.dtype.is_complex else [v]
+    values = np.array(values, np.float64)
+    buf = Buffer(device, dt.float64, len(values)).copyin(values)
+    return [node(Op.BUFFER, (), buf, dt.float64, (len(values),))]
