@@ -3,6 +3,7 @@
 import gc
 import weakref
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -357,3 +358,21 @@ def test_complex_constants_are_kernel_arguments_not_literals(monkeypatch):
     assert len(set(sources)) <= 1, len(set(sources))
     b = np.array([1 + 2j], np.complex128)
     np.testing.assert_array_equal((cv.Tensor(b) - (1e-300 + 3.3j)).numpy(), b - (1e-300 + 3.3j))
+
+
+def test_a_small_literal_realized_alone_compiles_nothing(monkeypatch):
+    """``cv.zeros(shape).numpy()``: numpy fills a small literal on the CPU (it was a fill kernel
+    per shape and dtype); half-precision literals keep the kernel, whose rounding goes through
+    float32."""
+    from corvid.runtime import cpu
+
+    sources = []
+    compile_kernel = cpu.compile_kernel
+    monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    for shape in ((3,), (2, 5), (4, 1, 3)):
+        assert cv.zeros(shape).numpy().tolist() == np.zeros(shape).tolist()
+        assert cv.full(shape, -3, dtype=cv.int8).numpy().tolist() == np.full(shape, -3).tolist()
+        assert cv.full(shape, 2.5 - 1j).numpy().tolist() == np.full(shape, 2.5 - 1j).tolist()
+        assert cv.ones(shape, dtype=cv.bool).numpy().all()
+    assert sources == []
+    assert cv.full(3, 0.1, dtype=cv.bfloat16).tolist() == [float(ml_dtypes.bfloat16(np.float32(0.1)))] * 3

@@ -15,10 +15,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
+from .. import dtype as dt
 from ..graph.node import IDENTITY, MOVEMENT, Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
-from .schedule import (_SHARDED, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for, reshaped_buffer,
-                       schedule_from, view_base_to_compute)
+from .schedule import (_SHARDED, HOST_VIEW_MAX, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for,
+                       reshaped_buffer, schedule_from, view_base_to_compute)
 
 
 # os.environ's own mapping (bytes to bytes on POSIX): ``os.environ.get`` runs several Python
@@ -60,6 +63,10 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
         for r in todo:
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
+            elif _host_fillable(r, device):  # a small literal: numpy fills it
+                b = Buffer(device, r.dtype, r.numel).copyin(np.full(r.shape, r.src[0].arg, r.dtype.np))
+                if r.buffer is None:
+                    r.buffer = b
             elif (r.op in MOVEMENT or r.op in IDENTITY) and r.src:  # a view of a computed value:
                 base = view_base_to_compute(r, device)                # (a small one of a small lazy
                 if base is not None:                                  # value: all of that value first)
@@ -95,6 +102,14 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
     finish = getattr(schedule, "assemble", None)  # a partitioned (sharded) schedule's results
     if finish is not None:
         finish()
+
+
+def _host_fillable(r: Node, device: Any) -> bool:
+    """Whether ``r`` is the copy of a small literal on a CPU that numpy fills as the kernel would:
+    integers, bool and the 32/64-bit floats (numpy rounds a value to 16-bit floats in one step,
+    the kernel's literal through float32)."""
+    return (r.op is Op.CONTIGUOUS and r.src[0].op is Op.CONST and r.numel <= HOST_VIEW_MAX and type(device) is str
+            and device.startswith("CPU") and (r.dtype.itemsize >= 4 or r.dtype.is_int or r.dtype is dt.bool_))
 
 
 def _run_plan(every: list[Node], plan: list) -> bool:
