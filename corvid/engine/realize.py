@@ -63,8 +63,8 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
         for r in todo:
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
-            elif _host_fillable(r, device):  # a small literal: numpy fills it
-                b = Buffer(device, r.dtype, r.numel).copyin(np.full(r.shape, r.src[0].arg, r.dtype.np))
+            elif (value := _host_literal(r, device)) is not None:  # a small literal: numpy fills it
+                b = Buffer(device, r.dtype, r.numel).copyin(np.full(r.shape, value, r.dtype.np))
                 if r.buffer is None:
                     r.buffer = b
             elif (r.op in MOVEMENT or r.op in IDENTITY) and r.src:  # a view of a computed value:
@@ -104,12 +104,20 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
         finish()
 
 
-def _host_fillable(r: Node, device: Any) -> bool:
-    """Whether ``r`` is the copy of a small literal on a CPU that numpy fills as the kernel would:
-    integers, bool and the 32/64-bit floats (numpy rounds a value to 16-bit floats in one step,
-    the kernel's literal through float32)."""
-    return (r.op is Op.CONTIGUOUS and r.src[0].op is Op.CONST and r.numel <= HOST_VIEW_MAX and type(device) is str
-            and device.startswith("CPU") and (r.dtype.itemsize >= 4 or r.dtype.is_int or r.dtype is dt.bool_))
+_SAME_EVERYWHERE = (MOVEMENT | IDENTITY | {Op.CONTIGUOUS}) - {Op.PAD}  # a literal under these stays one value
+
+
+def _host_literal(r: Node, device: Any) -> Any:
+    """The value of ``r`` when it is a small literal (a copy or view of a CONST) on a CPU that
+    numpy fills as the kernel would: integers, bool and the 32/64-bit floats (numpy rounds a value
+    to 16-bit floats in one step, the kernel's literal through float32); else None."""
+    if r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU") \
+            or not (r.dtype.itemsize >= 4 or r.dtype.is_int or r.dtype is dt.bool_):
+        return None
+    n = r
+    while n.op in _SAME_EVERYWHERE and n.src and n.buffer is None:
+        n = n.src[0]
+    return n.arg if n.op is Op.CONST and n.dtype is r.dtype else None
 
 
 def _run_plan(every: list[Node], plan: list) -> bool:
