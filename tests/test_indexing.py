@@ -770,6 +770,32 @@ def test_embedding_lookup_and_column_gather_read_the_table_in_place():
     np.testing.assert_array_equal(doubled.numpy(), (t * 2)[i])
 
 
+
+def test_embedding_reads_a_detached_or_jit_argument_table_in_place():
+    """A table under a mark (``detach()``, a ``requires_grad`` argument of a jitted gradient) is
+    read in place too: each forward copied the whole table first (the marks hid the buffer)."""
+    import corvid.nn.functional as F
+
+    rng = np.random.default_rng(5)
+    t = rng.standard_normal((3000, 32)).astype(np.float32)
+    ids = np.array([[1, 7, 2999, 7]])
+    table = cv.Tensor(t, requires_grad=True)
+    names = [k.name for k in F.embedding(cv.Tensor(ids), table.detach()).schedule()]
+    assert not any(n.startswith("copy") for n in names), names
+
+    def loss(w, i):
+        return (F.embedding(i, w) ** 2).sum()
+
+    step = cv.jit(cv.grad(loss))
+    got = step(table, cv.Tensor(ids)).numpy()
+    want = np.zeros_like(t)
+    np.add.at(want, ids.ravel(), 2 * t[ids.ravel()])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (captured,) = [c for caps in step._cache.values() for c in caps]
+    launches = [la.sk.name for la in captured.launches]
+    assert sum(n.startswith("copy") for n in launches) <= 1, launches  # (the result's; not the table's)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32"])
 @pytest.mark.parametrize("reduce", ["sum", "amax"])
 def test_scatter_reduce_of_each_dtype_matches_numpy(dtype, reduce):

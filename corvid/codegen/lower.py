@@ -272,6 +272,9 @@ def view_index(n: Node, idx: tuple[Sym, ...]) -> tuple[Sym, ...]:
     return tuple((s - 1) - i if d in arg else i for d, (i, s) in enumerate(zip(idx, shape)))  # FLIP
 
 
+_SEEN_THROUGH = VIEWS | IDENTITY  # (marks: a detach or requires_grad mark over the table, under jit too)
+
+
 def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]] | None:
     """Where a GATHER along ``axis`` of ``x`` reads when ``x`` is a chain of views (no pad): (the
     node under the views, the flat index there of element ``(c0, c1, ...)`` of ``x`` with the
@@ -281,14 +284,14 @@ def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]]
     the scheduler then stores ``x`` itself, a copy. Reading through the views spares that copy:
     ``table[idx]`` used to copy the whole table. The scheduler and the lowering both ask here,
     so they agree on what is stored."""
-    if x.op not in VIEWS or x.shape[axis] == 0:
+    if x.op not in _SEEN_THROUGH or not x.src or x.shape[axis] == 0:
         return None
     cs = tuple(Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
     g = cs[axis]
     at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
     n = x
-    while n.op in VIEWS and n.buffer is None:  # (a view computed already is stored: read it there)
-        at, n = view_index(n, at), n.src[0]
+    while n.op in _SEEN_THROUGH and n.src and n.buffer is None:  # (a view computed already is stored)
+        at, n = (at if n.op in IDENTITY else view_index(n, at)), n.src[0]
     if n.buffer is None and not n.src:  # a literal or a generator (CONST, IOTA): never given a buffer here
         return None
     flat = flat_index(at, n.shape)
