@@ -190,7 +190,7 @@ class _Lowerer:
         stored operand: directly, or through the views (:func:`gather_address`) over it."""
         x, ix = n.src
         axis = n.arg
-        found = gather_address(x, axis)
+        found = gather_address(x, axis, stop=lambda m: self.param_of(m) is not None)
         if found is not None:
             read, base, stride, cs = found
             param = self.param_of(read)
@@ -275,7 +275,8 @@ def view_index(n: Node, idx: tuple[Sym, ...]) -> tuple[Sym, ...]:
 _SEEN_THROUGH = VIEWS | IDENTITY  # (marks: a detach or requires_grad mark over the table, under jit too)
 
 
-def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]] | None:
+def gather_address(x: Node, axis: int, stop: Callable[[Node], bool] | None = None
+                   ) -> tuple[Node, Sym, int, tuple[Var, ...]] | None:
     """Where a GATHER along ``axis`` of ``x`` reads when ``x`` is a chain of views (no pad): (the
     node under the views, the flat index there of element ``(c0, c1, ...)`` of ``x`` with the
     gathered coordinate 0, the step per unit of that coordinate, the variables ``c``: the
@@ -283,14 +284,15 @@ def gather_address(x: Node, axis: int) -> tuple[Node, Sym, int, tuple[Var, ...]]
     empty, or the views do not step through memory evenly along it (a reshape that splits it):
     the scheduler then stores ``x`` itself, a copy. Reading through the views spares that copy:
     ``table[idx]`` used to copy the whole table. The scheduler and the lowering both ask here,
-    so they agree on what is stored."""
+    so they agree on what is stored; the walk also ends at a node ``stop`` says is stored (a
+    kernel input already)."""
     if x.op not in _SEEN_THROUGH or not x.src or x.shape[axis] == 0:
         return None
     cs = tuple(Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
     g = cs[axis]
     at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
     n = x
-    while n.op in _SEEN_THROUGH and n.src and n.buffer is None:  # (a view computed already is stored)
+    while n.op in _SEEN_THROUGH and n.src and n.buffer is None and not (stop is not None and stop(n)):
         at, n = (at if n.op in IDENTITY else view_index(n, at)), n.src[0]
     if n.buffer is None and not n.src:  # a literal or a generator (CONST, IOTA): never given a buffer here
         return None

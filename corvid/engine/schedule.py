@@ -412,7 +412,7 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
             stored.update({id(s): s for s in n.src if s.buffer is None})
         elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through its views)
             x = n.src[0]
-            found = gather_address(x, n.arg)
+            found = gather_address(x, n.arg, stop=lambda m: id(m) in stored)
             base = x if found is None else found[0]
             if base.buffer is None:
                 stored[id(base)] = base
