@@ -846,3 +846,15 @@ def test_filling_a_small_tensor_one_element_at_a_time_writes_in_place_on_the_hos
     w = cv.zeros(3, requires_grad=True) * 1.0  # traced for gradients: still the graph form
     w[1] = 2.0
     assert w.node.op is not Op.BUFFER and w.tolist() == [0.0, 2.0, 0.0]
+
+
+def test_a_mask_axis_of_size_zero_selects_nothing():
+    """The Array API's rule for boolean indexing: each mask axis equals the indexed axis or is 0
+    (nothing selected); any other size is an IndexError."""
+    y = cv.arange(6).reshape(2, 3)
+    assert y[cv.Tensor(np.zeros((2, 0), bool))].shape == (0,)
+    assert y[np.zeros((0, 3), bool)].shape == (0,)
+    assert cv.Tensor([False])[cv.Tensor(np.zeros(0, bool))].shape == (0,)
+    assert y[np.zeros(0, bool)].shape == (0, 3)
+    with pytest.raises(IndexError, match="does not match"):
+        y[cv.Tensor(np.zeros(3, bool))]

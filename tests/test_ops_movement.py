@@ -202,3 +202,10 @@ def test_contiguous_and_iteration():
     same(rows[1], A[1])
     with pytest.raises(TypeError):
         len(cv.Tensor(1.0))
+
+
+def test_pad_of_a_complex_tensor_with_a_complex_value():
+    a = np.array([1 + 2j, 3j], np.complex64)
+    np.testing.assert_array_equal(cv.Tensor(a).pad(((1, 2),), 2 - 1j).numpy(), np.pad(a, (1, 2), constant_values=2 - 1j))
+    np.testing.assert_array_equal(cv.cumulative_prod(cv.Tensor([True, False]), include_initial=True, dtype=cv.complex64)
+                                  .numpy(), np.array([1, 1, 0], np.complex64))

@@ -544,6 +544,11 @@ def _parse(x: Tensor, index: Any) -> list[tuple[str, Any, int]]:
         parsed[at:at + 1] = fill or [("sep", None)]
     out, axis = [], 0
     for k, v in parsed:
+        if k == "mask" and v.shape != x.shape[axis:axis + v.ndim] and len(x.shape[axis:axis + v.ndim]) == v.ndim \
+                and all(m in (s, 0) for m, s in zip(v.shape, x.shape[axis:])):
+            # a size-0 mask axis selects nothing along a longer one (the Array API's rule: each
+            # axis of the mask equals the indexed one or is 0): an all-false mask of that shape
+            v = np.zeros(x.shape[axis:axis + v.ndim], bool)
         out.append((k, v, axis))
         if k == "mask":
             if v.shape != x.shape[axis:axis + v.ndim]:

@@ -204,7 +204,8 @@ class MovementMixin:
         shape = tuple(s + b + a for s, (b, a) in zip(x.shape, grow))
         check_size(shape, self.dtype.itemsize, "pad")
         v = value if not isinstance(value, bool) and self.dtype.is_float else value
-        v = float(v) if self.dtype.is_float else bool(v) if self.dtype.is_bool else int(v)
+        v = complex(v) if self.dtype.is_complex else float(v) if self.dtype.is_float else bool(v) \
+            if self.dtype.is_bool else int(v)
         return x._move(Op.PAD, (grow, v), shape)
 
     def shrink(self: Tensor, bounds: Sequence[tuple[int, int]]) -> Tensor:
