@@ -248,3 +248,26 @@ def test_sorting_a_computed_input_ranks_each_element_once(n):
     np.testing.assert_array_equal(top[0].numpy(), -np.sort(-values, axis=1)[:, :min(3, n)])
     e = cv.Tensor([0.5, -1.0, 2.0, 0.0]).exp()
     assert cv.sort(e).tolist() == sorted(e.tolist())
+
+
+@pytest.mark.parametrize("method", ["counting", "bitonic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_values_sort_in_numpys_order(method, dtype):
+    """numpy's order for complex values: real parts, then imaginary ones, those with a nan part
+    last (R + nan j, nan + R j, nan + nan j); stable; -0 and nan parts kept exactly."""
+    from corvid.ops.sorting import _sort
+
+    nan = np.nan
+    a = np.array([2 + 1j, 1 + 5j, 1 - 2j, complex(nan, 0), 2 + 1j, 0j, complex(1, nan), complex(nan, nan),
+                  complex(-0.0, -0.0), complex(0, nan), -3 + 0j, 1 + 5j], dtype)
+    got = _sort(cv.Tensor(a), -1, False, method=method)
+    want = np.sort(a, kind="stable")
+    assert got.values.numpy().view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
+    np.testing.assert_array_equal(got.indices.numpy(), np.argsort(a, kind="stable"))
+    down = _sort(cv.Tensor(a), -1, True, method=method).values.numpy()
+    np.testing.assert_array_equal(np.sort(down), want)  # (the same values; ties keep their input order)
+    assert [str(v) for v in down[:4]] == ["(nan+nanj)", "(nan+0j)", "(1+nanj)", "nanj"]
+    u = cv.unique_counts(cv.Tensor(a))
+    ref_values, ref_counts = np.unique(a, return_counts=True, equal_nan=False)
+    assert [str(v) for v in u.values.numpy()] == [str(v) for v in ref_values]
+    np.testing.assert_array_equal(u.counts.numpy(), ref_counts)

@@ -57,14 +57,29 @@ def _key(x: Tensor) -> Tensor:
 
 
 def _before(a: Tensor, b: Tensor, descending: bool) -> Tensor:
-    """Whether key ``a`` sorts strictly before key ``b``."""
+    """Whether key ``a`` sorts strictly before key ``b``. Complex keys: numpy's order, the real
+    parts then the imaginary ones, with the values that have a nan part last, in the classes
+    ``R + nan j``, ``nan + R j``, ``nan + nan j`` (descending: the whole order reversed)."""
+    if a.dtype.is_complex:
+        if descending:
+            return _before(b, a, False)
+        ca, cb = _nan_class(a), _nan_class(b)
+        ar, br = a.real, b.real
+        lexi = _before(ar, br, False) | (_same(ar, br) & _before(a.imag, b.imag, False))
+        return (ca < cb) | (ca.eq(cb) & lexi)
     lt = b < a if descending else a < b
     if not a.dtype.is_float:
         return lt
     return lt | ((a if descending else b).isnan() & ~(b if descending else a).isnan())
 
 
+def _nan_class(z: Tensor) -> Tensor:
+    return z.real.isnan().astype(dt.int8) * 2 + z.imag.isnan().astype(dt.int8)
+
+
 def _same(a: Tensor, b: Tensor) -> Tensor:
+    if a.dtype.is_complex:
+        return _same(a.real, b.real) & _same(a.imag, b.imag)
     eq = a.eq(b)
     return eq | (a.isnan() & b.isnan()) if a.dtype.is_float else eq
 
@@ -79,8 +94,14 @@ def _counting(x: Tensor, descending: bool, k: int) -> tuple[Tensor, Tensor]:
     ahead = _before(xj, xi, descending) | (_same(xj, xi) & (j < i))
     rank = ahead.astype(dt.int32)._reduce("sum", -1, False)           # (..., n)
     hit = rank.unsqueeze(-2).eq(_iota(k, x).astype(dt.int32).reshape(k, 1))  # (..., r, i)
-    fill = x._const(True if x.dtype.is_bool else 1, x.dtype, ())
-    values = where(hit, x.unsqueeze(-2), fill)._reduce("prod", -1, False)
+    if x.dtype.is_complex:  # (each part picked alone: a product by 1 + 0j turns a nan part into nan + nan j)
+        from .elementwise import make_complex
+
+        re, im = (where(hit, p.unsqueeze(-2), 1.0)._reduce("prod", -1, False) for p in (x.real, x.imag))
+        values = make_complex(re, im)
+    else:
+        fill = x._const(True if x.dtype.is_bool else 1, x.dtype, ())
+        values = where(hit, x.unsqueeze(-2), fill)._reduce("prod", -1, False)
     indices = where(hit, _iota(n, x).reshape(1, n), 0)._reduce("sum", -1, False)
     return values, indices
 
@@ -97,8 +118,10 @@ def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
         n = t.shape[-1]
         p = 1 << max(n - 1, 1).bit_length()
         key = _key(t)
-        if key.dtype.is_float:
-            sentinel: Any = -math.inf if descending else math.nan
+        if key.dtype.is_complex:  # (the last of the order, or its first when descending)
+            sentinel: Any = complex(-math.inf, -math.inf) if descending else complex(math.nan, math.nan)
+        elif key.dtype.is_float:
+            sentinel = -math.inf if descending else math.nan
         else:
             sentinel = dt.min_value(key.dtype) if descending else dt.max_value(key.dtype)
         batch = key.shape[:-1]
