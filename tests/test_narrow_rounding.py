@@ -218,3 +218,45 @@ def test_big_bfloat16_convolution_gradients():
     bf = ml_dtypes.bfloat16
     same_values(grads[0][0], grads[1][0].astype(bf))
     same_values(grads[0][1], grads[1][1].astype(bf))
+
+
+
+@pytest.mark.parametrize("d,npd", ALL_NARROW, ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize("rows", [1, 3, 7])
+def test_a_few_narrow_rows_times_a_transposed_weight_read_it_as_stored(d, npd, rows):
+    """``x @ w.T`` with fewer than 8 rows (a decode step's Linear layers) reads the narrow ``w``
+    as it is stored and converts in registers: one kernel, over the narrow operands, and no
+    float32 copy of ``w`` (converting all of w at every call cost 14x the product). A weight
+    passed as a leaf under ``no_grad`` (generation's weights: a DETACH over the transposed view)
+    too. The products accumulate in float32 and round once: -1, 0 and 1 make every partial sum
+    exact, so the result is the exact one rounded once."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-1, 2, size=(1, rows, 256)).astype(np.float32)
+    b = rng.integers(-1, 2, size=(384, 256)).astype(np.float32)
+    want = (a.astype(np.float64) @ b.astype(np.float64).T).astype(npd)
+    x = cv.Tensor(a.astype(npd))
+    for w in (cv.Tensor(b.astype(npd)), cv.Tensor(b.astype(npd)).requires_grad_()):
+        with cv.no_grad():
+            y = x @ w.T
+        kernels = y.schedule()
+        assert len(kernels) == 1 and all(p.dtype == d for p in kernels[0].kernel.params)
+        same_values(y.numpy(), want)
+
+
+def test_a_packed_narrow_weight_is_converted_by_the_packing_copy():
+    """A bfloat16 product of many rows whose weight the float32 product reads through a packed
+    copy (ops/reduce.py: _packed_transpose) converts it in that copy: one kernel writes a float32
+    copy of ``w`` (it converted it, then another kernel packed the converted copy). Values: the
+    exact products (of -1, 0 and 1) rounded once."""
+    from corvid.codegen.opt import cache_bytes
+
+    k = 256
+    m = -(-cache_bytes(3) // 8 // (4 * k) // 32) * 32  # (float32 columns past the packing threshold)
+    rng = np.random.default_rng(8)
+    a = rng.integers(-1, 2, size=(64, k)).astype(np.float32)
+    b = rng.integers(-1, 2, size=(m, k)).astype(np.float32)
+    w = cv.Tensor(b.astype(ml_dtypes.bfloat16)).realize()
+    y = cv.Tensor(a.astype(ml_dtypes.bfloat16)) @ w.T
+    copies = [sk for sk in y.schedule() if sk.output.numel == m * k]
+    assert len(copies) == 1 and copies[0].output.dtype == cv.float32 and any(n is w.node for n in copies[0].inputs)
+    same_values(y.numpy(), (a.astype(np.float64) @ b.astype(np.float64).T).astype(ml_dtypes.bfloat16))

@@ -15,7 +15,7 @@ from ..errors import ShapeError
 from .. import dtype as dt
 from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
-from ..graph.node import Op, node
+from ..graph.node import IDENTITY, Node, Op, node
 from .elementwise import where
 from .movement import normalize_axis
 
@@ -111,19 +111,25 @@ def _on_cpu(t: Tensor) -> bool:
     return isinstance(t.device, str) and t.device.startswith("CPU")
 
 
+def _packs(b: Tensor, rows: int) -> bool:
+    """Whether ``rows`` rows times ``b`` read ``b`` through a packed copy (:func:`_packed_transpose`)."""
+    if not _on_cpu(b):
+        return False
+    k, m = b.shape[-2:]
+    return b.dtype.is_float and b.dtype.itemsize >= 4 and not m % (_PACK_PANEL_BYTES // b.dtype.itemsize) and \
+        rows >= _PACK_MIN_ROWS and k * m * b.dtype.itemsize >= cache_bytes(3) // _PACK_LLC_FRACTION
+
+
 def _packed_transpose(b: Tensor, rows: int) -> Tensor | None:
     """``b.mT`` (shape (..., m, k)) read from a copy of ``b`` in which each panel of P columns is
     stored contiguously, row after row (shape (..., m/P, k, P)); None when ``b`` is small, not a
     float, its column count is not a multiple of P, or too few ``rows`` of the left operand would
     reuse a panel to pay for the copy, or on a device without the CPU's caches and TLB (a GPU
     reads a matmul's operands through its own tiles)."""
-    if not _on_cpu(b):
+    if not _packs(b, rows):
         return None
     k, m = b.shape[-2:]
     p = _PACK_PANEL_BYTES // b.dtype.itemsize
-    if not b.dtype.is_float or b.dtype.itemsize < 4 or m % p or rows < _PACK_MIN_ROWS or \
-            k * m * b.dtype.itemsize < cache_bytes(3) // _PACK_LLC_FRACTION:
-        return None
     lead = tuple(range(b.ndim - 2))
     r = len(lead)
     packed = b.reshape(b.shape[:-1] + (m // p, p)).permute(lead + (r + 1, r, r + 2)).contiguous()
@@ -229,6 +235,20 @@ def _matmul_impl(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
     return (a3 * b3)._reduce("sum", -1, False) if k else a3._const(0, common, batch + (n, m))
 
 
+def _reads_in_place(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a @ b`` is a few rows times a transposed view (``x @ w.T`` of a token in a
+    decode step), which the product reads in place, both operands along the shared axis: a narrow
+    ``w`` is then read as it is stored and converted in registers. Converting it to float32
+    first wrote a float32 copy of all of ``w`` for each call (one bfloat16 row times a
+    2048x8192 weight: 18 ms to convert, 1.3 ms to read it in place)."""
+    if a.shape[-2] >= _TRANSPOSE_COPY_ROWS:
+        return False
+    n = b.node
+    while n.op in IDENTITY and n.src:  # (a weight passed as a leaf: DETACH(PERMUTE(VAR(w))) under no_grad)
+        n = n.src[0]
+    return _swaps_last_axes(n)
+
+
 def _real_float(x: Tensor) -> Tensor:
     """``x`` as a real float tensor (ints and bools in the default float); TypeError for complex."""
     if x.dtype.is_complex:
@@ -238,11 +258,16 @@ def _real_float(x: Tensor) -> Tensor:
 
 def _transposed_view(t: Tensor) -> bool:
     """Whether ``t`` is a permute that swaps its last two axes (``w.T``, ``w.mT``)."""
-    n = t.node
-    if n.op is not Op.PERMUTE or t.ndim < 2:
+    return _swaps_last_axes(t.node)
+
+
+def _swaps_last_axes(n: Node) -> bool:
+    """Whether the node ``n`` is a permute that swaps its last two axes."""
+    ndim = len(n.shape)
+    if n.op is not Op.PERMUTE or ndim < 2:
         return False
     perm = n.arg
-    return perm[-2:] == (t.ndim - 1, t.ndim - 2) and all(perm[i] == i for i in range(t.ndim - 2))
+    return perm[-2:] == (ndim - 1, ndim - 2) and all(perm[i] == i for i in range(ndim - 2))
 
 
 class ReduceMixin:
@@ -424,11 +449,16 @@ class ReduceMixin:
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} do not align "
                              f"({a.shape[-1]} != {b.shape[-2]})")
         common = result_type(a, b)
-        if common in _NARROW_FLOATS and a.shape[-2] * a.shape[-1] * b.shape[-1] >= _NARROW_MATMUL_MIN and _on_cpu(a):
+        if common in _NARROW_FLOATS and a.shape[-2] * a.shape[-1] * b.shape[-1] >= _NARROW_MATMUL_MIN and _on_cpu(a) \
+                and not _reads_in_place(a, b):
             # (the operands are converted once, by kernels of their own, not at every read of the
             # tiles; the float32 result is stored, so that the rounding to ``common`` is a kernel of
             # its own and the matmul stores vectors)
-            a32, b32 = a.astype(dt.float32).contiguous(), b.astype(dt.float32).contiguous()
+            a32, b32 = a.astype(dt.float32).contiguous(), b.astype(dt.float32)
+            if not _packs(b32, a.shape[-2]):
+                b32 = b32.contiguous()
+            # (else the packed copy the float32 product makes converts b itself: one copy of b, not
+            # two; a prompt of 512 tokens converted each weight of a language model, then packed it)
             token = _AUTOCAST.set(None)  # (this float32 product is the narrow one's value: autocast must not narrow it)
             try:
                 out = a32.matmul(b32).contiguous().astype(common)
