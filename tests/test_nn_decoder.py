@@ -97,3 +97,35 @@ def test_gemma_rms_norm_rounds_once():
     xf = _np(x).astype(np.float64)
     exact = xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + 1e-6) * (1 + _np(norm.weight))
     np.testing.assert_array_equal(_np(y), _np(cv.Tensor(exact.astype(np.float32)).astype(cv.bfloat16)))
+
+
+class _Cache:
+    """A key/value cache as CausalSelfAttention takes one: the earlier keys and values, to which
+    ``update`` adds the new ones; every query sees every key."""
+
+    def __init__(self, k, v):
+        self.k, self.v = k, v
+
+    def update(self, k, v, window=None):
+        k, v = cv.cat([self.k, k], axis=2), cv.cat([self.v, v], axis=2)
+        return k, v, cv.ones(k.shape[2], dtype=cv.bool)
+
+
+def test_one_token_with_a_cache_feeds_o_proj_a_plain_row():
+    """One token through grouped-query attention with a cache (a decode step): the output
+    projection reads the heads' outputs as one stored row. Read through the view, their index
+    stayed a split in three in the projection's inner loop, which did not vectorize. The values
+    are the full causal attention's last row."""
+    attn = nn.CausalSelfAttention(64, num_heads=8, num_kv_heads=2)
+    x = cv.randn(1, 6, 64).realize()
+    rope = nn.RotaryEmbedding(attn.head_dim)
+    full = attn(x, rope.cos_sin(6))
+    _, k, v = attn._project(x[:, :5])
+    cos, sin = rope.cos_sin(5)
+    cache = _Cache(F.apply_rotary_emb(k, cos, sin), v)
+    cos6, sin6 = rope.cos_sin(6)
+    out = attn(x[:, 5:], (cos6[5:], sin6[5:]), cache)
+    proj = out.schedule()[-1]
+    body = proj.source[proj.source.index("void "):]
+    assert sorted(p.size for p in proj.kernel.params) == [64, 64, 64 * 64] and "/" not in body and "%" not in body
+    np.testing.assert_allclose(out.numpy(), full[:, 5:].numpy(), atol=1e-5)
