@@ -29,7 +29,8 @@ weight. From 8 rows it dequantizes the weight first, in a kernel of its own (the
 it stores a value that a kernel would evaluate 8 times per element). From ``MATMUL_ROWS`` rows
 on (a prompt, a training batch) the weight is dequantized once per call into a float32 copy
 laid out as the float matmul's tiled kernel reads it: two kernels, about as fast as a float
-``Linear``.
+``Linear`` (a narrow input is converted first and the float32 product stored before it is
+rounded, as a narrow matmul does: the tiles read and write float32 only).
 
 >>> from corvid import nn
 >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))
@@ -408,9 +409,16 @@ class QuantizedLinear(Module):
             if rows < MATMUL_ROWS:
                 y = _fused_product(xs, self.qweight, self.scales, mode, g)
             else:
+                if x.dtype != compute:  # (converted once: the tiled product's loads of a narrow x converted at every use)
+                    xs = xs.contiguous()
                 y = xs @ _grouped(self.qweight, self.scales, mode, g, compute).reshape(out, n).T
             if self.bias is not None:
                 y = y + self.bias.astype(compute)
+            if rows >= MATMUL_ROWS and out_dtype != compute:
+                # (the tiled product stores float32 vectors: with the rounding to a narrow output
+                # and a consumer's view fused in, it was left untiled: a bfloat16 model's key
+                # projection of a 512-token prompt took 250 ms, most of a prefill)
+                y = y.contiguous()
         return y.reshape(lead + (out,)).astype(out_dtype)
 
     def extra_repr(self) -> str:

@@ -166,6 +166,23 @@ def test_one_kernel_reads_the_packed_weight(mode):
     assert len(many) == 2 and many[0].output.dtype == cv.float32 and many[0].output.numel == 512 * 256
 
 
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_many_narrow_rows_run_the_float32_tiles(mode):
+    """Many rows of a bfloat16 input (a prompt of a bfloat16 model): x is converted once and the
+    product is stored in float32 by the tiled kernel, vectorized over float32 operands only, then
+    rounded: fused with the rounding (and a consumer's view), the product was left untiled, and
+    with x converted in its tile at every use it ran at half the speed."""
+    _, q = float_and_quantized(mode, 64, n=256, out=512)
+    x = cv.randn(2, MATMUL_ROWS, 256).astype(cv.bfloat16).realize()
+    y = q(x)
+    product = [k for k in y.schedule() if k.name.startswith("r")]
+    assert len(product) == 1 and all(p.dtype == cv.float32 for p in product[0].kernel.params)
+    assert any(o.op == "vectorize" for o in product[0].kernel.opts)
+    ref = (x.astype(cv.float32) @ q.dequantize().T + q.bias).numpy()
+    got = y.astype(cv.float32).numpy()
+    assert y.dtype == cv.bfloat16 and np.all(np.abs(got - ref) <= 2.0 ** -8 * np.abs(ref) + 1e-6)
+
+
 def test_dtypes_and_autocast():
     _, q = float_and_quantized("int4", 64)
     x = cv.Tensor(rng.standard_normal((2, 128)).astype(np.float32))
