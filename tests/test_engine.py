@@ -376,3 +376,26 @@ def test_a_small_literal_realized_alone_compiles_nothing(monkeypatch):
         assert cv.ones(shape, dtype=cv.bool).numpy().all()
     assert sources == []
     assert cv.full(3, 0.1, dtype=cv.bfloat16).tolist() == [float(ml_dtypes.bfloat16(np.float32(0.1)))] * 3
+
+
+def test_integer_constants_are_kernel_arguments_on_the_cpu(monkeypatch):
+    """``labels == k`` for each class ``k`` (above 16): one kernel for every ``k`` on the CPU, the
+    value read from the constants buffer (exact up to 2**53; larger ones, small ones, powers of
+    two and constants of integer arithmetic stay literals)."""
+    from corvid.runtime import cpu
+
+    sources = []
+    compile_kernel = cpu.compile_kernel
+    monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    a = np.array([3, 17, 541, 17, -100, 2**40 + 3, 2**53 - 1])
+    y = cv.Tensor(a)
+    for k in (17, 541, -100, 2**40 + 3, 2**53 - 1, 99991):
+        np.testing.assert_array_equal((y == k).numpy(), a == k)
+        np.testing.assert_array_equal((y < k).numpy(), a < k)
+    assert len(set(sources)) == 2, len(set(sources))  # (== and <: one kernel each for every k)
+    for k in (17, 541, -100, 2**40 + 3, 99991):  # arithmetic: literals, exact
+        np.testing.assert_array_equal((y // k).numpy(), a // k)
+    for k in (2**60 + 1, 64, 5):  # literals: each its own kernel, values as exact
+        np.testing.assert_array_equal((y * 3 + k).numpy(), a * 3 + k)
+    u = np.array([2**63 + 5, 300], np.uint64)
+    np.testing.assert_array_equal((cv.Tensor(u) + 1000).numpy(), u + np.uint64(1000))

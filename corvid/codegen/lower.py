@@ -56,15 +56,42 @@ def flat_index(idx: tuple[Sym, ...], shape: tuple[int, ...]) -> Sym:
 BAKED_FLOATS = frozenset({0.0, 1.0, -1.0, 0.5, 2.0})
 
 
+INT_CONST_MAX = 1 << 53  # (integers the float64 constants buffer holds exactly)
+_COMPARES = frozenset({Op.CMPLT, Op.CMPEQ, Op.CMPNE})
+_MOVES = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SHRINK, Op.FLIP})
+
+
+def compared_consts(nodes: list[Node]) -> frozenset[int]:
+    """The ids of the integer CONST nodes (seen through views) that ``nodes`` only compare with:
+    read at run time on the C backend (:func:`runtime_const`)."""
+    compared, other = set(), set()
+    for n in nodes:
+        if n.op in _MOVES:  # (a view of the constant: its consumers decide)
+            continue
+        for s in n.src:
+            while s.op in _MOVES and s.src:
+                s = s.src[0]
+            if s.op is Op.CONST and s.dtype.is_int:
+                (compared if n.op in _COMPARES else other).add(id(s))
+    return frozenset(compared - other)
+
+
 def _plain(a: float) -> bool:
     return math.isfinite(a) and not (a == 0.0 and math.copysign(1.0, a) < 0)
 
 
-def runtime_const(n: Node) -> bool:
+def runtime_const(n: Node, ints: bool = False) -> bool:
     """Whether the CONST node ``n`` is a kernel argument rather than a literal: a finite float
     other than :data:`BAKED_FLOATS` (and not -0.0), so ``x * lr`` compiles once for every ``lr``;
-    likewise a complex one (two values: its parts), other than 0, 1 and -1."""
+    likewise a complex one (two values: its parts), other than 0, 1 and -1; with ``ints`` (kernels
+    of the C backend, for a constant only compared with: :func:`compared_consts`), an integer above
+    16 in size that is not a power of two and fits a float64 exactly (``labels == k`` for each class
+    ``k``). Integer arithmetic keeps its literals: multiplying or dividing by a runtime value
+    measured 1.6 to 5.5 times slower (a random generator's hash, ``x // 1000``)."""
     a = n.arg
+    if ints and n.dtype.is_int and isinstance(a, int) and not isinstance(a, bool):
+        m = abs(a)
+        return 16 < m <= INT_CONST_MAX and m & (m - 1) != 0
     if n.dtype.is_complex:
         return isinstance(a, complex) and _plain(a.real) and _plain(a.imag) and a not in (0, 1, -1)
     return n.dtype.is_float and isinstance(a, float) and _plain(a) and a not in BAKED_FLOATS
@@ -87,11 +114,12 @@ class LoweringTooLarge(RuntimeError):
 
 class _Lowerer:
     def __init__(self, kernel: Kernel, param_of: Callable[[Node], int | None], limit: float = math.inf,
-                 max_index: float = math.inf):
+                 max_index: float = math.inf, int_consts: frozenset[int] = frozenset()):
         self.k, self.param_of, self.limit, self.max_index = kernel, param_of, limit, max_index
         self.consts: list[Node] = []  # runtime constants, in the order of their slots
         self.const_slot: dict[int, int] = {}  # a runtime constant's first value in the buffer
         self.const_values = 0  # values in the constants buffer (a complex constant has two)
+        self.int_consts = int_consts  # ids of the integer constants read at run time (see runtime_const)
         self.const_param: int | None = None
         self.memo: dict[tuple, U] = {}
         self.reduce_origin: dict[int, Node] = {}  # id of a reduce value -> the graph node it computes
@@ -139,7 +167,7 @@ class _Lowerer:
         if param is not None:
             return k.u("load", n.dtype, (), (param, flat_index(idx, n.shape), None if gate == Num(1) else gate))
         if op is Op.CONST:
-            if not runtime_const(n):
+            if not runtime_const(n, id(n) in self.int_consts):
                 return k.u("const", n.dtype, (), n.arg)
             slot = self.const_slot.get(id(n))
             if slot is None:
@@ -307,7 +335,8 @@ def gather_address(x: Node, axis: int, stop: Callable[[Node], bool] | None = Non
 
 
 def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = math.inf,
-                   max_index: float = math.inf) -> tuple[Kernel, _Lowerer]:
+                   max_index: float = math.inf, int_consts: frozenset[int] = frozenset()
+                   ) -> tuple[Kernel, _Lowerer]:
     """Lower the graph under ``root`` into a kernel storing ``root`` into param 0, one loop per
     output dimension. ``inputs`` are the nodes read from buffers (params 1..n).
     :class:`LoweringTooLarge` when it would emit more than ``limit`` values, or read a computed
@@ -315,7 +344,7 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = mat
     params = [Param(root.dtype, root.numel, True)] + [Param(n.dtype, n.numel, False) for n in inputs]
     index_of = {id(n): i + 1 for i, n in enumerate(inputs)}
     kernel = Kernel(name, params, [])
-    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit, max_index)
+    lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit, max_index, int_consts)
     loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
     value = lw.emit(root, idx, Num(1), root=True)

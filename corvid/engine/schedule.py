@@ -41,7 +41,8 @@ import numpy as np
 from .. import dtype as dt
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
-from ..codegen.lower import LoweringTooLarge, gather_address, lower_unmerged, merge_loops, runtime_const
+from ..codegen.lower import (LoweringTooLarge, compared_consts, gather_address, lower_unmerged, merge_loops,
+                             runtime_const)
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
 from ..runtime.compiler import max_loaded_kernels
@@ -295,7 +296,7 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
         return todo, devices, every, _SHARDED
     key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
-    if plan is None and store_views and _store_offset_views(todo, devices, every):  # (then another graph, maybe a known one)
+    if plan is None and store_views and _store_offset_views(todo, devices, every):  # (another graph: maybe a known one)
         every = toposort(todo, stop=_stored_already)
         key, pos, computed = _graph_key(every)
         key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
@@ -343,7 +344,7 @@ def _store_offset_views(todo: list[Node], devices: tuple, every: list[Node]) -> 
                 or placed.get(id(n)) != devices[0]:
             continue
         base = view_base_to_compute(n, devices[0]) if small else None
-        if base is not None and placed.get(id(base)) == devices[0]:  # (a small result read from a small value not computed yet: all of it first)
+        if base is not None and placed.get(id(base)) == devices[0]:  # (a small value not computed yet: all of it first)
             from .realize import realize
 
             realize([base], devices[0])
@@ -648,14 +649,15 @@ def _cost(n: Node, is_input: set[int]) -> int:
     return total
 
 
-def _structure_key(nodes: list[Node], inputs: list[Node]) -> tuple:
+def _structure_key(nodes: list[Node], inputs: list[Node], ints: frozenset[int] = frozenset()) -> tuple:
     pos = {id(n): i for i, n in enumerate(inputs)}
     num = {}
     key: list[Any] = []
     for n in nodes:
         num[id(n)] = len(num)
         # the mark does not change the code, nor the value of a constant the kernel reads at run time
-        arg = None if n.op is Op.VAR else ("rt",) if n.op is Op.CONST and runtime_const(n) else _arg_key(n.op, n.arg)
+        rt = n.op is Op.CONST and runtime_const(n, id(n) in ints)
+        arg = None if n.op is Op.VAR else ("rt",) if rt else _arg_key(n.op, n.arg)
         key.append((n.op, arg, n.dtype, n.shape, tuple(
             ("in", pos[id(s)]) if id(s) in pos else num[id(s)] for s in n.src)))
     return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
@@ -824,10 +826,11 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Com
         return sk.compiled, sk.inputs, []
     nodes, inputs = _region(root, stored)
     family = _family(device)
-    key = (family, _structure_key(nodes, inputs))
+    ints = compared_consts(nodes) if family == "CPU" else frozenset()  # (the C backend's; see runtime_const)
+    key = (family, _structure_key(nodes, inputs, ints))
 
     def make() -> _Compiled:
-        kernel, lw = lower_unmerged("kernel", root, inputs)
+        kernel, lw = lower_unmerged("kernel", root, inputs, int_consts=ints)
         kernel = merge_loops(kernel)
         kernel.name = _kernel_name(nodes, kernel)  # named by its loops before optimization
         kernel = optimize(kernel, family)
