@@ -416,3 +416,28 @@ def test_example_with_token_ids_and_its_messages(tmp_path):
     assert r.returncode != 0 and "--prompt-ids" in r.stderr
     r = _example(["--model", folder, "--prompt-ids", "5", "--top-p", "2"])
     assert r.returncode != 0 and "top_p" in r.stderr
+
+
+def test_generation_config_json_sets_the_stop_tokens(tmp_path):
+    """A checkpoint's generation_config.json overrides config.json's token ids, as transformers
+    does (Llama 3 Instruct stops at any of three ids only through it); the rest is kept as
+    ``model.generation_config``; a malformed one is a clear error."""
+    import json
+
+    config = {"model_type": "llama", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,
+              "num_hidden_layers": 1, "num_attention_heads": 2, "tie_word_embeddings": True, "eos_token_id": 2}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    cv.save(str(tmp_path / "model.safetensors"), cv.models.CausalLM(config).state_dict())
+    assert cv.models.from_pretrained(tmp_path).config.eos_token_id == 2
+    model = cv.models.from_pretrained(tmp_path)
+    greedy = model.generate([[5, 7]], max_new_tokens=6, temperature=0, stop_tokens=()).tolist()[0]
+    stops = [greedy[1], 31]
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": stops, "temperature": 0.6}))
+    model = cv.models.from_pretrained(tmp_path)
+    assert model.config.eos_token_id == stops and model.generation_config["temperature"] == 0.6
+    out = model.generate([[5, 7]], max_new_tokens=6, temperature=0).tolist()[0]
+    first = next(i for i, t in enumerate(greedy) if t in stops)
+    assert out == greedy[:first + 1]  # stopped at a stop id of generation_config.json (included)
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": "two"}))
+    with pytest.raises(ValueError, match="eos_token_id must be a token id or a list"):
+        cv.models.from_pretrained(tmp_path)

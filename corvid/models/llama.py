@@ -241,6 +241,7 @@ class CausalLM(nn.Module):
 
     def _build(self, c: CausalLMConfig, device: str | None, dtype: Any) -> None:
         self.config = c
+        self.generation_config: dict[str, Any] = {}  # a checkpoint's generation_config.json (from_pretrained)
         self.model = Decoder(c, device, dtype)
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.vocab_size, bias=False,
                                                                     device=device, dtype=dtype)

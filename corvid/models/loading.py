@@ -16,6 +16,7 @@ mixing dtypes) are converted, one at a time.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 from typing import Any
@@ -32,6 +33,8 @@ __all__ = ["from_pretrained"]
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
+GENERATION = "generation_config.json"  # (its token ids override config.json's, as transformers does)
+_GENERATION_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
 # tensors some checkpoints carry that the model computes itself
 _IGNORED = (".rotary_emb.inv_freq",)
@@ -95,7 +98,9 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     """Load the language model stored in a Hugging Face checkpoint folder.
 
     The folder holds ``config.json`` and ``model.safetensors``, or shards listed by
-    ``model.safetensors.index.json``; the result is a :class:`~corvid.models.CausalLM`.
+    ``model.safetensors.index.json``; the result is a :class:`~corvid.models.CausalLM`. A
+    ``generation_config.json`` there sets the token ids ``generate`` stops at (overriding
+    ``config.json``'s, as transformers does) and is kept as ``model.generation_config``.
 
     ``dtype`` (a corvid dtype or its name) is the dtype to compute in; None keeps the
     checkpoint's own (a bfloat16 checkpoint gives a bfloat16 model). ``device`` places the
@@ -127,6 +132,10 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
         raise FileNotFoundError(f"from_pretrained: {folder} has no {CONFIG} (a Hugging Face checkpoint folder "
                                 "holds config.json and model.safetensors)")
     config = CausalLMConfig.from_dict(_read_json(path))
+    generation = _generation_config(folder)
+    ids = {k: generation[k] for k in _GENERATION_IDS if generation.get(k) is not None}
+    if ids:
+        config = dataclasses.replace(config, **ids)
     tensors = _read(folder, device)
     model = CausalLM._skeleton(config)
     places = dict(model.named_parameters())
@@ -152,4 +161,26 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
             raise ValueError(f"from_pretrained: {name} is {t.dtype.name}; quantized checkpoints are not supported")
         owner, _, leaf = name.rpartition(".")
         setattr(modules[owner], leaf, nn.Parameter(t if t.dtype == target else t.astype(target)))
+    model.generation_config = generation
     return model.eval()
+
+
+def _generation_config(folder: str) -> dict[str, Any]:
+    """The folder's ``generation_config.json`` ({} without one). Its ``eos_token_id`` (one id or
+    a list: Llama 3 Instruct stops at any of three) is what ``generate`` stops at by default;
+    the rest (``temperature``, ``top_p``, ...) is kept as ``model.generation_config`` for the
+    caller to pass on."""
+    path = os.path.join(folder, GENERATION)
+    if not os.path.isfile(path):
+        return {}
+    found = _read_json(path)
+    if not isinstance(found, dict):
+        raise ValueError(f"from_pretrained: {path} holds {type(found).__name__}, not a JSON object")
+    for key in _GENERATION_IDS:
+        v = found.get(key)
+        ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
+            key == "eos_token_id" and isinstance(v, list) and all(isinstance(i, int) and i >= 0 for i in v))
+        if not ok:
+            raise ValueError(f"from_pretrained: {path}: {key} must be a token id"
+                             f"{' or a list of them' if key == 'eos_token_id' else ''}, got {v!r}")
+    return found
