@@ -13,6 +13,7 @@ from typing import Any
 from . import dtype as dt
 from .dtype import DType, DTypeLike
 from .graph.node import Op, node
+from .graph.symbolic import Num, Sym, SymbolicSizeError
 from .ops.movement import check_size
 from . import random as _random
 from .random import manual_seed, randint
@@ -173,6 +174,8 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTyp
         start, stop = 0, start
     if step == 0:
         raise ValueError("arange: step must not be zero")
+    if isinstance(start, Sym) or isinstance(stop, Sym):  # symbolic sizes (a jit trace): integer steps
+        return _symbolic_arange(start, stop, step, dtype, device, requires_grad)
     n = max(math.ceil((stop - start) / step), 0)
     d = dt.to_dtype(dtype) if dtype is not None else dt.result_type(start, stop, step)
     if d is dt.bool_:
@@ -187,6 +190,24 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTyp
     dev = canonical_device(device)
     idx = Tensor._from_node(node(Op.IOTA, (), None, dt.int64 if not d.is_float else d, (n,)), dev)
     out = idx * step + start if n and (step != 1 or start != 0) else idx
+    return _leaf(out.astype(d), requires_grad)
+
+
+def _symbolic_arange(start: Any, stop: Any, step: Any, dtype: DTypeLike | None, device: str | None,
+                     requires_grad: bool) -> Tensor:
+    """``arange`` whose start or stop is a symbolic size: integers, the count computed by the kernels."""
+    if type(step) is not int or not all(isinstance(x, (int, Sym)) and not isinstance(x, bool) for x in (start, stop)):
+        raise TypeError("arange with a symbolic size takes integer start, stop and step")
+    n = (stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step
+    if not isinstance(n, Sym) or isinstance(n, Num):
+        n = int(n)
+    if isinstance(n, Sym) and n.vmin < 0:
+        raise SymbolicSizeError(f"arange({start!r}, {stop!r}, {step}) may be empty or negative in length: its count "
+                                "depends on the symbolic sizes")
+    d = dt.to_dtype(dtype) if dtype is not None else dt.int64
+    dev = canonical_device(device)
+    idx = Tensor._from_node(node(Op.IOTA, (), None, dt.int64 if not d.is_float else d, (n,)), dev)
+    out = idx * step + start if (step != 1 or not (isinstance(start, int) and start == 0)) else idx
     return _leaf(out.astype(d), requires_grad)
 
 

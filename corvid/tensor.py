@@ -22,6 +22,7 @@ from .engine.realize import holder
 from .engine.realize import realize as _realize
 from .engine.schedule import ScheduledKernel, create_schedule
 from .graph.node import COMPARISON, Node, Op, node
+from .graph.symbolic import Num, Sym
 from .ops.elementwise import ElementwiseMixin
 from .ops.movement import MovementMixin
 from .ops.reduce import ReduceMixin
@@ -48,6 +49,35 @@ class Size(int):
         if not self.shape:
             raise AxisError(f"size: dimension {dim} of a 0-d tensor (it has none)")
         return self.shape[normalize_axis(dim, len(self.shape), "size: dim")]
+
+
+class SymSize:
+    """The element count of a tensor with a symbolic size (inside a ``jit`` trace with ``dynamic``
+    sizes): the count as an expression (arithmetic and comparisons act on it), callable like
+    :class:`Size`."""
+
+    __slots__ = ("count", "shape")
+
+    def __init__(self, count: Sym, shape: tuple):
+        self.count, self.shape = count, shape
+
+    __call__ = Size.__call__
+
+    def __bool__(self) -> bool:
+        return bool(self.count != 0) if isinstance(self.count, Num) else True  # (symbolic sizes are >= 2)
+
+    def __repr__(self) -> str:
+        return repr(self.count)
+
+
+def _delegate(name: str) -> Any:
+    return lambda self, *a: getattr(self.count, name)(*(x.count if isinstance(x, SymSize) else x for x in a))
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+              "__mod__", "__rmod__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__hash__", "__index__",
+              "__int__", "__float__", "__truediv__", "__rtruediv__", "__neg__"):
+    setattr(SymSize, _name, _delegate(_name))
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
@@ -175,7 +205,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         >>> x.size, x.size(), x.size(-1)
         (6, (2, 3), 3)
         """
-        return Size(self.node.numel, self.node.shape)
+        n = self.node.numel
+        return Size(n, self.node.shape) if type(n) is int else SymSize(n, self.node.shape)
 
     def numel(self) -> int:
         """The number of elements, the product of the shape (PyTorch's ``numel()``; ``nelement()``
@@ -477,6 +508,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                                           sn.shape))
             else:
                 kind = type(o)  # exact Python scalars only (numpy scalars subclass float but are not weak)
+                if isinstance(o, Sym):  # a symbolic size (a jit trace): a weak Python int, read at run time
+                    common = dtype or _weak_result(sn.dtype, int)
+                    return self._new(node(op, (sn, _const_node(o, common, sn.shape)), None,
+                                          out or (dt.bool_ if op in COMPARISON else common), sn.shape))
                 if kind is float or kind is int or kind is bool:
                     common = dtype or _weak_result(sn.dtype, kind)
                     if kind is int and common.is_int and not _fits(o, common):
@@ -507,6 +542,8 @@ def result_type(*items: Any) -> DType:
             args.append(x.dtype)
         elif isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
             args.append(x)
+        elif isinstance(x, Sym):  # a symbolic size: a weak Python int
+            args.append(1)
         elif isinstance(x, (list, tuple)):  # the dtype Tensor(x) would get (float lists: float32)
             args.append(dt.from_numpy(_to_numpy(x, None).dtype))
         else:
@@ -640,8 +677,15 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _const_node(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
-    if d.is_bool:
-        v: Scalar = bool(value)
+    if isinstance(value, Sym):  # a symbolic size as a value (the kernel computes it from its sizes)
+        if isinstance(value, Num):
+            value = value.value
+        elif d.is_bool or d.is_complex:
+            raise TypeError(f"a symbolic size cannot be a {d.name} value")
+    if isinstance(value, Sym):
+        v: Scalar = value
+    elif d.is_bool:
+        v = bool(value)
     elif d.is_float:
         v = float(value)
     elif d.is_complex:

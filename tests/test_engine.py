@@ -382,11 +382,14 @@ def test_integer_constants_are_kernel_arguments_on_the_cpu(monkeypatch):
     """``labels == k`` for each class ``k`` (above 16): one kernel for every ``k`` on the CPU, the
     value read from the constants buffer (exact up to 2**53; larger ones, small ones, powers of
     two and constants of integer arithmetic stay literals)."""
+    from corvid.engine import schedule as sched
     from corvid.runtime import cpu
 
     sources = []
     compile_kernel = cpu.compile_kernel
     monkeypatch.setattr(cpu, "compile_kernel", lambda src, name: sources.append(src) or compile_kernel(src, name))
+    sched._cache.clear()  # (a kernel an earlier test of this process made would not be compiled again)
+    sched._plans.clear()
     a = np.array([3, 17, 541, 17, -100, 2**40 + 3, 2**53 - 1])
     y = cv.Tensor(a)
     for k in (17, 541, -100, 2**40 + 3, 2**53 - 1, 99991):

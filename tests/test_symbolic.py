@@ -312,8 +312,8 @@ def test_invalid_operands():
         i // 0
     with pytest.raises(ValueError, match="positive"):
         i % -2
-    with pytest.raises(TypeError, match="constants"):
-        i * i
+    with pytest.raises(TypeError):
+        i * 1.5
     with pytest.raises(ValueError, match="empty range"):
         Var("k", 3, 2)
     with pytest.raises(TypeError):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 
 from ..graph.node import Op
-from ..graph.symbolic import Sym, Var
+from ..graph.symbolic import Num, Sym, Var, loop_var, upper
 from .ir import Kernel, Loop, U, post_order, substitute_arg
 
 BLOCK = 1024  # elements added by the innermost reduce (per vector lane: 64 with 16 lanes, 128 with 8)
@@ -78,7 +78,7 @@ def _cascades(u: U, tiled: bool, block: int) -> bool:
     if u.op != "reduce" or u.arg[0] != "sum" or u.dtype.name not in _DTYPES:
         return False
     loops = u.arg[1]
-    if any(lp.kind != "reduce" for lp in loops) or math.prod(lp.size for lp in loops) < 2 * block:
+    if any(lp.kind != "reduce" for lp in loops) or math.prod(upper(lp.size) for lp in loops) < 2 * block:
         return False
     body = u.src[0]
     return not (tiled and body.op == "alu" and body.arg is Op.MUL)
@@ -100,7 +100,7 @@ class _Nest:
                 n += 1
             name = f"{base.var.name}k{n}"
             self.names.add(name)
-            found = self.made[key] = Loop(Var(name, 0, size - 1), size, "reduce", unroll)
+            found = self.made[key] = Loop(loop_var(name, size), size, "reduce", unroll)
         return found
 
     def subst(self, body: U, var: Var, expr: Sym, key: tuple) -> U:
@@ -113,9 +113,10 @@ class _Nest:
         key = key or tuple(lp.var for lp in loops)
         limit, block = (self.block, self.block) if first else (TOP, FAN)
         # the innermost loops whose trips together stay within a run
-        take, trips = 1, loops[-1].size
-        while take < len(loops) and trips * loops[-take - 1].size <= block:
-            trips *= loops[-take - 1].size
+        # (a symbolic size counts as its largest value: short sums then just have empty loops)
+        take, trips = 1, upper(loops[-1].size)
+        while take < len(loops) and trips * upper(loops[-take - 1].size) <= block:
+            trips *= upper(loops[-take - 1].size)
             take += 1
         inner, rest = loops[-take:], loops[:-take]
         if take > 1 or trips <= limit:
@@ -128,7 +129,7 @@ class _Nest:
             blocks = self.out.u("reduce", dtype, (self.subst(body, lp.var, o.var * block + i.var, key + ("b",)),),
                                 ("sum", (i,)))
             value = self.sum(blocks, (o,), dtype, False, key + ("s",))
-            if left:
+            if not (isinstance(left, int) and left == 0) and left != Num(0):  # (a symbolic remainder: maybe 0)
                 r = self.loop(key + ("r",), lp, left, lp.unroll)
                 tail = self.out.u("reduce", dtype, (self.subst(body, lp.var, r.var + q * block, key + ("t",)),),
                                   ("sum", (r,)))

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..dtype import DType
-from ..graph.symbolic import Sym, Var
+from ..graph.symbolic import Sym, Var, hint, is_symbolic
 
 
 @dataclass(frozen=True)
@@ -116,11 +116,14 @@ class Kernel:
     # which loop runs across threads: None lets the linearizer choose, "off" keeps the kernel on one
     # thread, a Var names the output loop (set by the ``thread`` action)
     parallel: Any = None
+    # the param holding the symbolic sizes (int64, one per :class:`Dim` slot) the kernel's loops
+    # and indices use, or None (every size a constant)
+    dims_param: int | None = None
 
     def empty_like(self, loops: list[Loop], vector_width: int | None = None) -> Kernel:
         """A kernel with this one's name, params, actions and threading, new loops and no values."""
         return Kernel(self.name, self.params, loops, vector_width=self.vector_width if vector_width is None
-                      else vector_width, opts=self.opts, parallel=self.parallel)
+                      else vector_width, opts=self.opts, parallel=self.parallel, dims_param=self.dims_param)
 
     def u(self, op: str, dtype: DType, src: tuple[U, ...] = (), arg: Any = None) -> U:
         """The unique value for (op, dtype, src, arg) in this kernel."""
@@ -133,6 +136,10 @@ class Kernel:
     def values(self) -> list[U]:
         """Every value the stores need, sources before users."""
         return post_order(st.value for st in self.stores)
+
+    def symbolic(self) -> bool:
+        """Whether a loop of the kernel runs over a symbolic size (known only at run time)."""
+        return self.dims_param is not None and any(is_symbolic(lp.size) for lp in self.loops + self.reduce_loops())
 
     def reduce_loops(self) -> list[Loop]:
         return [lp for u in self.values() if u.op == "reduce" for lp in u.arg[1]]
@@ -173,7 +180,7 @@ class Kernel:
             if u.dtype.is_float and u.op in ("alu", "reduce", "mulacc"):
                 n = trips[id(u.src[0])] if u.op == "reduce" else trips[id(u)]
                 flops += n * (lanes if id(u) in vec else 1) * (2 if u.op == "mulacc" else 1)
-        nbytes = sum(p.size * p.dtype.itemsize for p in self.params)
+        nbytes = sum(hint(p.size) * p.dtype.itemsize for p in self.params)
         return flops, nbytes
 
 
@@ -199,16 +206,16 @@ def _trip_counts(k: Kernel) -> dict[int, int]:
     from .linearize import placement
 
     values, place = placement(k)
-    size = {lp.var: lp.size for lp in k.loops}
+    size = {lp.var: hint(lp.size) for lp in k.loops}
     for u in values:
         if u.op == "reduce":
-            size.update({lp.var: lp.size for lp in u.arg[1]})
+            size.update({lp.var: hint(lp.size) for lp in u.arg[1]})
     counts: dict[int, int] = {}
     for u in values:
         n = math.prod(size.get(v, 1) for v in place[id(u)])
         counts[id(u)] = n
         if u.op == "reduce":  # keyed by the body value, as estimates() reads it
-            counts[id(u.src[0])] = max(counts.get(id(u.src[0]), 0), n * math.prod(lp.size for lp in u.arg[1]))
+            counts[id(u.src[0])] = max(counts.get(id(u.src[0]), 0), n * math.prod(hint(lp.size) for lp in u.arg[1]))
     return counts
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..graph.symbolic import Var
+from ..graph.symbolic import Var, hint
 from .ir import Kernel, Loop, Store, U
 
 PARALLEL_MIN_WORK = 1 << 16  # below this many innermost iterations a thread launch costs more than it saves
@@ -75,7 +75,7 @@ def placement(k: Kernel) -> tuple[list[U], dict[int, tuple[Var, ...]]]:
     scope: dict[Var, tuple[Var, ...]] = {v: out_path[: i + 1] for i, v in enumerate(out_path)}
 
     def deepest(vs: frozenset[Var]) -> tuple[Var, ...]:
-        return max((scope[v] for v in vs), key=len, default=())
+        return max((scope.get(v, ()) for v in vs), key=len, default=())  # (a symbolic size: anywhere)
 
     place: dict[int, tuple[Var, ...]] = {}
     for u in reversed(values):  # enclosing reduces come later in topological order: place them first
@@ -173,7 +173,7 @@ def _work(stmts: list, mult: int = 1) -> int:
     """Statements executed by the nest, counting hoisting (what a thread launch must amortize)."""
     total = 0
     for s in stmts:
-        total += _work(s.body, mult * s.loop.size) if isinstance(s, For) else mult
+        total += _work(s.body, mult * hint(s.loop.size)) if isinstance(s, For) else mult
     return total
 
 
@@ -203,7 +203,7 @@ def _mark_parallel(k: Kernel, stmts: list) -> None:
     for s in loops:
         # one accumulator: OpenMP's reduction clause; several float sums (a vectorized column
         # sum's register tile): per-thread partials that the renderer adds up in thread order
-        if s.loop.size >= 2 and (len(s.reduce) == 1 or all(u.arg[0] == "sum" and u.dtype.is_float
+        if hint(s.loop.size) >= 2 and (len(s.reduce) == 1 or all(u.arg[0] == "sum" and u.dtype.is_float
                                                            and not u.dtype.is_complex for u in s.reduce)):
             s.parallel = True
             return

@@ -29,8 +29,9 @@ from typing import Callable, Generator
 
 from ..dtype import bool_ as _BOOL
 from ..dtype import float64 as _F64
+from ..dtype import int64 as _I64
 from ..graph.node import ELEMENTWISE, IDENTITY, Node, Op
-from ..graph.symbolic import FloorDiv, Mod, Num, Sym, Var, count_divmod, sym_and
+from ..graph.symbolic import FloorDiv, Mod, Num, Sym, Var, count_divmod, is_symbolic, loop_var, sym_and
 from .ir import Kernel, Loop, Param, Store, U, substitute_arg
 
 
@@ -126,8 +127,8 @@ class _Lowerer:
         self.names = count()
         self.stand_ins: dict[Var, Sym] = {}  # a padded dimension's in-bounds index -> its expression
 
-    def new_var(self, prefix: str, size: int) -> Var:
-        return Var(f"{prefix}{next(self.names)}", 0, size - 1)
+    def new_var(self, prefix: str, size: int | Sym) -> Var:
+        return loop_var(f"{prefix}{next(self.names)}", size)
 
     def emit(self, n: Node, idx: tuple[Sym, ...], gate: Sym, root: bool = False) -> U:
         """The value of element ``idx`` of ``n`` where ``gate`` holds (memoized per (node, index, gate)).
@@ -167,6 +168,9 @@ class _Lowerer:
         if param is not None:
             return k.u("load", n.dtype, (), (param, flat_index(idx, n.shape), None if gate == Num(1) else gate))
         if op is Op.CONST:
+            if isinstance(n.arg, Sym):  # a symbolic size as a value
+                v = k.u("index", _I64, (), n.arg)
+                return v if n.dtype is _I64 else k.u("cast", n.dtype, (v,), None)
             if not runtime_const(n, id(n) in self.int_consts):
                 return k.u("const", n.dtype, (), n.arg)
             slot = self.const_slot.get(id(n))
@@ -316,7 +320,7 @@ def gather_address(x: Node, axis: int, stop: Callable[[Node], bool] | None = Non
     kernel input already)."""
     if x.op not in _SEEN_THROUGH or not x.src or x.shape[axis] == 0:
         return None
-    cs = tuple(Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
+    cs = tuple(loop_var(f"c{d}", s) if is_symbolic(s) else Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
     g = cs[axis]
     at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
     n = x
@@ -344,6 +348,9 @@ def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = mat
     params = [Param(root.dtype, root.numel, True)] + [Param(n.dtype, n.numel, False) for n in inputs]
     index_of = {id(n): i + 1 for i, n in enumerate(inputs)}
     kernel = Kernel(name, params, [])
+    # the symbolic sizes' values (a kernel of a jit trace with symbolic dimensions: transforms/jit.py)
+    kernel.dims_param = next((i + 1 for i, n in enumerate(inputs) if n.op is Op.VAR and not n.src
+                              and n.arg.kind == "jit-dims"), None)
     lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit, max_index, int_consts)
     loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
@@ -426,6 +433,9 @@ def split_divided_loops(k: Kernel) -> Kernel:
     d = 0
     while d < len(k.loops):
         lp = k.loops[d]
+        if is_symbolic(lp.size):  # (a loop over a symbolic size keeps its variable)
+            d += 1
+            continue
         for div in _divisors(k, lp.var):
             if not 1 < div < lp.size or lp.size % div:
                 continue
@@ -450,6 +460,9 @@ def merge_loops(k: Kernel) -> Kernel:
     d = len(k.loops) - 2
     while d >= 0:
         a, b = k.loops[d], k.loops[d + 1]
+        if is_symbolic(a.size) or is_symbolic(b.size):  # (the inner loop keeps a constant size)
+            d -= 1
+            continue
         merged, mapping = _merge_pair(a, b, Var(f"i{a.var.name[1:]}_{next(names)}", 0, a.size * b.size - 1))
         trial = k.substitute(mapping, k.loops[:d] + [merged] + k.loops[d + 2:])
         trial_cost = _divmod_cost(trial)
@@ -463,6 +476,9 @@ def merge_loops(k: Kernel) -> Kernel:
         while d >= 0:
             loops = red_now.arg[1]
             a, b = loops[d], loops[d + 1]
+            if is_symbolic(a.size) or is_symbolic(b.size):
+                d -= 1
+                continue
             merged, mapping = _merge_pair(a, b, Var(f"r{a.var.name[1:]}_{next(names)}", 0, a.size * b.size - 1))
             new_loops = loops[:d] + (merged,) + loops[d + 2:]
             trial = k.substitute(mapping, k.loops, {id(red_now): new_loops})

@@ -534,7 +534,7 @@ def _stride(expr: Sym, v: Var) -> int:
 def apply_heuristics(k: Kernel) -> Kernel:
     """Choose and apply actions for ``k`` (no search): register tiles for a matmul-like sum,
     else a loop order that walks memory contiguously."""
-    if len(k.stores) != 1:
+    if len(k.stores) != 1 or k.symbolic():  # (a loop over a symbolic size: plain loops, for now)
         return k
     if not k.loops:
         return _reduce_streams(k)

@@ -146,7 +146,7 @@ def optimize(k: Kernel, device: str) -> Kernel:
         heuristics = getattr(dev, "heuristics", None)
         return finalize(heuristics(k) if heuristics is not None else k, block=block)
     width = beam_width()
-    if width == 0 or not k.params or k.params[0].size == 0:
+    if width == 0 or not k.params or k.params[0].size == 0 or k.symbolic():
         return finalize(_actions(dev)[1](k), block=block)
     db = SearchCache()
     key = search_key(k, device)

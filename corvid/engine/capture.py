@@ -37,6 +37,7 @@ class Recorder:
 class _Traces(threading.local):
     def __init__(self) -> None:
         self.recorders: list[Recorder] = []  # this thread's running traces, innermost last
+        self.sizes: list[Node] = []  # the symbolic sizes' input of the captures running, innermost last
 
 
 _traces = _Traces()
@@ -50,6 +51,23 @@ def recording(rec: Recorder) -> Iterator[Recorder]:
         yield rec
     finally:
         _traces.recorders.pop()
+
+
+def sizes_node() -> Node | None:
+    """The placeholder (int64, one element per symbolic size) from which the kernels of the
+    capture running in this thread read their symbolic sizes; None outside one."""
+    sizes = _traces.sizes
+    return sizes[-1] if sizes else None
+
+
+@contextmanager
+def symbolic_sizes(n: Node) -> Iterator[Node]:
+    """Kernels scheduled in the block read symbolic sizes from ``n`` (a ``jit`` capture)."""
+    _traces.sizes.append(n)
+    try:
+        yield n
+    finally:
+        _traces.sizes.pop()
 
 
 def tracing() -> bool:

@@ -45,6 +45,8 @@ from ..codegen.lower import (LoweringTooLarge, compared_consts, gather_address, 
                              runtime_const)
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
+from ..graph.symbolic import hint, upper
+from .capture import sizes_node
 from ..runtime.compiler import max_loaded_kernels
 from ..runtime.device import Buffer, Program, get_device
 
@@ -182,20 +184,20 @@ def view_base_to_compute(r: Node, device: Any) -> Node | None:
     one kernel per element (some 30 ms each), where computing ``out`` once costs one kernel and
     at most about a millisecond (``BASE_FIRST_MAX`` elements). None otherwise (a larger view, or
     base, keeps computing only the elements it needs)."""
-    if r.op not in _VIEWISH or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
+    if r.op not in _VIEWISH or upper(r.numel) > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
         return None
     base = r
     while base.buffer is None and base.op in _VIEWISH and base.src:
         base = base.src[0]
-    if base.buffer is not None or base is r or base.op in _NOT_COMPUTED or base.traced or base.numel > BASE_FIRST_MAX \
-            or base.numel <= r.numel:
+    if base.buffer is not None or base is r or base.op in _NOT_COMPUTED or base.traced or upper(base.numel) > BASE_FIRST_MAX \
+            or hint(base.numel) <= hint(r.numel):
         return None
     return base
 
 
 def _host_chain(r: Node, device: Any) -> tuple[list[Node], Node] | None:
     """The chain :func:`host_view` reads ``r`` through, or None when it would not serve ``r``."""
-    if r.op not in _VIEWISH or r.numel > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
+    if r.op not in _VIEWISH or upper(r.numel) > HOST_VIEW_MAX or type(device) is not str or not device.startswith("CPU"):
         return None
     found = _view_chain(r, _VIEWISH)
     if found is None:
@@ -290,14 +292,15 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
         todo, devices = [r for r, _ in pairs], tuple(d for _, d in pairs)
     if not todo:
         return None
-    every = toposort(todo, stop=_stored_already)
+    sizes = sizes_node()  # (a jit capture with symbolic sizes: its kernels read them from this input)
+    every = toposort(todo if sizes is None else todo + [sizes], stop=_stored_already)
     key, pos, computed = _graph_key(every)
     if key is None:  # a sharded input (a MultiBuffer) needs a partitioned schedule
         return todo, devices, every, _SHARDED
     key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
     if plan is None and store_views and _store_offset_views(todo, devices, every):  # (another graph: maybe a known one)
-        every = toposort(todo, stop=_stored_already)
+        every = toposort(todo if sizes is None else todo + [sizes], stop=_stored_already)
         key, pos, computed = _graph_key(every)
         key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
         plan = _plans.get(key)
@@ -337,7 +340,7 @@ def _store_offset_views(todo: list[Node], devices: tuple, every: list[Node]) -> 
     if not all(type(d) is str and d.startswith("CPU") for d in devices):
         return False
     roots, done, stored = {id(r) for r in todo}, set(), False
-    small = all(r.numel <= HOST_VIEW_MAX for r in todo)
+    small = all(upper(r.numel) <= HOST_VIEW_MAX for r in todo)
     placed = _place(todo, devices, every)  # (what lies below a COPY from another device stays there)
     for n in reversed(every):  # consumers first: the outermost view of a chain is the one stored
         if n.buffer is not None or id(n) in done or id(n) in roots or n.op not in _VIEWISH \
@@ -474,7 +477,7 @@ def _cut_deep(every: list[Node], stored: dict[int, Node]) -> bool:
             continue
         d = 1 + max((depth[id(s)] for s in n.src if id(s) in depth and id(s) not in stored), default=0)
         if d >= MAX_DEPTH and n.op in ELEMENTWISE and id(n) not in stored and \
-                n.numel <= max((s.numel for s in n.src), default=0):
+                hint(n.numel) <= max((hint(s.numel) for s in n.src), default=0):
             stored[id(n)] = n
             cut = True
         depth[id(n)] = d
@@ -528,8 +531,8 @@ def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
     if not has_reduce:
         return []
     values, place = placement(k)
-    size = {lp.var: lp.size for lp in k.loops}
-    size.update({lp.var: lp.size for u in values if u.op == "reduce" for lp in u.arg[1]})
+    size = {lp.var: hint(lp.size) for lp in k.loops}
+    size.update({lp.var: hint(lp.size) for u in values if u.op == "reduce" for lp in u.arg[1]})
     runs: dict[int, int] = {}
     origin: dict[int, Node] = {}
     for u in values:
@@ -537,7 +540,7 @@ def _worth_storing(root: Node, stored: dict[int, Node]) -> list[Node]:
         if n is not None and n is not root:
             origin[id(n)] = n
             runs[id(n)] = runs.get(id(n), 0) + math.prod(size[v] for v in place[id(u)])
-    out = [origin[i] for i, r in runs.items() if r > origin[i].numel]
+    out = [origin[i] for i, r in runs.items() if r > hint(origin[i].numel)]
     if out:
         return out
     return _recomputed_elementwise(root, nodes, inputs, lw, place, size)
@@ -603,7 +606,7 @@ def _recomputed_elementwise(root: Node, nodes: list[Node], inputs: list[Node], l
     is_input = {id(n) for n in inputs}
     for n in reversed(nodes):  # consumers first: store the outermost costly value
         r = runs.get(id(n), 0)
-        if r >= RECOMPUTE_RATIO * max(n.numel, 1) and r - n.numel >= RECOMPUTE_MIN_EXTRA and \
+        if r >= RECOMPUTE_RATIO * max(hint(n.numel), 1) and r - hint(n.numel) >= RECOMPUTE_MIN_EXTRA and \
                 _cost(n, is_input) >= RECOMPUTE_COST:
             return [n]
     return []
@@ -624,10 +627,10 @@ def _shared_worth_storing(n: Node, stored: dict[int, Node], kernels: int) -> boo
             continue
         seen.add(id(x))
         if x is not n and (id(x) in stored or x.buffer is not None):
-            largest, total = max(largest, x.numel), total + x.numel
+            largest, total = max(largest, hint(x.numel)), total + hint(x.numel)
         else:
             stack.extend(x.src)
-    return largest >= n.numel and total >= SHARED_READS * n.numel and \
+    return largest >= hint(n.numel) and total >= SHARED_READS * hint(n.numel) and \
         (kernels - 1) * total >= RECOMPUTE_MIN_EXTRA
 
 
@@ -815,7 +818,8 @@ def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
         prefix = "copy"
     else:
         prefix = "E"
-    return "_".join([prefix] + [str(lp.size) for lp in kernel.loops])
+    return "_".join([prefix] + [str(lp.size) if type(lp.size) is int else
+                                "".join(c for c in str(lp.size) if c.isalnum() or c == "_") for lp in kernel.loops])
 
 
 def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Compiled, list[Node], list[Node]]:
@@ -826,6 +830,14 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Com
         return sk.compiled, sk.inputs, []
     nodes, inputs = _region(root, stored)
     family = _family(device)
+    if any(type(d) is not int for n in nodes for d in n.shape) or \
+            any(type(d) is not int for n in inputs for d in n.shape):  # symbolic sizes: read from the sizes input
+        sizes = sizes_node()
+        if sizes is None:
+            raise ValueError(f"{root}: a symbolic shape outside the jit trace that made it")
+        if family != "CPU":
+            raise NotImplementedError(f"symbolic shapes run on the CPU only for now, not on {device}")
+        inputs = inputs + [sizes]
     ints = compared_consts(nodes) if family == "CPU" else frozenset()  # (the C backend's; see runtime_const)
     key = (family, _structure_key(nodes, inputs, ints))
 

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+from contextlib import contextmanager
 from math import gcd
-from typing import Callable, Union
+from typing import Callable, Iterator, Union
 
 IntLike = Union["Sym", int]
 # an expression of at most this many nodes written out is walked by plain recursion (its depth is
@@ -73,30 +75,83 @@ class Sym:
             if not isinstance(other, Num):
                 if isinstance(self, Num):
                     return other * self.value
-                raise TypeError("symbolic index expressions only multiply by constants")
+                return _product(self, other)
             other = other.value
+        elif not isinstance(other, int) or isinstance(other, bool):
+            return NotImplemented
         terms, const = _linear(self)
         return _build({a: c * other for a, c in terms.items()}, const * other)
 
     __rmul__ = __mul__
 
-    def __floordiv__(self, d: int) -> Sym:
+    def __floordiv__(self, d: IntLike) -> Sym:
         return _floordiv(self, d)
 
-    def __mod__(self, d: int) -> Sym:
+    def __rfloordiv__(self, x: int) -> Sym:
+        return _floordiv(sym(x), self)
+
+    def __mod__(self, d: IntLike) -> Sym:
         return _mod(self, d)
 
+    def __rmod__(self, x: int) -> Sym:
+        return _mod(sym(x), self)
+
+    # a size in a shape is compared as Python compares ints, when the bounds decide it ---------------
+    def _decide(self, other: IntLike, what: str) -> tuple[int, int]:
+        if not isinstance(other, (int, Sym)) or isinstance(other, bool):
+            raise TypeError(f"cannot compare a symbolic size with {type(other).__name__}")
+        diff = self - other
+        return diff.vmin, diff.vmax
+
+    def __lt__(self, other: IntLike) -> bool:
+        lo, hi = self._decide(other, "<")
+        return _decided(hi < 0, lo >= 0, self, other, "<")
+
+    def __le__(self, other: IntLike) -> bool:
+        lo, hi = self._decide(other, "<=")
+        return _decided(hi <= 0, lo > 0, self, other, "<=")
+
+    def __gt__(self, other: IntLike) -> bool:
+        lo, hi = self._decide(other, ">")
+        return _decided(lo > 0, hi <= 0, self, other, ">")
+
+    def __ge__(self, other: IntLike) -> bool:
+        lo, hi = self._decide(other, ">=")
+        return _decided(lo >= 0, hi < 0, self, other, ">=")
+
+    def __index__(self) -> int:
+        if isinstance(self, Num):
+            return self.value
+        raise SymbolicSizeError(f"the symbolic size {self} has no value while a function is traced: "
+                                "it is needed as a Python int here")
+
+    __int__ = __index__
+
+    def __truediv__(self, other: object) -> float:
+        raise SymbolicSizeError(f"the symbolic size {self} has no value while a function is traced: "
+                                "dividing by it needs its value")
+
+    __rtruediv__ = __truediv__
+
+    def __float__(self) -> float:
+        raise SymbolicSizeError(f"the symbolic size {self} has no value while a function is traced: "
+                                "it is needed as a Python float here")
+
     # comparisons build boolean expressions (0/1 valued); they do not return Python bools -------
-    def lt(self, c: int) -> Sym:
+    def lt(self, c: IntLike) -> Sym:
         """``self < c`` as a 0/1 expression, decided statically when the bounds allow it."""
+        if isinstance(c, Sym):
+            return (self - c).lt(0) if not isinstance(c, Num) else self.lt(c.value)
         if self.vmax < c:
             return Num(1)
         if self.vmin >= c:
             return Num(0)
         return Cmp(self, "<", c)
 
-    def ge(self, c: int) -> Sym:
+    def ge(self, c: IntLike) -> Sym:
         """``self >= c`` as a 0/1 expression."""
+        if isinstance(c, Sym):
+            return (self - c).ge(0) if not isinstance(c, Num) else self.ge(c.value)
         if self.vmin >= c:
             return Num(1)
         if self.vmax < c:
@@ -153,8 +208,67 @@ class Sym:
     def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         raise NotImplementedError
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:  # (as code: a size in a renderer's f-string)
         return self.render()
+
+    def __divmod__(self, d: IntLike) -> tuple[Sym, Sym]:
+        return _floordiv(self, d), _mod(self, d)
+
+    def __repr__(self) -> str:  # (symbolic sizes by their labels; renderers call render())
+        return self.render(lambda v: v.label if isinstance(v, Dim) else v.name)
+
+
+class SymbolicSizeError(TypeError):
+    """An operation needs the value of a size that is symbolic (a dimension that ``jit`` traces
+    once for every size): the size is only known when the compiled program runs."""
+
+
+class _Assumptions(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[list[tuple[Sym, str, bool]]] = []
+        self.hints: list[dict[int, int]] = []  # the sizes being traced, by Dim slot
+
+
+_assumptions = _Assumptions()
+
+
+@contextmanager
+def assuming_hints(values: dict[int, int]) -> Iterator[list[tuple[Sym, str, bool]]]:
+    """Inside the block, a comparison of symbolic sizes that their ranges do not decide is
+    decided at the sizes' hints (the sizes being traced) and recorded in the list yielded, as
+    ``(a - b, op, result)``: a program traced so holds only for sizes that give each recorded
+    comparison the same result (``jit`` checks them before replaying it, as guards). ``values``:
+    the sizes being traced, by :class:`Dim` slot (a Dim's own ``hint`` is that of the first trace
+    that made it: equal Dims are one expression)."""
+    found: list[tuple[Sym, str, bool]] = []
+    _assumptions.stack.append(found)
+    _assumptions.hints.append(values)
+    try:
+        yield found
+    finally:
+        _assumptions.stack.pop()
+        _assumptions.hints.pop()
+
+
+def compare(diff: int, op: str) -> bool:
+    """``diff op 0`` for one of ``<``, ``<=``, ``>``, ``>=``."""
+    return diff < 0 if op == "<" else diff <= 0 if op == "<=" else diff > 0 if op == ">" else diff >= 0
+
+
+def _decided(yes: bool, no: bool, a: Sym, b: IntLike, op: str) -> bool:
+    if yes:
+        return True
+    if no:
+        return False
+    stack = _assumptions.stack
+    if stack:
+        diff = a - b
+        if all(isinstance(v, Dim) for v in diff.vars()):
+            result = compare(evaluate(diff), op)
+            stack[-1].append((diff, op, result))
+            return result
+    raise SymbolicSizeError(f"whether {a!r} {op} {b!r} depends on the value of a symbolic size (a dimension "
+                            "jit traces for every size); make that dimension static")
 
 
 class Num(Sym):
@@ -165,6 +279,20 @@ class Num(Sym):
     def __init__(self, value: int):
         self.value = int(value)
         self._init(("num", self.value), self.value, self.value)
+        self._hash = hash(self.value)  # (equal to its int, so it hashes as one)
+
+    def __eq__(self, other: object) -> bool:  # a constant equals its int: a size computed symbolically
+        if isinstance(other, Num):
+            return self.value == other.value
+        if isinstance(other, int):
+            return self.value == other
+        return False
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __bool__(self) -> bool:
+        return self.value != 0
 
     def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         return str(self.value)
@@ -183,6 +311,113 @@ class Var(Sym):
 
     def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
         return var_name(self)
+
+
+class Dim(Var):
+    """A size known only when a kernel runs: a dimension that ``jit`` traces once for every size.
+    ``slot`` is its position in the sizes a kernel is passed, ``label`` the name it was given;
+    ``hint`` (not part of its identity) is the size seen when it was traced, for cost estimates.
+
+    >>> n = Dim(0, "batch", 2, 1000, hint=32)
+    >>> (n * 4 + 1) // n  # sizes divide exactly like constants: (4n + 1) // n == 4 for n >= 2
+    4
+    """
+
+    __slots__ = ("slot", "label", "hint")
+
+    def __init__(self, slot: int, label: str, lo: int, hi: int, hint: int | None = None):
+        if lo > hi:
+            raise ValueError(f"empty range for {label}: [{lo}, {hi}]")
+        self.name, self.slot, self.label = f"cv_d{slot}", slot, label
+        self.hint = lo if hint is None else hint
+        self._init(("dim", slot, label, lo, hi), lo, hi)
+
+
+
+class BVar(Var):
+    """A loop variable ranging over ``[0, bound)`` where ``bound`` is symbolic (a loop over a
+    symbolic size). The simplifier uses the bound to prove ``i < bound`` (``i % bound == i``)."""
+
+    __slots__ = ("bound",)
+
+    def __init__(self, name: str, bound: Sym):
+        self.name, self.bound = name, bound
+        self._init(("bvar", name, bound), 0, bound.vmax - 1)
+
+
+def loop_var(name: str, size: IntLike) -> Var:
+    """The variable of a loop of ``size`` iterations (a :class:`BVar` when the size is symbolic)."""
+    if isinstance(size, Num):
+        size = size.value
+    if isinstance(size, Sym):
+        return BVar(name, size)
+    return Var(name, 0, size - 1)
+
+
+def is_symbolic(x: object) -> bool:
+    """Whether ``x`` (a size, or a shape) involves a symbolic size."""
+    if isinstance(x, tuple):
+        return any(isinstance(s, Sym) for s in x)
+    return isinstance(x, Sym) and not isinstance(x, Num)
+
+
+def dims_of(x: object) -> frozenset[Dim]:
+    """The symbolic sizes in a size or a shape."""
+    if isinstance(x, tuple):
+        return frozenset().union(*(dims_of(s) for s in x))
+    if isinstance(x, Sym):
+        return frozenset(v for v in x.vars() if isinstance(v, Dim)) | frozenset(
+            d for v in x.vars() if isinstance(v, BVar) for d in dims_of(v.bound))
+    return frozenset()
+
+
+def evaluate(x: IntLike, values: dict[Dim, int] | None = None) -> int:
+    """The value of size ``x`` with each symbolic size at ``values[d]`` (default: its ``hint``)."""
+    if not isinstance(x, Sym):
+        return x
+    now = _assumptions.hints[-1] if _assumptions.hints else {}
+    mapping = {d: Num(values[d] if values is not None and d in values else now.get(d.slot, d.hint)) for d in dims_of(x)}
+    out = x.substitute(mapping) if mapping else x
+    if not isinstance(out, Num):
+        raise SymbolicSizeError(f"{x} is not a size of symbolic sizes only")
+    return out.value
+
+
+def hint(x: IntLike) -> int:
+    """A size's value for cost estimates: an int as it is, a symbolic size at its ``hint``."""
+    return x if not isinstance(x, Sym) else evaluate(x)
+
+
+def upper(x: IntLike) -> int:
+    """The largest value size ``x`` can take (an int: itself)."""
+    return x if not isinstance(x, Sym) else x.vmax
+
+
+class Prod(Sym):
+    """A product of two or more non-constant factors (sizes multiplied by loop variables, or by
+    each other), in a canonical order."""
+
+    __slots__ = ("factors",)
+
+    def __init__(self, factors: tuple[Sym, ...]):
+        self.factors = factors
+        lo = hi = 1
+        for f in factors:
+            corners = (lo * f.vmin, lo * f.vmax, hi * f.vmin, hi * f.vmax)
+            lo, hi = min(corners), max(corners)
+        self._init(("prod", factors), lo, hi)
+
+    def _children(self) -> tuple[Sym, ...]:
+        return self.factors
+
+    def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
+        out: Sym = Num(1)
+        for c in children:
+            out = out * c
+        return out
+
+    def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
+        return "(" + "*".join(children) + ")"
 
 
 class Lin(Sym):
@@ -217,39 +452,48 @@ class Lin(Sym):
 
 
 class FloorDiv(Sym):
+    """``x // d``; ``d`` a positive int, or a symbolic size (then one of the children)."""
+
     __slots__ = ("x", "d")
 
-    def __init__(self, x: Sym, d: int):
+    def __init__(self, x: Sym, d: IntLike):
         self.x, self.d = x, d
-        self._init(("div", x, d), x.vmin // d, x.vmax // d)
+        if isinstance(d, Sym):  # (d >= 1)
+            lo, hi = d.vmin, d.vmax
+            b = (x.vmin // lo, x.vmin // hi, x.vmax // lo, x.vmax // hi)
+            self._init(("div", x, d), min(b), max(b))
+        else:
+            self._init(("div", x, d), x.vmin // d, x.vmax // d)
 
     def _children(self) -> tuple[Sym, ...]:
-        return (self.x,)
+        return (self.x, self.d) if isinstance(self.d, Sym) else (self.x,)
 
     def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
-        return children[0] // self.d
+        return children[0] // (children[1] if len(children) > 1 else self.d)
 
     def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
-        (x,) = children
-        return f"({x}/{self.d})" if self.x.vmin >= 0 else f"cv_floordiv({x},{self.d})"
+        x, d = children[0], children[1] if len(children) > 1 else self.d
+        return f"({x}/{d})" if self.x.vmin >= 0 else f"cv_floordiv({x},{d})"
 
 
 class Mod(Sym):
+    """``x % d``; ``d`` a positive int, or a symbolic size (then one of the children)."""
+
     __slots__ = ("x", "d")
 
-    def __init__(self, x: Sym, d: int):
+    def __init__(self, x: Sym, d: IntLike):
         self.x, self.d = x, d
-        self._init(("mod", x, d), 0, d - 1)
+        self._init(("mod", x, d), 0, (d.vmax if isinstance(d, Sym) else d) - 1)
 
     def _children(self) -> tuple[Sym, ...]:
-        return (self.x,)
+        return (self.x, self.d) if isinstance(self.d, Sym) else (self.x,)
 
     def _rebuild(self, children: tuple[Sym, ...]) -> Sym:
-        return children[0] % self.d
+        return children[0] % (children[1] if len(children) > 1 else self.d)
 
     def _render(self, children: tuple[str, ...], var_name: Callable[[Var], str]) -> str:
-        (x,) = children
-        return f"({x}%{self.d})" if self.x.vmin >= 0 else f"cv_floormod({x},{self.d})"
+        x, d = children[0], children[1] if len(children) > 1 else self.d
+        return f"({x}%{d})" if self.x.vmin >= 0 else f"cv_floormod({x},{d})"
 
 
 class Cmp(Sym):
@@ -481,7 +725,11 @@ def _common_factor(x: Sym, d: int) -> int:
     return gcd(g, const)
 
 
-def _floordiv(x: Sym, d: int) -> Sym:
+def _floordiv(x: Sym, d: IntLike) -> Sym:
+    if isinstance(d, Num):
+        d = d.value
+    if isinstance(d, Sym):
+        return _sym_floordiv(x, d)
     if not isinstance(d, int) or d <= 0:
         raise ValueError(f"symbolic floor division needs a positive int divisor, got {d!r}")
     if d == 1:
@@ -505,7 +753,11 @@ def _floordiv(x: Sym, d: int) -> Sym:
     return FloorDiv(x, d)
 
 
-def _mod(x: Sym, d: int) -> Sym:
+def _mod(x: Sym, d: IntLike) -> Sym:
+    if isinstance(d, Num):
+        d = d.value
+    if isinstance(d, Sym):
+        return _sym_mod(x, d)
     if not isinstance(d, int) or d <= 0:
         raise ValueError(f"symbolic modulo needs a positive int divisor, got {d!r}")
     if d == 1:
@@ -534,3 +786,147 @@ def _mod(x: Sym, d: int) -> Sym:
 def _divide_exact(x: Sym, g: int) -> Sym:
     terms, const = _linear(x)
     return _build({a: c // g for a, c in terms.items()}, const // g)
+
+
+# --- symbolic sizes: products, and division by a size --------------------------------------------
+
+
+def _factors(x: Sym) -> tuple[Sym, ...]:
+    return x.factors if isinstance(x, Prod) else (x,)
+
+
+def _order(fs: list[Sym]) -> tuple[Sym, ...]:
+    return tuple(sorted(fs, key=lambda f: (type(f).__name__, f._hash)))
+
+
+def _monomial(fs: tuple[Sym, ...]) -> Sym:
+    return fs[0] if len(fs) == 1 else Prod(_order(list(fs)))
+
+
+def _product(a: Sym, b: Sym) -> Sym:
+    """``a * b`` of two non-constant expressions, distributed over their linear forms."""
+    ta, ca = _linear(a)
+    tb, cb = _linear(b)
+    terms: dict[Sym, int] = {}
+
+    def put(t: Sym, c: int) -> None:
+        terms[t] = terms.get(t, 0) + c
+
+    for x, cx in ta.items():
+        for y, cy in tb.items():
+            put(_monomial(_factors(x) + _factors(y)), cx * cy)
+        if cb:
+            put(x, cx * cb)
+    if ca:
+        for y, cy in tb.items():
+            put(y, ca * cy)
+    return _build(terms, ca * cb)
+
+
+def _monomial_divisor(d: Sym) -> tuple[int, tuple[Sym, ...]] | None:
+    """``d`` as ``c * m`` (an int and a product of factors), or None for a sum."""
+    terms, const = _linear(d)
+    if const or len(terms) != 1:
+        return None
+    ((a, c),) = terms.items()
+    return (c, _factors(a)) if c > 0 else None
+
+
+def _divide_term(t: Sym, m: tuple[Sym, ...]) -> Sym | None:
+    """``t / m`` when the factors ``m`` are among ``t``'s (a multiset), else None."""
+    rest = list(_factors(t))
+    for f in m:
+        for i, g in enumerate(rest):
+            if g == f:
+                del rest[i]
+                break
+        else:
+            return None
+    return Num(1) if not rest else _monomial(tuple(rest))
+
+
+def _upper(x: Sym) -> Sym:
+    """A symbolic upper bound of ``x`` (a loop over a symbolic size is below that size)."""
+    if isinstance(x, (Num, Dim)):
+        return x
+    if isinstance(x, BVar):
+        return x.bound - 1
+    if isinstance(x, Mod) and isinstance(x.d, Sym):
+        return x.d - 1
+    if isinstance(x, Prod) and all(f.vmin >= 0 for f in x.factors):
+        out: Sym = Num(1)
+        for f in x.factors:
+            out = out * _upper(f)
+        return out
+    if isinstance(x, Lin):
+        out = Num(x.const)
+        for a, c in x.terms.items():
+            out = out + (_upper(a) * c if c > 0 else Num(a.vmin * c))
+        return out
+    return Num(x.vmax)
+
+
+def _below(x: Sym, m: Sym) -> bool:
+    """Whether ``0 <= x < m`` provably (``m`` a symbolic size)."""
+    if x.vmin < 0:
+        return False
+    if x.vmax < m.vmin:
+        return True
+    if isinstance(x, FloorDiv):  # y // d < m  <=>  y < m * d
+        return _below(x.x, m * x.d)
+    return (m - 1 - _upper(x)).vmin >= 0
+
+
+def _split_divisible(x: Sym, m: tuple[Sym, ...]) -> tuple[Sym, Sym]:
+    """``x == M*q + r`` with ``q`` the terms ``M`` (the product of ``m``) divides, ``r`` the rest."""
+    terms, const = _linear(x)
+    q: dict[Sym, int] = {}
+    r: dict[Sym, int] = {}
+    q_const = 0
+    for t, c in terms.items():
+        t_q = _divide_term(t, m)
+        if t_q is None:
+            r[t] = c
+        elif isinstance(t_q, Num):
+            q_const += c * t_q.value
+        else:
+            q[t_q] = q.get(t_q, 0) + c
+    return _build(q, q_const), _build(r, const)
+
+
+def _sym_floordiv(x: Sym, d: Sym) -> Sym:
+    if d.vmin < 1:
+        raise ValueError(f"symbolic floor division needs a positive divisor, got {d!r}")
+    mono = _monomial_divisor(d)
+    if mono is None:
+        return Num(0) if _below(x, d) else FloorDiv(x, d)
+    c, m = mono
+    if c > 1:  # x // (c*M) == (x // c) // M
+        return _floordiv(_floordiv(x, c), _monomial(m))
+    M = _monomial(m)
+    if _below(x, M):
+        return Num(0)
+    q, r = _split_divisible(x, m)
+    if isinstance(q, Num) and q.value == 0:
+        return FloorDiv(x, M)
+    if _below(r, M):
+        return q
+    return q + FloorDiv(r, M)
+
+
+def _sym_mod(x: Sym, d: Sym) -> Sym:
+    if d.vmin < 1:
+        raise ValueError(f"symbolic modulo needs a positive divisor, got {d!r}")
+    mono = _monomial_divisor(d)
+    if mono is None:
+        return x if _below(x, d) else Mod(x, d)
+    c, m = mono
+    if c > 1:  # x % (c*M) == c * ((x // c) % M) + x % c
+        return _mod(_floordiv(x, c), _monomial(m)) * c + _mod(x, c)
+    M = _monomial(m)
+    if _below(x, M):
+        return x
+    q, r = _split_divisible(x, m)
+    if isinstance(q, Num) and q.value == 0:
+        return Mod(x, M)
+    return r if _below(r, M) else Mod(r, M)

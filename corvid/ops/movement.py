@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import AxisError, ShapeError
 from ..graph.node import Op, node
+from ..graph.symbolic import Num, Sym, hint
 from .elementwise import ArgumentError
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     try:
-        return tuple(int(s.__index__()) for s in shape)
+        return tuple(s if isinstance(s, Sym) and not isinstance(s, Num) else int(s.__index__()) for s in shape)
     except (AttributeError, TypeError):
         raise TypeError(f"shape entries must be integers, got {shape}") from None
 
@@ -40,7 +41,7 @@ def check_size(shape: tuple[int, ...], itemsize: int, what: str | None = None) -
     elements: a tensor that big could be neither allocated nor indexed, so it is refused where its
     shape is made (``zeros((2**63,))`` failed in the C compiler; numpy: "array is too big").
     ``what`` (the operation) starts the message."""
-    n = math.prod(shape)
+    n = math.prod(hint(s) for s in shape)  # (a symbolic size: as traced; jit checks each call's)
     if n * itemsize > MAX_BYTES:
         raise ShapeError(f"{what + ': ' if what else ''}a tensor of shape {shape} ({n} elements of {itemsize} "
                          "byte(s) each) is too big: at most 2**63 - 1 bytes can be addressed")

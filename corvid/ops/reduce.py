@@ -16,6 +16,7 @@ from .. import dtype as dt
 from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
 from ..graph.node import IDENTITY, Node, Op, node
+from ..graph.symbolic import is_symbolic
 from .elementwise import where
 from .movement import normalize_axis
 
@@ -303,7 +304,9 @@ class ReduceMixin:
             axes = tuple(a for a in axes if shape[a] != 1)
         if not axes:  # (a 0-d tensor, or only axes of size 1)
             return x.reshape(out_shape)
-        layout = _split_layout(x.device) if n >= _SPLIT_MIN and math.prod(kept) <= _SPLIT_MAX_OUT else None
+        # (a symbolic size: one reduce, whose kernel cascades the sum over it)
+        layout = _split_layout(x.device) if not is_symbolic(n) and not is_symbolic(kept) and n >= _SPLIT_MIN \
+            and math.prod(kept) <= _SPLIT_MAX_OUT else None
         if layout is not None:
             return _split_reduce(x, op, axes, n, layout).reshape(out_shape)
         out = x._new(node(Op.REDUCE, (x.node,), (op, axes), x.dtype, kept))
@@ -345,7 +348,10 @@ class ReduceMixin:
         x = self if self.dtype.is_float or self.dtype.is_complex else self.astype(dt.default_float)
         n = math.prod(x.shape[a] for a in _axes(x, axis))
         total = x.sum(axis, keepdims, dtype=dt.float32 if x.dtype in _NARROW_FLOATS else None)
-        mean = total * (1 / n) if n else total * math.nan
+        if is_symbolic(n):  # (a symbolic count: divided by at run time)
+            mean = total / n
+        else:
+            mean = total * (1 / n) if n else total * math.nan
         return mean.astype(x.dtype) if mean.dtype != x.dtype else mean
 
     def var(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:

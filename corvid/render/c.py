@@ -32,7 +32,7 @@ from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStm
 from ..dtype import DType, iinfo, reduce_identity
 from ..dtype import float32 as _F32, float64 as _F64
 from ..graph.node import Op
-from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var
+from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var, is_symbolic, upper
 
 _STORAGE = {"bool": "uint8_t",  # (not _Bool: gcc has no vector type for _Bool loads)
              "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
@@ -420,7 +420,8 @@ class CRenderer:
         readers.update(id(st.value) for st in k.stores)
         self.unwritten = {id(u.src[0]) for u in k.values() if self._fused_product(u) is not None and
                           readers[id(u.src[0])] == 1}
-        big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
+        big = any(upper(lp.size) >= 1 << 31 for lp in k.loops + k.reduce_loops()) or \
+            any(upper(p.size) >= 1 << 31 for p in k.params)
         # an index whose terms or partial sums leave int range (e.g. (-i) % 16384 simplified to
         # (i*16383) % 16384) is computed in 64 bits, as is everything when sizes need it
         big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
@@ -430,6 +431,9 @@ class CRenderer:
         args = ", ".join(
             f"{'' if p.output else 'const '}{_STORAGE[p.dtype.name]}* restrict p{i}" for i, p in enumerate(k.params))
         head = [_PRELUDE, *self._math_decls(), *self.helpers.values(), f"void {k.name}({args}) {{"]
+        if k.dims_param is not None:  # the symbolic sizes, read once (see graph/symbolic.py: Dim)
+            head += [f"  const long long cv_d{j} = p{k.dims_param}[{j}]; (void)cv_d{j};"
+                     for j in range(k.params[k.dims_param].size)]
         return "\n".join(head + self.lines + ["}", ""])
 
     def _setup_lanes(self, k: Kernel) -> None:
@@ -661,11 +665,12 @@ class CRenderer:
         """How many perfectly nested loops a parallel loop shares its threads with: while there
         are fewer than ``COLLAPSE_BELOW`` iterations in all (a plain parallel loop only: no reduce
         or simd clause)."""
-        if not (s.parallel and self.openmp) or s.reduce or s.loop.size >= COLLAPSE_BELOW or \
+        if not (s.parallel and self.openmp) or s.reduce or is_symbolic(s.loop.size) or s.loop.size >= COLLAPSE_BELOW or \
                 self._pragma(s) != "#pragma omp parallel for schedule(static)":
             return 1
         n, total, f = 1, s.loop.size, s
-        while total < COLLAPSE_BELOW and len(f.body) == 1 and isinstance(f.body[0], For) and not f.body[0].reduce:
+        while total < COLLAPSE_BELOW and len(f.body) == 1 and isinstance(f.body[0], For) and not f.body[0].reduce \
+                and not is_symbolic(f.body[0].loop.size):
             f = f.body[0]
             n, total = n + 1, total * f.loop.size
         return n
@@ -680,7 +685,7 @@ class CRenderer:
         the middle piece a plain ungated copy and the others constants. Not for a parallel loop
         (one OpenMP loop), a vectorized kernel, or more than 3 pieces or 9 copies of a body."""
         whole = [(0, s.loop.size)]
-        if s.parallel or self.lane is not None or len(self._narrow) >= 2:
+        if s.parallel or self.lane is not None or len(self._narrow) >= 2 or is_symbolic(s.loop.size):
             return whole
         v = s.loop.var
         cuts: set[int] = set()

@@ -47,6 +47,7 @@ run side by side, each with its own buffers.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import weakref
@@ -57,11 +58,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..amp import _AUTOCAST
-from ..engine.capture import Recorder as _Recorder, recording as _recording
+from ..engine.capture import Recorder as _Recorder, recording as _recording, symbolic_sizes as _symbolic_sizes
+from ..graph.symbolic import Dim, SymbolicSizeError, assuming_hints as _assuming_hints, compare as _compare
 from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
 from ..runtime.device import Buffer, canonical_device, default_device, get_device
 from ..tree import tree_flatten, tree_unflatten
+from .. import dtype as _dt
+
+_INT64 = _dt.int64
 
 
 class JitError(ValueError):
@@ -73,7 +78,7 @@ class JitError(ValueError):
 
 @dataclass
 class _Slot:
-    kind: str  # "arg" | "state" | "leaf" | "rng" | "scalar" | "const" | "kernel" | "empty"
+    kind: str  # "arg" | "state" | "leaf" | "rng" | "scalar" | "const" | "kernel" | "empty" | "dims"
     ref: Any = None  # arg index; (tensor weakref, attr); leaf weakref; draw index; reader; Buffer; kernel index
     dtype: Any = None
     shape: tuple[int, ...] = ()
@@ -106,6 +111,13 @@ class _Captured:
     _graph_memory: list[Buffer] = field(default_factory=list)  # the memory behind _fixed
     # a device graph's intermediates live in _graph_memory: one replay of it at a time
     _graph_lock: Any = field(default_factory=threading.Lock)
+    # symbolic sizes: where each one's value is read, (argument index, axis) per Dim slot (empty:
+    # every size is a constant); the program then serves every call whose sizes match ``pattern``
+    sizes: tuple[tuple[int, int], ...] = ()
+    pattern: Any = None  # per tensor argument: its shape, a Dim where a size is symbolic
+    # comparisons of symbolic sizes decided while tracing (symbolic.assuming_hints): (a function
+    # of the sizes' values giving a - b, op, the result the program assumes)
+    size_guards: tuple = ()
 
     def _make_plan(self) -> tuple:
         """Per-call work reduced to flat tuples: which slots read arguments, which read other
@@ -129,11 +141,13 @@ class _Captured:
                 others.append((i, lambda dyn, s=s: _scalar_buffer(s.ref(), s.dtype, s.device)))
             elif s.kind == "rng":
                 rngs.append((i, lambda s=s: rnd.params_buffer(self.draws[s.ref], s.device)))
-        launches = tuple((ln.sk.program, ln.sk.device, ln.sk.output.dtype, ln.sk.output.numel,
-                          get_device(ln.sk.device).allocator.alloc, ln.sk.output.numel * ln.sk.output.dtype.itemsize,
+            elif s.kind == "dims":
+                others.append((i, lambda dyn, s=s: _sizes_buffer(self.sizes, dyn, s.device)))
+        launches = tuple((ln.sk.program, ln.sk.device, ln.sk.output.dtype, _size_fn(ln.sk.output.numel),
+                          get_device(ln.sk.device).allocator.alloc, ln.sk.output.dtype.itemsize,
                           ln.out, tuple(ln.ins), tuple(ln.free_after)) for ln in self.launches)
         outputs = tuple((kind, v, self.slots[v].dtype if kind == "slot" else None,
-                         self.slots[v].shape if kind == "slot" else None,
+                         _shape_fn(self.slots[v].shape) if kind == "slot" else None,
                          self.slots[v].device if kind == "slot" else None) for kind, v in self.outputs)
         return tuple(args), tuple(others), tuple(rngs), launches, outputs
 
@@ -153,11 +167,15 @@ class _Captured:
             bufs[i] = draw()
         dbg = _debug_level()
         self.runs += 1
-        graphed = self.runs > 1 and self._graph is not False and dbg < 2 and self._launch_graph(launches, bufs)
+        sizes = [dyn[a].shape[ax] for a, ax in self.sizes] if self.sizes else None
+        graphed = sizes is None and self.runs > 1 and self._graph is not False and dbg < 2 and \
+            self._launch_graph(launches, bufs)
         if not graphed:
-            for k, (program, device, dtype, numel, alloc, nbytes, o, ins, free) in enumerate(launches):
+            for k, (program, device, dtype, numel, alloc, itemsize, o, ins, free) in enumerate(launches):
+                if type(numel) is not int:  # a symbolic size: this call's
+                    numel = numel(sizes)
                 out = Buffer(device, dtype, numel)
-                out._handle = h = alloc(nbytes)  # what out.handle would do, minus the device lookup
+                out._handle = h = alloc(numel * itemsize)  # what out.handle would do, minus the device lookup
                 if dbg >= 2:  # DEBUG=2 reports each replayed kernel as a plain realize does
                     t0 = time.perf_counter()
                     program([h] + [bufs[j].handle for j in ins])
@@ -173,6 +191,8 @@ class _Captured:
             if kind == "static":
                 outs.append(v)
             else:
+                if type(shape) is not tuple:
+                    shape = shape(sizes)
                 outs.append(Tensor._from_node(node(Op.BUFFER, (), bufs[v], dtype, shape), device))
         for ref, attr, j in self.writes:
             t = dyn[ref] if isinstance(ref, int) else ref()
@@ -216,11 +236,11 @@ class _Captured:
             if self._graph is False:
                 return False
             fixed, handles = self._fixed, []
-            for _, device, dtype, numel, alloc, nbytes, o, ins, _ in launches:
+            for _, device, dtype, numel, alloc, itemsize, o, ins, _ in launches:
                 h = fixed.get(o)
                 if h is None:  # a result: new memory at every call, as without a graph
                     out = bufs[o] = Buffer(device, dtype, numel)
-                    out._handle = h = alloc(nbytes)
+                    out._handle = h = alloc(numel * itemsize)
                 handles.append([h] + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
             self._graph(handles)
             return True
@@ -230,7 +250,8 @@ class _Captured:
         results = {v for kind, v in self.outputs if kind == "slot"} | {j for _, _, j in self.writes}
         fixed: dict[int, Any] = {}
         spare: dict[int, list[Any]] = {}  # nbytes -> handles whose last reader has run
-        for _, device, dtype, numel, _, nbytes, o, _, free in launches:
+        for _, device, dtype, numel, _, itemsize, o, _, free in launches:
+            nbytes = numel * itemsize
             if o not in results:
                 if spare.get(nbytes):
                     fixed[o] = spare[nbytes].pop()
@@ -239,7 +260,8 @@ class _Captured:
                     self._graph_memory.append(b)
                     fixed[o] = b.handle
             for j in free:
-                spare.setdefault(launches[self.slots[j].ref][5], []).append(fixed[j])
+                ln = launches[self.slots[j].ref]
+                spare.setdefault(ln[3] * ln[5], []).append(fixed[j])
         return fixed
 
 
@@ -262,6 +284,50 @@ def _state_reader(ref: tuple[Any, str], fallback: Buffer | None) -> Callable[[li
         return _buffer_of(t if attr == "node" else t.grad)
 
     return read
+
+
+def _sizes_buffer(sizes: tuple[tuple[int, int], ...], dyn: list[Any], device: str) -> Buffer:
+    """The values of a program's symbolic sizes for this call (int64, in Dim slot order)."""
+    return Buffer(device, _INT64, len(sizes)).copyin(np.array([dyn[a].shape[ax] for a, ax in sizes], np.int64))
+
+
+def _size_fn(x: Any) -> Any:
+    """``x`` itself when an int; for a symbolic size, a function of the sizes' values (a list in
+    slot order) that computes it."""
+    if type(x) is int:
+        return x
+    from ..graph.symbolic import Num
+
+    if isinstance(x, Num):
+        return x.value
+    code = _python_size(x)
+    return eval(f"lambda d: {code}", {})  # noqa: S307 -- source built above from a size expression
+
+
+def _shape_fn(shape: tuple) -> Any:
+    if all(type(s) is int for s in shape):
+        return shape
+    fns = [_size_fn(s) for s in shape]
+    return lambda d: tuple(f if type(f) is int else f(d) for f in fns)
+
+
+def _python_size(x: Any) -> str:
+    """A size expression as Python source over ``d`` (the list of symbolic sizes' values)."""
+    from ..graph.symbolic import Dim, FloorDiv, Lin, Mod, Num, Prod
+
+    if isinstance(x, Num):
+        return str(x.value)
+    if isinstance(x, Dim):
+        return f"d[{x.slot}]"
+    if isinstance(x, Lin):
+        return "(" + " + ".join([f"{c}*{_python_size(a)}" for a, c in x.terms.items()] + [str(x.const)]) + ")"
+    if isinstance(x, Prod):
+        return "(" + "*".join(_python_size(f) for f in x.factors) + ")"
+    if isinstance(x, FloorDiv):
+        return f"({_python_size(x.x)} // {_python_size(x.d) if not isinstance(x.d, int) else x.d})"
+    if isinstance(x, Mod):
+        return f"({_python_size(x.x)} % {_python_size(x.d) if not isinstance(x.d, int) else x.d})"
+    raise JitError(f"jit: internal error: {x!r} is not a size expression")
 
 
 def _scalar_buffer(value: float, dtype: Any, device: str) -> Buffer:
@@ -358,15 +424,25 @@ def scalar_input(read: Callable[[], float], dtype: Any, device: str | None = Non
 # --- jit itself ---------------------------------------------------------------------------------------
 
 MAX_PROGRAMS = 8  # per signature: guards that keep failing (a value that changes every call) cannot grow it
+MAX_FAST = 4096  # exact shapes remembered for the fast lookup (a program with symbolic sizes serves many)
+SYMBOLIC_MAX = 2**31 - 1  # the largest value of a symbolic size (sizes 0 and 1 are always constants)
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = ()) -> Any:
+        static_argnames: str | Sequence[str] = (), dynamic: Any = False) -> Any:
     """Compile ``fun`` into a replayable kernel program (usable as ``@jit`` or ``jit(f, ...)``).
 
     ``static_argnums`` / ``static_argnames`` name arguments that are not traced: their values are
     part of the signature (they must be hashable), so a new value traces again. Returns a
     :class:`Jitted`; see the module docstring for what is captured and what cannot be.
+
+    ``dynamic`` says which sizes may vary without a new trace (*symbolic sizes*: the kernels take
+    them as run-time arguments). ``False`` (the default): every new shape traces and compiles
+    again. A dict ``{argument: {axis: "name"}}`` (an argument by position or keyword; the axes
+    apply to every tensor in it; one name is one size, equal wherever it appears) traces those
+    sizes symbolically from the first call. ``True``: the sizes in which a call differs from the
+    first traced one become symbolic, traced once more, and every later size replays that
+    program. See :doc:`/jit` (docs/jit.md) for the rules.
 
     >>> @cv.jit
     ... def step(x):
@@ -380,19 +456,29 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = ()
     >>> power = cv.jit(lambda x, n: x ** n, static_argnums=1)
     >>> power(cv.Tensor([2.0]), 3).tolist()
     [8.0]
+    >>> rows = cv.jit(lambda x: (x * 2).sum(axis=1), dynamic={0: {0: "batch"}})
+    >>> rows(cv.ones((3, 4))).tolist(), rows(cv.ones((5, 4))).tolist(), rows.traces  # one trace for every batch size
+    ([8.0, 8.0, 8.0], [8.0, 8.0, 8.0, 8.0, 8.0], 1)
     """
     if fun is None:
-        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames)
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames, dynamic=dynamic)
     if not callable(fun):
         raise TypeError(f"jit needs a callable, got {type(fun).__name__}")
-    return Jitted(fun, static_argnums, static_argnames)
+    return Jitted(fun, static_argnums, static_argnames, dynamic)
 
 
 class Jitted:
     """A function wrapped by :func:`jit`. ``traces`` counts how often it was traced."""
 
-    def __init__(self, fun: Callable, static_argnums: int | Sequence[int], static_argnames: str | Sequence[str]):
+    def __init__(self, fun: Callable, static_argnums: int | Sequence[int], static_argnames: str | Sequence[str],
+                 dynamic: Any = False):
         self.fun = fun
+        self.dynamic = _check_dynamic(dynamic)
+        # programs with symbolic sizes, per signature without sizes (see _rank_key); the first
+        # tensor shapes traced per such signature (dynamic=True compares later calls with them)
+        self._symbolic: dict[Any, list[_Captured]] = {}
+        self._first_shapes: dict[Any, list[tuple[int, ...]]] = {}
+        self._static_only: set[Any] = set()  # signatures whose symbolic trace failed: static traces
         self.static_argnums = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
         self.static_argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
         self._cache: dict[Any, list[_Captured]] = {}
@@ -445,9 +531,13 @@ class Jitted:
             return self.fun(*args, **kwargs)  # inside grad/jvp/vmap tracing: become part of that trace
         key = (tree, tuple(_leaf_key(x) for x in leaves), _AUTOCAST.get())
         cap = self._program(key)
+        if cap is None and self.dynamic is not False:
+            cap = self._symbolic_program(leaves, tree, dyn, fast)
         if cap is None:
             with self._trace_lock:
                 cap = self._program(key)  # traced by another thread while this one waited
+                if cap is None and self.dynamic is not False:
+                    cap = self._symbolic_program(leaves, tree, dyn, fast, trace=True, args=args, kwargs=kwargs)
                 if cap is None:
                     cap = self._trace(leaves, tree, dyn)
                     caps = self._cache.setdefault(key, [])
@@ -456,7 +546,88 @@ class Jitted:
                         del caps[0]
                     if fast is not None:
                         self._fast[fast] = caps
+                    self._first_shapes.setdefault(_rank_key(leaves, tree), [x.shape for x in dyn])
         return cap.run(dyn)
+
+    def _symbolic_program(self, leaves: list[Any], tree: Any, dyn: list[Any], fast: tuple | None,
+                          trace: bool = False, args: tuple = (), kwargs: dict | None = None) -> _Captured | None:
+        """A program with symbolic sizes that serves this call: one traced before whose sizes
+        match, or (``trace``) a new one when the ``dynamic`` rules make some size symbolic.
+        None: trace with every size constant."""
+        rank = _rank_key(leaves, tree)
+        for cap in list(self._symbolic.get(rank, ())):
+            if _matches(cap.pattern, dyn, cap) and all(g() for g in cap.guards):
+                if fast is not None:
+                    if len(self._fast) > MAX_FAST:
+                        self._fast.clear()
+                    self._fast[fast] = [cap]
+                return cap
+        if not trace or rank in self._static_only:
+            return None
+        pattern = self._pattern(rank, dyn, args, kwargs or {})
+        if pattern is None:
+            return None
+        try:
+            cap = self._trace(leaves, tree, dyn, pattern)
+        except Exception as e:  # noqa: BLE001 -- automatic mode falls back to constant sizes on any failure
+            if self.dynamic is True:  # (automatic: fall back to a trace per shape, as without it)
+                self._static_only.add(rank)
+                if _debug_level() >= 1:
+                    print(f"jit {getattr(self.fun, '__name__', '')}: sizes stay constant: {e}", file=sys.stderr)
+                return None
+            raise JitError(f"jit: {getattr(self.fun, '__name__', 'the function')} cannot be traced with symbolic "
+                           f"sizes {_describe(pattern)}: {e}") from e
+        caps = self._symbolic.setdefault(rank, [])
+        caps.append(cap)
+        if len(caps) > MAX_PROGRAMS:
+            del caps[0]
+        return cap
+
+    def _pattern(self, rank: Any, dyn: list[Any], args: tuple, kwargs: dict) -> list[tuple] | None:
+        """Each tensor argument's shape with a :class:`Dim` where a size is symbolic, or None when
+        none is (the ``dynamic`` rules; a size of 0 or 1 is never symbolic)."""
+        from ..graph.symbolic import Dim
+
+        labels: dict[tuple[int, int], str] = {}
+        if isinstance(self.dynamic, dict):
+            owner = _leaf_owners(args, kwargs, self.static_argnums, self.static_argnames, _param_names(self.fun))
+            for j, names in enumerate(owner):
+                who = next((w for w in names if w in self.dynamic), None)
+                for ax, label in self.dynamic.get(who, {}).items():
+                    nd = len(dyn[j].shape)
+                    if not -nd <= ax < nd:
+                        raise JitError(f"jit: dynamic names axis {ax} of argument {who!r}, which has {nd} dimensions")
+                    labels[(j, ax % nd)] = label
+        else:
+            first = self._first_shapes.get(rank)
+            if first is None:
+                return None
+            groups: dict[tuple[int, int], str] = {}
+            for j, (a, b) in enumerate(zip(first, (x.shape for x in dyn))):
+                for ax, (u, v) in enumerate(zip(a, b)):
+                    if u != v:
+                        labels[(j, ax)] = groups.setdefault((u, v), f"s{len(groups)}")
+            for cap in self._symbolic.get(rank, ()):  # (sizes symbolic before stay symbolic)
+                for j, shape in enumerate(cap.pattern):
+                    for ax, d in enumerate(shape):
+                        if isinstance(d, Dim) and (j, ax) not in labels and dyn[j].shape[ax] >= 2:
+                            labels[(j, ax)] = d.label
+        labels = {k: v for k, v in labels.items() if dyn[k[0]].shape[k[1]] >= 2}
+        if not labels:
+            return None
+        slot: dict[str, Dim] = {}
+        value: dict[str, int] = {}
+        pattern = [list(x.shape) for x in dyn]
+        for (j, ax), label in sorted(labels.items()):
+            d = slot.get(label)
+            if d is None:
+                d = slot[label] = Dim(len(slot), label, 2, SYMBOLIC_MAX, hint=dyn[j].shape[ax])
+                value[label] = dyn[j].shape[ax]
+            elif dyn[j].shape[ax] != value[label]:
+                raise JitError(f"jit: the sizes named {label!r} differ in this call "
+                               f"({value[label]} and {dyn[j].shape[ax]}); one name is one size")
+            pattern[j][ax] = d
+        return [tuple(p) for p in pattern]
 
     def _program(self, key: tuple) -> _Captured | None:
         """A captured program for signature ``key`` whose guards hold, or None."""
@@ -465,7 +636,7 @@ class Jitted:
                 return cap
         return None
 
-    def _trace(self, leaves: list[Any], tree: Any, dyn: list[Any]) -> _Captured:
+    def _trace(self, leaves: list[Any], tree: Any, dyn: list[Any], pattern: list[tuple] | None = None) -> _Captured:
         from .. import random as rnd
         from ..tensor import Tensor
 
@@ -480,10 +651,11 @@ class Jitted:
             i = len(holders)
             mark = Mark("jit", i)
             marks[id(mark)] = i
-            p = node(Op.VAR, (), mark, x.dtype, x.shape)
+            shape = x.shape if pattern is None else pattern[i]
+            p = node(Op.VAR, (), mark, x.dtype, shape)
             lm = _leaf_mark(x)
             if lm is not None:  # keep a requires_grad argument a leaf inside the function
-                p = node(Op.VAR, (p,), lm, x.dtype, x.shape)
+                p = node(Op.VAR, (p,), lm, x.dtype, shape)
             t = Tensor._from_node(p, x.device)
             holders[id(t)] = i
             traced_leaves.append(t)
@@ -497,14 +669,19 @@ class Jitted:
         # so a step jitted for a GPU model makes its constants there wherever it is called from
         on = {x.device for x in leaves if isinstance(x, Tensor)}
         scope = default_device(next(iter(on))) if len(on) == 1 and type(next(iter(on))) is str else nullcontext()
+        hints = {d.slot: dyn[j].shape[ax] for j, shape in enumerate(pattern or ()) for ax, d in enumerate(shape)
+                 if isinstance(d, Dim)}
+        assumed = _assuming_hints(hints) if pattern is not None else nullcontext([])
         try:
-            with _recording(rec), scope:
+            with _recording(rec), scope, assumed as size_guards:
                 out = self.fun(*args, **kwargs)
                 news = [(t, attr, t.node if attr == "node" else (t.grad.node if t.grad is not None else None))
                         for t, attr, _ in rec.mutated.values()]
                 # snapshot the outputs: restoring the updated tensors below must not change them
                 out_leaves, out_tree = tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
                 out_leaves = [Tensor._from_node(x.node, x.device) if isinstance(x, Tensor) else x for x in out_leaves]
+        except SymbolicSizeError:
+            raise
         except ValueError as e:
             if "placeholder" in str(e):
                 raise JitError(f"jit: {getattr(self.fun, '__name__', 'the function')} needs a concrete tensor value "
@@ -516,7 +693,21 @@ class Jitted:
             rnd._interceptors.pop()
             _tracing.requests.pop()
             rec.restore()  # the tensors the function updated get their real new values when it runs
-        return _capture(out_leaves, out_tree, rec, news, holders, marks, dyn, req, tree)
+        sizes = None
+        if pattern is not None:
+            sizes = _sizes_of(pattern)
+            if _debug_level() >= 1:
+                print(f"jit {getattr(self.fun, '__name__', '')}: traced with symbolic sizes {_describe(pattern)}",
+                      file=sys.stderr)
+        with _assuming_hints(hints) if pattern is not None else nullcontext([]) as more:
+            cap = _capture(out_leaves, out_tree, rec, news, holders, marks, dyn, req, tree, sizes)
+        if pattern is not None:
+            cap.pattern = pattern
+            cap.size_guards = tuple((_size_fn(d), op, want) for d, op, want in size_guards + more)
+            if cap.size_guards and _debug_level() >= 1:
+                print(f"jit {getattr(self.fun, '__name__', '')}: assumes {', '.join(f'{d!r} {op} 0' if want else f'not {d!r} {op} 0' for d, op, want in size_guards + more)}",
+                      file=sys.stderr)
+        return cap
 
 
 def _tensor_class() -> type:
@@ -552,6 +743,97 @@ def _leaf_key(x: Any) -> Any:
     return ("S", type(v), v)
 
 
+def _check_dynamic(dynamic: Any) -> Any:
+    """``dynamic`` as jit keeps it (False, True, or {argument: {axis: label}}); TypeError if malformed."""
+    if dynamic is None or dynamic is False:
+        return False
+    if dynamic is True:
+        return True
+    if not isinstance(dynamic, dict):
+        raise TypeError(f"jit: dynamic must be False, True or a dict {{argument: {{axis: name}}}}, got {dynamic!r}")
+    out = {}
+    for who, axes in dynamic.items():
+        if not isinstance(who, (int, str)) or isinstance(who, bool):
+            raise TypeError(f"jit: dynamic names an argument by position (int) or keyword (str), got {who!r}")
+        if not isinstance(axes, dict) or not all(isinstance(a, int) and not isinstance(a, bool) and
+                                                  isinstance(n, str) and n for a, n in axes.items()):
+            raise TypeError(f"jit: dynamic[{who!r}] must map axes (int) to size names (str), got {axes!r}")
+        out[who] = dict(axes)
+    return out
+
+
+def _rank_key(leaves: list[Any], tree: Any) -> tuple:
+    """The signature without the tensors' sizes: structure, each tensor's rank, dtype and device,
+    every other leaf's value."""
+    from ..tensor import Tensor
+
+    return (tree, tuple(("T", len(x.shape), x.dtype, x.device) if isinstance(x, Tensor) else _leaf_key(x)
+                        for x in leaves), _AUTOCAST.get())
+
+
+def _matches(pattern: list[tuple], dyn: list[Any], cap: _Captured | None = None) -> bool:
+    """Whether the tensors' shapes fit ``pattern`` (constants equal, each Dim's sizes in its range
+    and equal wherever it appears) and give the comparisons ``cap`` assumed the same results."""
+    seen: dict[Dim, int] = {}
+    for want, x in zip(pattern, dyn):
+        got = x.shape
+        if len(got) != len(want):
+            return False
+        for w, g in zip(want, got):
+            if type(w) is int:
+                if w != g:
+                    return False
+            elif not w.vmin <= g <= w.vmax or seen.setdefault(w, g) != g:
+                return False
+    if cap is not None and cap.size_guards:
+        values = [dyn[a].shape[ax] for a, ax in cap.sizes]
+        return all(_compare(fn(values), op) == want for fn, op, want in cap.size_guards)
+    return True
+
+
+def _param_names(fun: Callable) -> list[str]:
+    """The names of ``fun``'s positional parameters ([] when it has no signature to read)."""
+    import inspect
+
+    try:
+        return [p.name for p in inspect.signature(fun).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _leaf_owners(args: tuple, kwargs: dict, static_argnums: set, static_argnames: set,
+                 names: list[str] = ()) -> list[tuple]:
+    """For each tensor leaf of the call (in flattening order), the argument it belongs to: its
+    position and name (or its keyword)."""
+    from ..tensor import Tensor
+
+    is_leaf = lambda x: isinstance(x, (Tensor, np.ndarray))  # noqa: E731
+    owner: list[tuple] = []
+    for who, value in [*enumerate(args), *sorted(kwargs.items())]:
+        if who in static_argnums or who in static_argnames:
+            continue
+        ids = (who, names[who]) if type(who) is int and who < len(names) else (who,)
+        owner += [ids] * sum(1 for x in tree_flatten(value, is_leaf=is_leaf)[0] if is_leaf(x))
+    return owner
+
+
+def _sizes_of(pattern: list[tuple]) -> tuple[tuple[int, int], ...]:
+    """Where each Dim slot's value is read: (tensor argument, axis), in slot order."""
+    where: dict[int, tuple[int, int]] = {}
+    for j, shape in enumerate(pattern):
+        for ax, d in enumerate(shape):
+            if isinstance(d, Dim):
+                where.setdefault(d.slot, (j, ax))
+    return tuple(where[i] for i in range(len(where)))
+
+
+def _describe(pattern: list[tuple]) -> str:
+    """The symbolic sizes of a pattern as ``arg0[0]=batch, arg1[1]=seq``."""
+    return ", ".join(f"arg{j}[{ax}]={d!r}" for j, shape in enumerate(pattern)
+                     for ax, d in enumerate(shape) if isinstance(d, Dim))
+
+
 def _leaf_mark(t: Any) -> Mark | None:
     """The mark of ``t`` if it is a ``requires_grad`` leaf itself."""
     n = t.node
@@ -585,7 +867,7 @@ def _rng_interceptor(rec: _Recorder) -> Callable:
 
 def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: list[tuple[Any, str, Node | None]],
              holders: dict[int, int], marks: dict[int, int], dyn: list[Any], req: _Requests,
-             arg_tree: Any = None) -> _Captured:
+             arg_tree: Any = None, sizes: tuple[tuple[int, int], ...] | None = None) -> _Captured:
     """Schedule the traced graph once and resolve every kernel input to a slot.
 
     ``writes_src`` lists the updated tensors with their new values (the roots written back)."""
@@ -665,7 +947,15 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
                              fallback=n.buffer))
                 if t is not None:
                     guards.append(_shape_guard(t, n))
-        schedule = create_schedule(roots, device, root_devices)
+        if sizes:  # the symbolic sizes' values: an input of the kernels that use them, read per call
+            sizes_node = node(Op.VAR, (), Mark("jit-dims"), _INT64, (len(sizes),))
+            keep.append(sizes_node)
+            sizes_node.buffer = _sizes_buffer(sizes, dyn, device)
+            add(sizes_node, _Slot("dims", None, _INT64, (len(sizes),), device))
+            with _symbolic_sizes(sizes_node):
+                schedule = create_schedule(roots, device, root_devices)
+        else:
+            schedule = create_schedule(roots, device, root_devices)
         compile_schedule(schedule)
         launches: list[_Launch] = []
         for sk in schedule:
@@ -696,7 +986,7 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
     for j, li in last.items():
         if slots[j].kind == "kernel" and j not in pinned:
             launches[li].free_after.append(j)
-    return _Captured(slots, launches, outputs, out_tree, writes, guards, draw_sizes, len(launches))
+    return _Captured(slots, launches, outputs, out_tree, writes, guards, draw_sizes, len(launches), sizes=sizes or ())
 
 
 def _has_placeholder(n: Node) -> bool:

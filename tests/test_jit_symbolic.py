@@ -1,0 +1,222 @@
+"""jit with symbolic sizes (``dynamic=``): one trace, one set of kernels, every size.
+
+Each program is checked against numpy (float64 where sums are long) or the same function run
+without jit, at sizes on both sides of every boundary the kernels have (the cascaded sums' runs of
+1024, sizes 0 and 1, which stay constant), and the trace count says that nothing was traced again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import corvid as cv
+import corvid.nn as nn
+from corvid.graph.symbolic import Dim, SymbolicSizeError
+from corvid.transforms.jit import JitError
+
+rng = np.random.default_rng(7)
+
+
+def _f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_elementwise_and_row_sums_trace_once_for_every_batch_size():
+    f = cv.jit(lambda x: (x * 2 + 1).exp().sum(axis=1), dynamic={0: {0: "batch"}})
+    for n in (3, 5, 2, 17, 3000, 4):
+        x = _f32(n, 4)
+        np.testing.assert_allclose(f(cv.Tensor(x)).numpy(), np.exp(x * 2.0 + 1).sum(1), rtol=1e-5)
+    assert f.traces == 1
+
+
+@pytest.mark.parametrize("n", [2, 1023, 1024, 1025, 5000, 70_000])
+def test_a_sum_over_a_symbolic_axis_is_cascaded_at_every_length(n):
+    # the cascade's blocks, levels and tails all have symbolic trip counts (some of them 0)
+    f = cv.jit(lambda x: x.sum(axis=0), dynamic={0: {0: "n"}})
+    f(cv.ones((3, 2)))  # traced at another size
+    x = (rng.random((n, 2)) + 0.1).astype(np.float32)
+    got = f(cv.Tensor(x)).numpy()
+    want = x.astype(np.float64).sum(0)
+    assert np.all(np.abs(got - want) <= 4e-6 * np.abs(want)), (got, want)
+    assert f.traces == 1
+
+
+def test_a_long_float32_sum_keeps_pairwise_accuracy():
+    f = cv.jit(lambda x: x.sum(), dynamic={0: {0: "n"}})
+    f(cv.ones(5))
+    got = f(cv.full((10_000_000,), 0.1)).item()
+    assert abs(got - 1e6) < 1.0, got  # a running float32 sum gives 1087937
+    assert f.traces == 1
+
+
+def test_matmul_mean_and_reshapes_that_merge_and_split_a_symbolic_axis():
+    w = _f32(8, 3)
+
+    def f(x, w):
+        b, s, d = x.shape
+        flat = x.reshape(b * s, d)  # a symbolic size times a constant, then split again
+        y = (flat @ w).relu().reshape(b, s, 3)
+        return y.mean(axis=1), y.permute(0, 2, 1).reshape(b, -1), x.mean()
+
+    jf = cv.jit(f, dynamic={0: {0: "batch", 1: "seq"}})
+    for b, s in ((2, 3), (4, 7), (3, 2), (5, 300)):
+        x = _f32(b, s, 8)
+        mean, flat, total = jf(cv.Tensor(x), cv.Tensor(w))
+        y = np.maximum(x.reshape(b * s, 8).astype(np.float64) @ w, 0).reshape(b, s, 3)
+        np.testing.assert_allclose(mean.numpy(), y.mean(1), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(flat.numpy(), y.transpose(0, 2, 1).reshape(b, -1), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(total.item(), x.astype(np.float64).mean(), rtol=1e-4, atol=1e-6)
+        assert mean.shape == (b, 3) and flat.shape == (b, 3 * s)
+    assert jf.traces == 1
+
+
+def test_a_symbolic_size_as_a_value_and_in_python_arithmetic():
+    def f(x):
+        n = x.shape[0]
+        return x / n + (n * 2 - 1), cv.arange(n * 2).reshape(n, 2)
+
+    jf = cv.jit(f, dynamic={0: {0: "n"}})
+    for n in (4, 9):
+        x = _f32(n)
+        a, b = jf(cv.Tensor(x))
+        np.testing.assert_allclose(a.numpy(), x / n + (2 * n - 1), rtol=1e-6)
+        assert b.tolist() == np.arange(2 * n).reshape(n, 2).tolist()
+    assert jf.traces == 1
+
+
+def test_value_and_grad_of_a_least_squares_loss_against_numpy():
+    step = cv.jit(cv.value_and_grad(lambda w, x, y: ((x @ w - y) ** 2).mean()),
+                  dynamic={1: {0: "batch"}, 2: {0: "batch"}})
+    w = _f32(4, 3)
+    for n in (9, 12, 1300, 30):
+        x, y = _f32(n, 4), _f32(n, 3)
+        loss, g = step(cv.Tensor(w), cv.Tensor(x), cv.Tensor(y))
+        r = x.astype(np.float64) @ w - y
+        np.testing.assert_allclose(loss.item(), (r ** 2).mean(), rtol=1e-5)
+        np.testing.assert_allclose(g.numpy(), 2 * x.T.astype(np.float64) @ r / r.size, rtol=1e-4, atol=1e-6)
+    assert step.traces == 1
+
+
+def test_a_training_step_with_a_smaller_last_batch_matches_the_eager_step():
+    def make():
+        cv.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        return model, cv.optim.Adam(model.parameters(), lr=0.01)
+
+    def step_of(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    eager_model, eager_opt = make()
+    model, opt = make()
+    eager, jitted = step_of(eager_model, eager_opt), cv.jit(step_of(model, opt), dynamic={0: {0: "b"}, 1: {0: "b"}})
+    for n in (32, 32, 32, 20, 32, 20):
+        x, y = _f32(n, 8), rng.integers(0, 4, n)
+        want = eager(cv.Tensor(x), cv.Tensor(y)).item()
+        got = jitted(cv.Tensor(x), cv.Tensor(y)).item()
+        assert abs(got - want) <= 1e-5 * abs(want), (n, got, want)
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+    # the first step (no .grad yet) and the next ones are two programs; the batch of 20 replays
+    assert jitted.traces == 2
+
+
+def test_sizes_0_and_1_stay_constant():
+    f = cv.jit(lambda x: x.sum(axis=0) * 2, dynamic={0: {0: "n"}})
+    assert f(cv.ones((5, 2))).tolist() == [10.0, 10.0] and f.traces == 1
+    assert f(cv.ones((1, 2))).tolist() == [2.0, 2.0] and f.traces == 2
+    assert f(cv.ones((0, 2))).tolist() == [0.0, 0.0] and f.traces == 3
+    assert f(cv.ones((7, 2))).tolist() == [14.0, 14.0] and f.traces == 3
+
+
+def test_dynamic_true_makes_the_sizes_that_changed_symbolic():
+    f = cv.jit(lambda x, y: (x * y).sum(axis=-1), dynamic=True)
+    out = f(cv.ones((3, 4)), cv.ones((3, 4)))
+    assert out.tolist() == [4.0] * 3 and f.traces == 1
+    assert f(cv.ones((5, 4)), cv.ones((5, 4))).tolist() == [4.0] * 5 and f.traces == 2
+    for n in (6, 30, 2):
+        assert f(cv.ones((n, 4)), cv.ones((n, 4))).tolist() == [4.0] * n
+    assert f.traces == 2
+    assert f(cv.ones((3, 4)), cv.ones((3, 4))).tolist() == [4.0] * 3 and f.traces == 2  # (the first program)
+    # a size that never changed stays a constant: a new one traces again, with both symbolic
+    assert f(cv.ones((5, 6)), cv.ones((5, 6))).tolist() == [6.0] * 5 and f.traces == 3
+    assert f(cv.ones((7, 9)), cv.ones((7, 9))).tolist() == [9.0] * 7 and f.traces == 3
+
+
+def test_a_size_the_function_needs_as_an_int():
+    def f(x):
+        return sum(x[i] for i in range(x.shape[0]))  # a Python loop over the size
+
+    with pytest.raises(JitError, match="symbolic") as info:
+        cv.jit(f, dynamic={0: {0: "n"}})(cv.ones((3, 2)))
+    assert isinstance(info.value.__cause__, SymbolicSizeError)
+    auto = cv.jit(f, dynamic=True)  # automatic: falls back to a trace per size
+    for n in (2, 3, 4):
+        assert auto(cv.ones((n, 2))).tolist() == [float(n)] * 2
+    assert auto.traces == 4  # (2, the failed symbolic trace, 3... then 4: every size traced)
+
+
+def test_comparisons_of_sizes_become_guards():
+    def f(x):
+        return x * 2 if x.shape[0] > 10 else x * 3  # a branch on the size
+
+    jf = cv.jit(f, dynamic={0: {0: "n"}})
+    assert jf(cv.ones(4)).tolist() == [3.0] * 4 and jf.traces == 1
+    assert jf(cv.ones(7)).tolist() == [3.0] * 7 and jf.traces == 1
+    assert jf(cv.ones(12)).tolist() == [2.0] * 12 and jf.traces == 2
+    assert jf(cv.ones(20)).tolist() == [2.0] * 20 and jf(cv.ones(5)).tolist() == [3.0] * 5 and jf.traces == 2
+
+
+def test_one_name_is_one_size():
+    f = cv.jit(lambda x, y: x + y, dynamic={0: {0: "n"}, 1: {0: "n"}})
+    assert f(cv.ones(3), cv.ones(3)).tolist() == [2.0] * 3
+    with pytest.raises(JitError, match="one name is one size"):
+        f(cv.ones((4, 1)), cv.ones(5))
+    g = cv.jit(lambda x, y: x + y, dynamic={0: {0: "n"}, 1: {0: "m"}})
+    with pytest.raises(JitError, match="symbolic"):  # two independent sizes do not broadcast
+        g(cv.ones(3), cv.ones(3))
+
+
+def test_bad_dynamic_arguments():
+    with pytest.raises(TypeError, match="dynamic"):
+        cv.jit(lambda x: x, dynamic="batch")
+    with pytest.raises(TypeError, match="axes"):
+        cv.jit(lambda x: x, dynamic={0: {"a": 0}})
+    with pytest.raises(JitError, match="axis 3"):
+        cv.jit(lambda x: x, dynamic={0: {3: "n"}})(cv.ones((2, 2)))
+
+
+def test_keyword_and_pytree_arguments():
+    f = cv.jit(lambda batch, scale=1.0: (batch["x"] * scale).sum(1) + batch["y"],
+               dynamic={"batch": {0: "n"}})
+    for n in (3, 6):
+        out = f({"x": cv.ones((n, 2)), "y": cv.ones(n)}, scale=2.0)
+        assert out.tolist() == [5.0] * n
+    assert f.traces == 1
+
+
+def test_debug_shows_the_symbolic_sizes(monkeypatch, capsys):
+    monkeypatch.setenv("CORVID_DEBUG", "1")
+    f = cv.jit(lambda x: x + 1, dynamic={0: {1: "seq"}})
+    f(cv.ones((2, 3)))
+    assert "symbolic sizes arg0[1]=seq" in capsys.readouterr().err
+
+
+def test_symbolic_shapes_print_their_names_and_the_source_reads_them_at_run_time():
+    seen = {}
+
+    def f(x):
+        seen["shape"] = x.shape
+        return (x * 2).contiguous()
+
+    jf = cv.jit(f, dynamic={0: {0: "batch"}})
+    jf(cv.ones((3, 5)))
+    assert repr(seen["shape"]) == "(batch, 5)" and isinstance(seen["shape"][0], Dim)
+    sk = jf._symbolic[next(iter(jf._symbolic))][0].launches[0].sk
+    assert "cv_d0" in sk.source and "< 5" in sk.source  # the size read from the kernel's input, the 5 kept
