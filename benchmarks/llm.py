@@ -7,7 +7,9 @@ MLP 8192, vocabulary 128256, tied embeddings, rope_theta 500000 with "llama3" sc
 billion parameters, 2.47 GB in bfloat16. Its weights are drawn here (normal, std 0.02; norms 1)
 and written as a bfloat16 checkpoint folder, one safetensors shard per layer (so that no more
 than a layer is in memory while it is written), which both frameworks load with their own
-``from_pretrained``; corvid's int8 and int4 runs quantize the loaded model (``cv.quantize``).
+``from_pretrained``; corvid's int8 and int4 runs quantize each linear layer as it is read
+(``models.from_pretrained(folder, quantize=mode)``, the model ``cv.quantize`` would make of the
+bfloat16 one), so the bfloat16 model is never held whole.
 
 Two kinds of child process (``python -m benchmarks.llm --child ...``):
 
@@ -123,9 +125,8 @@ def _corvid_model(folder: str, mode: str) -> Any:
     import corvid as cv
     from corvid import models
 
-    model = models.from_pretrained(folder)
-    if mode != "bf16":
-        cv.quantize(model, mode)
+    # (quantized while loading: one layer's bfloat16 weight held at a time)
+    model = models.from_pretrained(folder, quantize=None if mode == "bf16" else mode)
     cv.realize(*model.parameters(), *model.buffers())
     return model
 
@@ -196,7 +197,7 @@ def _speed_child(folder: str, quick: bool, peers: list[str]) -> dict[str, Any]:
     runs: dict[str, Any] = {}
     for mode in MODES:
         runs[f"corvid {mode}"] = _corvid_model(folder, mode)
-        get_device("CPU").allocator.clear_pool()  # (the bfloat16 weights a quantization replaced)
+        get_device("CPU").allocator.clear_pool()  # (the bfloat16 weights a quantization read, layer by layer)
     if "torch" in peers:
         runs["torch bf16"] = _Torch(folder)
     vocab = QUICK["vocab_size"] if quick else LLAMA_1B["vocab_size"]

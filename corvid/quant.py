@@ -360,11 +360,7 @@ class QuantizedLinear(Module):
         mode = _check_mode(mode, "QuantizedLinear.from_linear")
         g = _check_group(group_size, linear.in_features, mode,
                          f"QuantizedLinear.from_linear(Linear(in_features={linear.in_features}, ...))")
-        w = linear.weight
-        layer = cls(linear.in_features, linear.out_features, False, mode, g, w.device, w.dtype)
-        layer.qweight, layer.scales = quantize_weight(w, mode, g)
-        layer.bias = linear.bias
-        return layer
+        return _quantized_layer(linear.weight, linear.bias, mode, g, cls)
 
     def dequantize(self, dtype: Any = None) -> Tensor:
         """The weight ``(out_features, in_features)`` this layer multiplies by, in ``dtype``
@@ -470,6 +466,31 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
         return QuantizedLinear.from_linear(model, mode, group_size)
     if not isinstance(model, Module):
         raise TypeError(f"quantize: expected an nn.Module, got {type(model).__name__}")
+    chosen = _to_quantize(model, mode, group_size, skip)
+    swap = {key: QuantizedLinear.from_linear(m, mode, group_size) for key, (_, m) in chosen.items()}
+    replace_modules(model, swap)
+    return model
+
+
+def _quantized_layer(weight: Tensor, bias: Any, mode: str, group_size: int | None,
+                     cls: type[QuantizedLinear] | None = None) -> QuantizedLinear:
+    """The :class:`QuantizedLinear` of a float ``weight`` ``(out, in)`` and ``bias`` (a Parameter
+    or None, kept as it is): its buffers :func:`quantize_weight` of the weight, realized, on the
+    weight's device, its ``dtype`` the weight's (``cls``: a subclass to make). What :meth:`QuantizedLinear.from_linear` makes
+    of a Linear, and ``models.from_pretrained(..., quantize=mode)`` of each weight it reads."""
+    out, n = weight.shape
+    layer = (cls or QuantizedLinear)(n, out, False, mode, group_size, weight.device, weight.dtype)
+    layer.qweight, layer.scales = quantize_weight(weight, mode, layer.group_size)
+    layer.bias = bias
+    return layer
+
+
+def _to_quantize(model: Module, mode: str, group_size: int | None, skip: Skip = None,
+                 where: str = "quantize") -> dict[int, tuple[str, Linear]]:
+    """``{id(layer): (name, layer)}`` of the ``Linear`` layers :func:`quantize` replaces (each
+    once, under its first name in ``named_modules``), all checked first: ValueError naming the
+    layers whose ``in_features`` ``group_size`` does not divide (or an unknown ``skip`` name).
+    ``models.from_pretrained`` chooses with it on the model's skeleton, before reading weights."""
     linears: dict[int, tuple[str, Linear]] = {}
     for name, m in model.named_modules():
         if isinstance(m, Linear) and id(m) not in linears:
@@ -479,18 +500,17 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
     misfits = []
     for name, m in chosen.values():
         try:
-            _check_group(group_size, m.in_features, mode, "quantize")
+            _check_group(group_size, m.in_features, mode, where)
         except ValueError:
             misfits.append(f"{name} ({m.in_features})")
     if misfits:
         odd = " or is odd (int4 packs two inputs of a group a byte)" \
             if mode == "int4" and isinstance(group_size, int) and group_size % 2 else ""
-        raise ValueError(f"quantize: group_size={group_size} does not divide the in_features of "
-                         f"{', '.join(misfits)}{odd}; skip those layers, use a divisor of their in_features, or "
+        remedy = "skip those layers, use" if where == "quantize" else "use"
+        raise ValueError(f"{where}: group_size={group_size} does not divide the in_features of "
+                         f"{', '.join(misfits)}{odd}; {remedy} a divisor of their in_features, or "
                          "group_size=None for one group per row")
-    swap = {key: QuantizedLinear.from_linear(m, mode, group_size) for key, (_, m) in chosen.items()}
-    replace_modules(model, swap)
-    return model
+    return chosen
 
 
 def _skipped(model: Module, linears: dict[int, tuple[str, Linear]], skip: Skip) -> set[int]:

@@ -10,7 +10,14 @@ their initialization computes nothing; each parameter is then replaced by the te
 the file (:func:`corvid.safe_open`: positioned reads of that tensor's bytes, no pickle). A
 tensor already in the model's dtype becomes the parameter as it is, sharing its memory: no
 copy and no kernel. Only tensors of another dtype (when ``dtype`` asks for one, or a file
-mixing dtypes) are converted, one at a time.
+mixing dtypes) are converted, one at a time. The shards' headers are read first: names, shapes
+and dtypes are checked against the configuration before any weight is read.
+
+With ``quantize="int8"`` or ``"int4"`` each linear layer's weight is quantized as it is read
+(:func:`corvid.quant.quantize_weight`, realized at once) and dropped before the next tensor is
+read, so no more than one floating-point weight matrix is held at a time: the peak memory of
+loading is the quantized model plus one layer's float weight, not the float model plus the
+quantized one (which loading and then calling ``cv.quantize`` holds at its end).
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from typing import Any
 from .. import nn
 from ..dtype import DType, to_dtype
 from ..io import safe_open
-from ..tensor import Tensor
+from ..nn.module import replace_modules
+from ..quant import DEFAULT_GROUP_SIZE, MODES, QuantizedLinear, _check_group_value, _quantized_layer, _to_quantize
 from .config import CausalLMConfig
 from .llama import CausalLM
 
@@ -74,27 +82,33 @@ def _shards(folder: str) -> dict[str, list[str] | None]:
     raise FileNotFoundError(f"from_pretrained: {folder} has neither {WEIGHTS} nor {INDEX}")
 
 
-def _read(folder: str, device: str | None) -> dict[str, Tensor]:
-    tensors: dict[str, Tensor] = {}
-    for path, names in _shards(folder).items():
-        with safe_open(path, device=device) as f:
+def _headers(folder: str, files: dict[str, list[str] | None]) -> dict[str, tuple[str, DType, tuple[int, ...]]]:
+    """``{tensor name: (shard path, dtype, shape)}`` from the shards' headers, reading no weights."""
+    found: dict[str, tuple[str, DType, tuple[int, ...]]] = {}
+    for path, names in files.items():
+        with safe_open(path) as f:
+            entries = f._entries  # (name -> (dtype, shape, begin, end): the header, validated on opening)
             for name in f.keys() if names is None else names:
-                if name in tensors:
+                if name not in entries:
+                    raise KeyError(f"{path} has no tensor {name!r}; it has {sorted(entries)[:10]}")
+                if name in found:
                     raise ValueError(f"from_pretrained: tensor {name!r} is in two shards of {folder}")
-                tensors[name] = f.get_tensor(name)
-    return tensors
+                d, shape = entries[name][:2]
+                found[name] = (path, d, shape)
+    return found
 
 
-def _model_dtype(tensors: dict[str, Tensor], folder: str) -> DType:
+def _model_dtype(dtypes: dict[str, DType], folder: str) -> DType:
     """The dtype most of the floating-point tensors have; ValueError for other tensors."""
-    odd = sorted(k for k, t in tensors.items() if not t.dtype.is_float)
+    odd = sorted(k for k, d in dtypes.items() if not d.is_float)
     if odd:
         raise ValueError(f"from_pretrained: {folder} holds non-floating-point weights ({odd[:3]}: "
-                         f"{tensors[odd[0]].dtype.name}); quantized checkpoints are not supported")
-    return collections.Counter(t.dtype for t in tensors.values()).most_common(1)[0][0]
+                         f"{dtypes[odd[0]].name}); quantized checkpoints are not supported")
+    return collections.Counter(dtypes.values()).most_common(1)[0][0]
 
 
-def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | None = None) -> CausalLM:
+def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | None = None,
+                    quantize: str | None = None, group_size: int | None = DEFAULT_GROUP_SIZE) -> CausalLM:
     """Load the language model stored in a Hugging Face checkpoint folder.
 
     The folder holds ``config.json`` and ``model.safetensors``, or shards listed by
@@ -107,6 +121,16 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     weights (the default device if None). A tensor already in the chosen dtype becomes its
     parameter without a copy (see the module's description); the model is returned in
     evaluation mode.
+
+    ``quantize`` ("int8" or "int4"; None, the default, keeps floating point) quantizes the
+    linear layers while loading, with ``group_size`` inputs a scale (128 unless told; None: one
+    scale per row): each weight is quantized as soon as it is read, its quantized buffers
+    computed before the next weight is read, so the floating-point model is never held whole
+    (peak memory stays near the quantized model's size, not the float one's). The model is the
+    one ``cv.quantize(from_pretrained(folder, dtype, device), quantize, group_size)`` gives (the
+    same layers quantized, every ``Linear``; a head tied to the embedding stays in float; the
+    same ``qweight`` and ``scales``, so the same logits). ValueError for another mode, or a
+    group size that does not divide some layer's ``in_features``, before any weight is read.
 
     Errors: FileNotFoundError for a folder without ``config.json`` or weights; ValueError
     naming what is not supported (the architecture or an option of ``config.json``: see
@@ -125,7 +149,15 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     >>> model = from_pretrained(folder)
     >>> model.dtype.name, model(cv.Tensor([[1, 2, 3]])).shape
     ('bfloat16', (1, 3, 32))
+    >>> small = from_pretrained(folder, quantize="int4", group_size=16)
+    >>> small.model.layers[0].mlp.down_proj
+    QuantizedLinear(in_features=32, out_features=16, bias=False, mode='int4', group_size=16)
     """
+    if quantize is not None and (not isinstance(quantize, str) or quantize not in MODES):
+        raise ValueError(f"from_pretrained: quantize must be one of {', '.join(repr(m) for m in MODES)} or None "
+                         f"(floating point), got {quantize!r}")
+    _check_group_value(group_size, "from_pretrained")
+    mode = quantize
     folder = os.fspath(folder)
     path = os.path.join(folder, CONFIG)
     if not os.path.isfile(path):
@@ -136,14 +168,15 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     ids = {k: generation[k] for k in _GENERATION_IDS if generation.get(k) is not None}
     if ids:
         config = dataclasses.replace(config, **ids)
-    tensors = _read(folder, device)
+    files = _shards(folder)
+    headers = _headers(folder, files)
     model = CausalLM._skeleton(config)
     places = dict(model.named_parameters())
-    for name in [k for k in tensors if k.endswith(_IGNORED) or (k == "lm_head.weight" and config.tie_word_embeddings)]:
-        del tensors[name]  # (a tied head some checkpoints store anyway; inv_freq tables the model computes)
-    missing, unexpected = sorted(set(places) - set(tensors)), sorted(set(tensors) - set(places))
-    shapes = [f"{k} {tensors[k].shape} (expected {places[k].shape})" for k in sorted(set(places) & set(tensors))
-              if tensors[k].shape != places[k].shape]
+    for name in [k for k in headers if k.endswith(_IGNORED) or (k == "lm_head.weight" and config.tie_word_embeddings)]:
+        del headers[name]  # (a tied head some checkpoints store anyway; inv_freq tables the model computes)
+    missing, unexpected = sorted(set(places) - set(headers)), sorted(set(headers) - set(places))
+    shapes = [f"{k} {headers[k][2]} (expected {places[k].shape})" for k in sorted(set(places) & set(headers))
+              if headers[k][2] != places[k].shape]
     if missing or unexpected or shapes:
         arch = f"{config.model_type} ({config.num_hidden_layers} layers)"
         problems = [f"{what} {len(names)}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
@@ -151,16 +184,36 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
                     if names]
         raise ValueError(f"from_pretrained: the weights in {folder} do not fit its {arch} configuration: "
                          + "; ".join(problems))
-    target = to_dtype(dtype) if dtype is not None else _model_dtype(tensors, folder)
+    target = to_dtype(dtype) if dtype is not None else _model_dtype({k: h[1] for k, h in headers.items()}, folder)
     if not target.is_float:
         raise ValueError(f"from_pretrained: dtype must be a floating-point dtype, got {target.name}")
+    # the Linear layers cv.quantize(model, mode, group_size) would replace, by their weight's name
+    linears = {} if mode is None else _to_quantize(model, mode, group_size, where="from_pretrained")
+    chosen = {f"{name}.weight": key for key, (name, _) in linears.items()}
     modules = dict(model.named_modules())
-    for name in sorted(tensors):
-        t = tensors.pop(name)  # (a converted tensor's original is freed before the next is converted)
-        if not t.dtype.is_float:
-            raise ValueError(f"from_pretrained: {name} is {t.dtype.name}; quantized checkpoints are not supported")
-        owner, _, leaf = name.rpartition(".")
-        setattr(modules[owner], leaf, nn.Parameter(t if t.dtype == target else t.astype(target)))
+    swap: dict[int, QuantizedLinear] = {}
+    for path in files:  # (one shard open at a time, its tensors read one at a time)
+        with safe_open(path, device=device) as f:
+            for name in sorted(k for k, h in headers.items() if h[0] == path):
+                t = f.get_tensor(name)
+                if not t.dtype.is_float:
+                    raise ValueError(f"from_pretrained: {name} is {t.dtype.name}; quantized checkpoints are not "
+                                     "supported")
+                # (a Parameter is realized at once: a converted tensor's original is freed before the next is read)
+                p = nn.Parameter(t if t.dtype == target else t.astype(target))
+                del t
+                if name in chosen:
+                    # quantized now, its buffers realized before the next weight is read: the float
+                    # weight is freed here, so no more than one is ever held (cv.quantize on the
+                    # loaded model would hold all of them and the quantized ones together)
+                    swap[chosen[name]] = _quantized_layer(p, None, mode, group_size)
+                else:
+                    owner, _, leaf = name.rpartition(".")
+                    setattr(modules[owner], leaf, p)
+                del p
+    for key, layer in swap.items():
+        layer.bias = linears[key][1].bias  # (the Parameter just loaded, as from_linear keeps the Linear's)
+    replace_modules(model, swap)
     model.generation_config = generation
     return model.eval()
 
@@ -175,7 +228,7 @@ def _generation_config(folder: str) -> dict[str, Any]:
         return {}
     found = _read_json(path)
     if not isinstance(found, dict):
-        raise ValueError(f"from_pretrained: {path} holds {type(found).__name__}, not a JSON object")
+        raise ValueError(f"from_pretrained: {path} holds {type(found).__name__}, not a JSON object")  # noqa: TRY004
     for key in _GENERATION_IDS:
         v = found.get(key)
         ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
