@@ -13,7 +13,7 @@ from typing import Any
 from . import dtype as dt
 from .dtype import DType, DTypeLike
 from .graph.node import Op, node
-from .graph.symbolic import Num, Sym, SymbolicSizeError
+from .graph.symbolic import Num, Sym, SymbolicSizeError, as_size
 from .ops.movement import check_size
 from . import random as _random
 from .random import manual_seed, randint
@@ -27,10 +27,10 @@ __all__ = ["zeros", "ones", "full", "empty", "arange", "linspace", "eye", "zeros
 def _shape(shape: Any, itemsize: int = 1, what: str | None = None) -> tuple[int, ...]:
     """``shape`` as a tuple of ints: TypeError for anything else, ValueError for a negative
     dimension or a tensor of more than 2**63 - 1 bytes (of ``itemsize``-byte elements)."""
-    if isinstance(shape, int):
+    if isinstance(shape, (int, Sym)):
         shape = (shape,)
     try:
-        out = tuple(int(s.__index__()) for s in shape)
+        out = tuple(as_size(s) if isinstance(s, Sym) else int(s.__index__()) for s in shape)
     except (AttributeError, TypeError):
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in out):
@@ -135,7 +135,7 @@ def randn(*shape: Any, dtype: DTypeLike | None = None, device: str | None = None
 
 def _varargs(shape: tuple[Any, ...]) -> Any:
     """The shape in ``f(2, 3)`` or ``f((2, 3))``, given the positional arguments."""
-    return shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+    return shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, Sym)) else shape
 
 
 def full_like(x: Tensor, fill_value: bool | int | float, dtype: DTypeLike | None = None,

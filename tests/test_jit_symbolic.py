@@ -220,3 +220,46 @@ def test_symbolic_shapes_print_their_names_and_the_source_reads_them_at_run_time
     assert repr(seen["shape"]) == "(batch, 5)" and isinstance(seen["shape"][0], Dim)
     sk = jf._symbolic[next(iter(jf._symbolic))][0].launches[0].sk
     assert "cv_d0" in sk.source and "< 5" in sk.source  # the size read from the kernel's input, the 5 kept
+
+
+def test_slices_and_indices_along_a_symbolic_axis():
+    def f(x):
+        return x[:, 1:], x[:, :-1] * 2, x[:, -1], x[:, ::2], x[:, ::-1], x[:, 2:100]
+
+    jf = cv.jit(f, dynamic={0: {1: "t"}})
+    for t in (5, 9, 4, 120):
+        x = _f32(2, t)
+        for got, want in zip(jf(cv.Tensor(x)), (x[:, 1:], x[:, :-1] * 2, x[:, -1], x[:, ::2], x[:, ::-1], x[:, 2:100])):
+            np.testing.assert_array_equal(got.numpy(), want)
+    assert jf.traces <= 2  # (the stop 100 is a guard: below it, or clipped to the size)
+
+
+def test_matmul_with_symbolic_rows_uses_register_tiles():
+    f = cv.jit(lambda x, w: x @ w, dynamic={0: {0: "rows"}})
+    w = _f32(64, 48)
+    for n in (16, 37, 3, 101):
+        x = _f32(n, 64)
+        np.testing.assert_allclose(f(cv.Tensor(x), cv.Tensor(w)).numpy(), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+    cap = next(iter(f._symbolic.values()))[0]
+    opts = [o.op for ln in cap.launches for o in ln.sk.kernel.opts]
+    assert "pad" in opts and "upcast" in opts and "vectorize" in opts, opts  # the rows padded to the tile, gated
+
+
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "phi3-longrope"])
+def test_a_language_model_traced_once_for_every_prompt_length_matches_transformers(family, tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    import test_llm_models as llm  # (tests/ is on the path: the models' tiny configurations)
+    from corvid import models
+
+    hf = llm._hf_model(family)
+    model = models.from_pretrained(llm._save(hf, tmp_path))
+    f = cv.jit(lambda ids: model(ids), dynamic={0: {1: "seq"}})
+    for t in (12, 9, 20, 11):
+        ids = np.concatenate([llm.PROMPT, llm.PROMPT], axis=1)[:, :t]
+        ref = llm._hf_logits(hf, ids)
+        out = f(cv.Tensor(ids)).numpy()
+        assert out.shape == ref.shape and np.abs(out - ref).max() <= 1e-4, (t, np.abs(out - ref).max())
+    assert f.traces == 1, f.traces  # lengths 9 to 20 share one program (guards at 8 and 32)

@@ -56,7 +56,8 @@ import math
 from collections.abc import Callable
 
 from ..graph.node import Op
-from ..graph.symbolic import Lin, Num, Sym, Var, sym_and
+from ..graph.symbolic import (Lin, Num, Sym, SymbolicSizeError, Var, hint, is_symbolic, loop_var, strict_sizes, sym_and,
+                              upper)
 from .ir import Kernel, Loop, Opt, U, substitute_arg
 
 # register tile of a matmul-like kernel: ROW_TILES rows (the largest that divides the row count and
@@ -209,8 +210,9 @@ def _reduce_loop(k: Kernel, axis: int) -> Loop:
 def upcast(k: Kernel, axis: int, amount: int) -> Kernel:
     """Tile output loop ``axis`` by ``amount`` (which must divide its size)."""
     lp = _output_loop(k, axis, amount)
-    outer = Var(f"{lp.var.name}u", 0, lp.size // amount - 1)
-    keep = [Loop(outer, lp.size // amount, lp.kind)] if amount < lp.size else []  # whole: no loop left
+    outer = loop_var(f"{lp.var.name}u", lp.size // amount)
+    # (whole: no loop left; a symbolic size keeps its loop, which may run once)
+    keep = [Loop(outer, lp.size // amount, lp.kind)] if is_symbolic(lp.size) or amount < lp.size else []
     out = k.empty_like(k.loops[:axis] + keep + k.loops[axis + 1:])
     for i in range(amount):
         memo: dict[int, U] = {}
@@ -256,7 +258,7 @@ def can_vectorize(k: Kernel, axis: int, width: int) -> bool:
 
 def _vectorized(k: Kernel, axis: int, width: int) -> Kernel:
     lp = k.loops[axis]
-    outer = Var(f"{lp.var.name}v", 0, lp.size // width - 1)
+    outer = loop_var(f"{lp.var.name}v", lp.size // width)
     out = k.empty_like(k.loops[:axis] + [Loop(outer, lp.size // width, lp.kind)] + k.loops[axis + 1:], width)
     memo: dict[int, U] = {}
     mapping = {lp.var: outer * width + lane_var(width)}
@@ -278,7 +280,7 @@ def permute(k: Kernel, order: tuple[int, ...]) -> Kernel:
     if sorted(order) != list(range(len(k.loops))):
         raise OptError(f"{order} is not a permutation of the {len(k.loops)} output loops")
     return Kernel(k.name, k.params, [k.loops[i] for i in order], k.stores, k._cse, k.vector_width, k.opts,
-                  k.parallel)
+                  k.parallel, k.dims_param)
 
 
 def split(k: Kernel, axis: int, amount: int, kind: str | None = None) -> Kernel:
@@ -461,7 +463,7 @@ def stream(k: Kernel, axis: int, keep_kib: int) -> Kernel:
         raise OptError(f"stream: keep_kib={keep_kib!r} must be a whole number of KiB below the {total} bytes read")
     if any(o.op == "stream" for o in k.opts):
         raise OptError("stream: the kernel streams already")
-    return Kernel(k.name, k.params, k.loops, k.stores, k._cse, k.vector_width, k.opts, k.parallel)
+    return Kernel(k.name, k.params, k.loops, k.stores, k._cse, k.vector_width, k.opts, k.parallel, k.dims_param)
 
 
 def pad(k: Kernel, axis: int, multiple: int) -> Kernel:
@@ -471,8 +473,8 @@ def pad(k: Kernel, axis: int, multiple: int) -> Kernel:
     lp = _output_loop(k, axis)
     if multiple < 2 or lp.size % multiple == 0:
         raise OptError(f"pad: loop {axis} of size {lp.size} is already a multiple of {multiple}")
-    size = -(-lp.size // multiple) * multiple
-    v = Var(f"{lp.var.name}p", 0, size - 1)
+    size = (lp.size + multiple - 1) // multiple * multiple
+    v = loop_var(f"{lp.var.name}p", size)
     inside = v.lt(lp.size)
     mapping = {lp.var: v}
     out = k.empty_like(k.loops[:axis] + [Loop(v, size, lp.kind, lp.unroll)] + k.loops[axis + 1:])
@@ -496,7 +498,7 @@ def pad(k: Kernel, axis: int, multiple: int) -> Kernel:
 def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
     """Run output loop ``axis`` across threads (``-1``: one thread)."""
     choice = "off" if axis == -1 else _output_loop(k, axis).var
-    return Kernel(k.name, k.params, k.loops, k.stores, k._cse, k.vector_width, k.opts, choice)
+    return Kernel(k.name, k.params, k.loops, k.stores, k._cse, k.vector_width, k.opts, choice, k.dims_param)
 
 
 ACTIONS: dict[str, Callable[..., Kernel]] = {
@@ -534,12 +536,29 @@ def _stride(expr: Sym, v: Var) -> int:
 def apply_heuristics(k: Kernel) -> Kernel:
     """Choose and apply actions for ``k`` (no search): register tiles for a matmul-like sum,
     else a loop order that walks memory contiguously."""
-    if len(k.stores) != 1 or k.symbolic():  # (a loop over a symbolic size: plain loops, for now)
+    if len(k.stores) != 1:
         return k
+    if k.symbolic():
+        return _symbolic_heuristics(k)
     if not k.loops:
         return _reduce_streams(k)
     out = _matmul_heuristics(k)
     return _reduce_columns(_access_order(k)) if out is k else out
+
+
+def _symbolic_heuristics(k: Kernel) -> Kernel:
+    """The heuristics for a kernel with loops over symbolic sizes: a matmul's register tile
+    (a symbolic row loop padded to the tile: the rows past the size gated), else the loop
+    order and vectors of the constant loops. A choice that depends on a symbolic size's value
+    is not made (the kernel serves every size)."""
+    try:
+        with strict_sizes():
+            if not k.loops:
+                return k
+            out = _matmul_heuristics(k)
+            return _reduce_columns(_access_order(k)) if out is k else out
+    except (SymbolicSizeError, OptError):
+        return k
 
 
 def _reduce_streams(k: Kernel) -> Kernel:
@@ -650,8 +669,8 @@ def _reduce_columns(k: Kernel, lanes: int = 0) -> Kernel:
     if not reduce_loops(k) or not k.loops:
         return k
     inner = k.loops[-1].var
-    size = {lp.var: lp.size for lp in k.loops}
-    size.update({lp.var: lp.size for lp in k.reduce_loops()})
+    size = {lp.var: hint(lp.size) for lp in k.loops}  # (a symbolic size: as traced, for the weights)
+    size.update({lp.var: hint(lp.size) for lp in k.reduce_loops()})
     along = [0, 0]  # bytes the loads along the inner loop touch: [contiguous, strided]
     for u in k.values():
         if u.op == "load" and inner in u.arg[1].vars():
@@ -670,8 +689,8 @@ def _access_order(k: Kernel) -> Kernel:
     is not then reads whole cache lines, writing with a stride instead of reading with one."""
     if len(k.loops) < 2:
         return k
-    size = {lp.var: lp.size for lp in k.loops}
-    size.update({lp.var: lp.size for lp in k.reduce_loops()})
+    size = {lp.var: hint(lp.size) for lp in k.loops}  # (a symbolic size: as traced, for the weights)
+    size.update({lp.var: hint(lp.size) for lp in k.reduce_loops()})
     score = [0] * len(k.loops)
     accesses = [(u.arg[1], u.dtype.itemsize) for u in k.values() if u.op == "load"]
     accesses += [(st.index, k.params[st.param].dtype.itemsize) for st in k.stores]
@@ -685,7 +704,7 @@ def _access_order(k: Kernel) -> Kernel:
         tiled = _transpose_tiles(k, score, best)
         if tiled is not k:
             return tiled
-    if score[best] < 2 * score[-1] or k.loops[best].size < 8 or best == len(k.loops) - 1:
+    if score[best] < 2 * score[-1] or upper(k.loops[best].size) < 8 or best == len(k.loops) - 1:
         return k
     order = tuple(i for i in range(len(k.loops)) if i != best) + (best,)
     return apply_opt(k, Opt("permute", 0, order))
@@ -701,6 +720,8 @@ def _transpose_tiles(k: Kernel, score: list[int], best: int) -> Kernel:
         return k
     b = max(other, key=lambda i: score[i])
     a_lp, b_lp = k.loops[best], k.loops[b]
+    if is_symbolic(a_lp.size) or is_symbolic(b_lp.size):
+        return k
     if a_lp.size < 8 * t or b_lp.size < 8 * t or a_lp.size % t or b_lp.size % t:  # (64x64 measured no faster)
         return k
     k = apply_opt(k, Opt("split", b, t))
@@ -752,7 +773,7 @@ def _matmul_heuristics(k: Kernel) -> Kernel:
     budget = vector_registers() - SPARE_REGISTERS
     tiles = [r for r in ROW_TILES if r * cols <= budget]
     row_axis = next((i for i in free if any(k.loops[i].size % r == 0 for r in tiles if 2 * r > tiles[0])), None)
-    if row_axis is None and free and k.loops[free[0]].size > tiles[0]:
+    if row_axis is None and free and (is_symbolic(k.loops[free[0]].size) or k.loops[free[0]].size > tiles[0]):
         # an awkward row count (1021, 1023): pad it to a multiple of the tile, gating the extra rows
         row_axis = free[0]
         k = apply_opt(k, Opt("pad", row_axis, tiles[0]))

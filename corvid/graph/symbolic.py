@@ -250,6 +250,18 @@ def assuming_hints(values: dict[int, int]) -> Iterator[list[tuple[Sym, str, bool
         _assumptions.hints.pop()
 
 
+@contextmanager
+def strict_sizes() -> Iterator[None]:
+    """Inside the block a comparison of symbolic sizes that their ranges do not decide raises
+    :class:`SymbolicSizeError` even during a ``jit`` trace (the kernel optimizer: its choices are
+    cached per kernel structure, so they must not depend on the sizes being traced)."""
+    _assumptions.stack.append(None)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        _assumptions.stack.pop()
+
+
 def compare(diff: int, op: str) -> bool:
     """``diff op 0`` for one of ``<``, ``<=``, ``>``, ``>=``."""
     return diff < 0 if op == "<" else diff <= 0 if op == "<=" else diff > 0 if op == ">" else diff >= 0
@@ -261,7 +273,7 @@ def _decided(yes: bool, no: bool, a: Sym, b: IntLike, op: str) -> bool:
     if no:
         return False
     stack = _assumptions.stack
-    if stack:
+    if stack and stack[-1] is not None:
         diff = a - b
         if all(isinstance(v, Dim) for v in diff.vars()):
             result = compare(evaluate(diff), op)
@@ -381,6 +393,13 @@ def evaluate(x: IntLike, values: dict[Dim, int] | None = None) -> int:
     if not isinstance(out, Num):
         raise SymbolicSizeError(f"{x} is not a size of symbolic sizes only")
     return out.value
+
+
+def as_size(x: object) -> IntLike:
+    """A size argument as shapes hold it: an int, or a symbolic size (a constant one as its int)."""
+    if isinstance(x, Sym):
+        return x.value if isinstance(x, Num) else x
+    return int(x)  # type: ignore[call-overload]
 
 
 def hint(x: IntLike) -> int:

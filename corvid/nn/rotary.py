@@ -46,6 +46,7 @@ from ..dtype import float32, to_dtype
 from ..errors import ShapeError
 from ..ops.movement import cat
 from ..tensor import Tensor
+from ..graph.symbolic import Sym
 from .module import Module
 
 __all__ = ["RotaryEmbedding", "apply_rotary_emb"]
@@ -237,7 +238,7 @@ class RotaryEmbedding(Module):
         >>> cos.shape, sin[0, 0].tolist()
         ((2, 2, 4), [0.0, 0.0, 0.0, 0.0])
         """
-        if isinstance(positions, int):
+        if isinstance(positions, (int, Sym)):  # (a symbolic length too: a jit trace with dynamic sizes)
             return self._cos_sin(arange(positions, dtype=float32, device=device), positions, dtype)
         p = positions if isinstance(positions, Tensor) else Tensor(positions)
         if not p.dtype.is_int:

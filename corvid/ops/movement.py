@@ -9,13 +9,14 @@ reshape back; the index simplifier turns that into ``k*i`` in the generated code
 from __future__ import annotations
 
 import math
+import operator
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import AxisError, ShapeError
 from ..graph.node import Op, node
-from ..graph.symbolic import Num, Sym, hint
+from ..graph.symbolic import Num, Sym, as_size, hint
 from .elementwise import ArgumentError
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ class MovementMixin:
             flat = [tuple(flat[i:i + 2]) for i in range(0, len(flat), 2)]
         if len(flat) != self.ndim:
             raise ShapeError(f"pad: got {len(flat)} (before, after) pairs for a tensor of shape {self.shape}")
-        pairs = tuple((int(b), int(a)) for b, a in flat)
+        pairs = tuple((as_size(b), as_size(a)) for b, a in flat)
         crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
         if any(hi < lo for lo, hi in crop):
             raise ShapeError(f"pad: negative padding {pairs} crops more than the shape {self.shape}")
@@ -218,7 +219,7 @@ class MovementMixin:
         >>> cv.arange(6).reshape(2, 3).shrink([(0, 1), (1, 3)]).tolist()
         [[1, 2]]
         """
-        b = tuple((int(lo), int(hi)) for lo, hi in bounds)
+        b = tuple((as_size(lo), as_size(hi)) for lo, hi in bounds)
         if len(b) != self.ndim or any(not 0 <= lo <= hi <= s for (lo, hi), s in zip(b, self.shape)):
             raise ShapeError(f"shrink: bounds {b} do not fit shape {self.shape}")
         if all(lo == 0 and hi == s for (lo, hi), s in zip(b, self.shape)):
@@ -273,7 +274,11 @@ class MovementMixin:
 
     def _step(self: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
         """Elements ``range(start, stop, step)`` along ``axis`` (indices already normalized)."""
-        count = len(range(start, stop, step))
+        if type(start) is int and type(stop) is int:
+            count = len(range(start, stop, step))
+        else:  # (symbolic bounds)
+            count = (stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step
+            count = as_size(count) if count > 0 else 0
         bounds = [(0, s) for s in self.shape]
         if step < 0:
             last = start + (count - 1) * step
@@ -320,14 +325,18 @@ class MovementMixin:
                 continue
             size = self.shape[axis]
             if isinstance(it, slice):
-                start, stop, step = it.indices(size)
+                start, stop, step = it.indices(size) if type(size) is int else _symbolic_slice(it, size)
                 x = x._step(axis, start, stop, step)
                 out_shape.append(x.shape[axis])
             else:
-                i = int(it.__index__())
+                i = as_size(it) if isinstance(it, Sym) else int(it.__index__())
                 if not -size <= i < size:
                     raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-                x = x._step(axis, i % size, i % size + 1, 1)
+                if type(size) is not int or type(i) is not int:  # (symbolic: no modulo of a size)
+                    i = i + size if i < 0 else i
+                else:
+                    i = i % size
+                x = x._step(axis, i, i + 1, 1)
             axis += 1
         return x.reshape(tuple(out_shape))
 
@@ -368,10 +377,31 @@ def _bool():
     return bool_
 
 
+def _symbolic_slice(it: slice, size: Sym) -> tuple[Any, Any, int]:
+    """``it.indices(size)`` for a symbolic ``size`` (comparisons the sizes' ranges do not decide
+    become guards of the jit program)."""
+    step = 1 if it.step is None else operator.index(it.step)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    lo, hi = (0, size) if step > 0 else (-1, size - 1)
+
+    def bound(v: Any, default: Any) -> Any:
+        if v is None:
+            return default
+        v = as_size(v) if isinstance(v, Sym) else operator.index(v)
+        if type(v) is int and v < 0:
+            v = v + size
+        return lo if v < lo else hi if v > hi else v
+
+    if step > 0:
+        return bound(it.start, 0), bound(it.stop, size), step
+    return bound(it.start, size - 1), bound(it.stop, -1), step
+
+
 def _is_int(x: Any) -> bool:
     if isinstance(x, bool):
         return False
-    if isinstance(x, int):
+    if isinstance(x, int) or isinstance(x, Sym):
         return True
     import numpy as np
 
