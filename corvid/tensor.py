@@ -491,6 +491,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
             return self._const(x, dtype, shape)
         if isinstance(x, complex) and not isinstance(x, np.generic):
             return self._const(x, dtype, shape)
+        if isinstance(x, Sym):  # a symbolic size (a jit trace): its value, computed by the kernel
+            return self._const(x, dtype, shape)
         return Tensor(x, device=self.device).astype(dtype)
 
     def _elementwise(self, op: Op, *others: Any, dtype: DType | None = None, out: DType | None = None,
@@ -521,7 +523,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
                                               out or (dt.bool_ if op in COMPARISON else common), sn.shape))
         items = (self, *others)
         for x in items:
-            if not isinstance(x, (Tensor, bool, int, float, complex, np.ndarray, np.generic, list, tuple)):
+            if not isinstance(x, (Tensor, bool, int, float, complex, np.ndarray, np.generic, list, tuple, Sym)):
                 raise TypeError(f"unsupported operand type for {name or op.name.lower()}: {type(x).__name__}")
         common = dtype or result_type(*items)
         shape = broadcast_shapes(*(x.shape if isinstance(x, Tensor) else np.shape(x) for x in items))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import corvid as cv
 import corvid.nn as nn
@@ -263,3 +265,108 @@ def test_a_language_model_traced_once_for_every_prompt_length_matches_transforme
         out = f(cv.Tensor(ids)).numpy()
         assert out.shape == ref.shape and np.abs(out - ref).max() <= 1e-4, (t, np.abs(out - ref).max())
     assert f.traces == 1, f.traces  # lengths 9 to 20 share one program (guards at 8 and 32)
+
+
+_F = nn.functional
+_OPS = {
+    "softmax": lambda x: x.softmax(-1),
+    "log_softmax over the symbolic axis": lambda x: x.log_softmax(0),
+    "layer_norm": lambda x: _F.layer_norm(x, (x.shape[-1],)),
+    "cat along it": lambda x: cv.cat([x, x * 2], axis=0),
+    "cat across it": lambda x: cv.cat([x, x * 2], axis=1),
+    "stack": lambda x: cv.stack([x, x + 1], axis=0),
+    "cumsum along it": lambda x: x.cumsum(0),
+    "argmax along it": lambda x: x.argmax(0),
+    "max along it": lambda x: x.amax(0),
+    "var along it": lambda x: x.var(0, correction=1),
+    "std": lambda x: x.std(),
+    "sort": lambda x: x.sort(1)[0] if isinstance(x.sort(1), tuple) else x.sort(1),
+    "topk": lambda x: x.topk(2, 1)[0],
+    "flip": lambda x: x.flip(0),
+    "pad": lambda x: x.pad(((1, 2), (0, 1))),
+    "triu of x @ x.T": lambda x: cv.triu(x @ x.T),
+    "transpose": lambda x: x.T.contiguous(),
+    "where": lambda x: cv.where(x > 0, x, -x * 2),
+    "broadcast product": lambda x: x[:, None, :] * x[None, :, :],
+    "take_along_axis": lambda x: cv.take_along_axis(x, x.argsort(1), 1),
+    "one_hot": lambda x: _F.one_hot(x.argmax(1), 5).float(),
+    "cross_entropy": lambda x: _F.cross_entropy(x, x.argmax(1)),
+    "tile": lambda x: cv.tile(x, (2, 1)),
+    "roll": lambda x: cv.roll(x, 1, 0),
+    "diff": lambda x: cv.diff(x, axis=0),
+}
+
+
+@pytest.mark.parametrize("name", list(_OPS))
+def test_ops_with_a_symbolic_axis_match_the_eager_result(name):
+    fn = _OPS[name]
+    jf = cv.jit(fn, dynamic={0: {0: "n"}})
+    for n in (6, 9, 3):
+        x = _f32(n, 5)
+        want, got = fn(cv.Tensor(x)), jf(cv.Tensor(x))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    assert jf.traces <= 2  # (some ops compare the size with a threshold: one program per side)
+
+
+def test_conv_batch_norm_embedding_and_attention_with_a_symbolic_batch():
+    cv.manual_seed(0)
+    conv, bn, emb = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Embedding(10, 6)
+    cases = [
+        (lambda x: _F.max_pool2d(conv(x).relu(), 2), (3, 8, 8)),
+        (lambda x: bn.eval()(conv(x)), (3, 8, 8)),
+        (lambda x: emb((x.abs() * 3).astype(cv.int64).clip(0, 9)).sum(-1), (4,)),
+        (lambda x: _F.scaled_dot_product_attention(x, x * 0.5, x, is_causal=True), (7, 8)),
+    ]
+    for fn, tail in cases:
+        jf = cv.jit(fn, dynamic={0: {0: "n"}})
+        for n in (6, 9, 3):
+            x = _f32(n, *tail)
+            np.testing.assert_allclose(jf(cv.Tensor(x)).numpy(), fn(cv.Tensor(x)).numpy(), rtol=1e-4, atol=1e-5)
+        assert jf.traces == 1
+    # training-mode batch norm: the running variance's unbiased factor n/(n-1) of a symbolic n
+    ref, sym = nn.BatchNorm2d(4), nn.BatchNorm2d(4)
+    f = cv.jit(lambda x: sym(x), dynamic={0: {0: "n"}})
+    for n in (4, 7):
+        x = _f32(n, 4, 3, 3)
+        np.testing.assert_allclose(f(cv.Tensor(x)).numpy(), ref(cv.Tensor(x)).numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(sym.running_var.numpy(), ref.running_var.numpy(), rtol=1e-5)
+
+
+def test_random_draws_of_a_symbolic_count_follow_the_eager_sequence():
+    drop = lambda x: _F.dropout(x, 0.5, training=True)  # noqa: E731
+    jd = cv.jit(drop, dynamic={0: {0: "n"}})
+    sizes = (4, 7, 100, 5)
+    cv.manual_seed(3)
+    want = [drop(cv.ones((n, 3))).numpy() for n in sizes]
+    cv.manual_seed(3)
+    got = [jd(cv.ones((n, 3))).numpy() for n in sizes]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert jd.traces == 1
+
+
+_UNARY = [
+    lambda x: x * 2 - 1, lambda x: x.exp(), lambda x: x.softmax(-1), lambda x: x.cumsum(0), lambda x: x.flip(0),
+    lambda x: cv.roll(x, 1, 0), lambda x: x - x.mean(0, keepdims=True), lambda x: x / (cv.max(x.abs(), axis=1, keepdims=True) + 1),
+    lambda x: cv.cat([x[1:], x[:1]], axis=0), lambda x: x.reshape(-1, 5) * 0.5,
+    lambda x: (x @ x.T) @ x * 0.01, lambda x: cv.where(x > 0.1, x, 0.0),
+]
+_FINAL = [lambda x: x, lambda x: x.sum(0), lambda x: x.mean(1), lambda x: x.max(), lambda x: x.reshape(-1)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(chain=st.lists(st.integers(0, len(_UNARY) - 1), min_size=1, max_size=4),
+       final=st.integers(0, len(_FINAL) - 1), sizes=st.lists(st.integers(2, 40), min_size=2, max_size=4))
+def test_fuzz_chains_of_ops_with_a_symbolic_axis_match_eager(chain, final, sizes):
+    def fn(x):
+        for i in chain:
+            x = _UNARY[i](x)
+        return _FINAL[final](x)
+
+    jf = cv.jit(fn, dynamic={0: {0: "n"}})
+    for n in sizes:
+        x = np.random.default_rng(n).standard_normal((n, 5)).astype(np.float32)
+        want, got = fn(cv.Tensor(x)), jf(cv.Tensor(x))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-4, atol=2e-4)

@@ -45,7 +45,7 @@ from ..codegen.lower import (LoweringTooLarge, compared_consts, gather_address, 
                              runtime_const)
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
-from ..graph.symbolic import hint, upper
+from ..graph.symbolic import Sym, hint, upper
 from .capture import sizes_node
 from ..runtime.compiler import max_loaded_kernels
 from ..runtime.device import Buffer, Program, get_device
@@ -831,7 +831,8 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Com
     nodes, inputs = _region(root, stored)
     family = _family(device)
     if any(type(d) is not int for n in nodes for d in n.shape) or \
-            any(type(d) is not int for n in inputs for d in n.shape):  # symbolic sizes: read from the sizes input
+            any(type(d) is not int for n in inputs for d in n.shape) or \
+            any(n.op is Op.CONST and isinstance(n.arg, Sym) for n in nodes):  # symbolic sizes: read from the sizes input
         sizes = sizes_node()
         if sizes is None:
             raise ValueError(f"{root}: a symbolic shape outside the jit trace that made it")

@@ -57,6 +57,8 @@ class Sym:
 
     # arithmetic -------------------------------------------------------------------------------
     def __add__(self, other: IntLike) -> Sym:
+        if not _operand(other):
+            return NotImplemented  # (a tensor: its own operator takes the size as a value)
         return _add(_linear(self), _linear(sym(other)))
 
     __radd__ = __add__
@@ -65,9 +67,13 @@ class Sym:
         return self * -1
 
     def __sub__(self, other: IntLike) -> Sym:
+        if not _operand(other):
+            return NotImplemented
         return self + (-sym(other))
 
     def __rsub__(self, other: IntLike) -> Sym:
+        if not _operand(other):
+            return NotImplemented
         return sym(other) + (-self)
 
     def __mul__(self, other: IntLike) -> Sym:
@@ -85,16 +91,16 @@ class Sym:
     __rmul__ = __mul__
 
     def __floordiv__(self, d: IntLike) -> Sym:
-        return _floordiv(self, d)
+        return _floordiv(self, d) if _operand(d) else NotImplemented
 
     def __rfloordiv__(self, x: int) -> Sym:
-        return _floordiv(sym(x), self)
+        return _floordiv(sym(x), self) if _operand(x) else NotImplemented
 
     def __mod__(self, d: IntLike) -> Sym:
-        return _mod(self, d)
+        return _mod(self, d) if _operand(d) else NotImplemented
 
     def __rmod__(self, x: int) -> Sym:
-        return _mod(sym(x), self)
+        return _mod(sym(x), self) if _operand(x) else NotImplemented
 
     # a size in a shape is compared as Python compares ints, when the bounds decide it ---------------
     def _decide(self, other: IntLike, what: str) -> tuple[int, int]:
@@ -216,6 +222,10 @@ class Sym:
 
     def __repr__(self) -> str:  # (symbolic sizes by their labels; renderers call render())
         return self.render(lambda v: v.label if isinstance(v, Dim) else v.name)
+
+
+def _operand(x: object) -> bool:
+    return isinstance(x, Sym) or (isinstance(x, int) and not isinstance(x, bool))
 
 
 class SymbolicSizeError(TypeError):

@@ -17,6 +17,7 @@ from ..creation import arange, empty, zeros
 from ..dtype import int64
 from ..ops.elementwise import where
 from ..ops.indexing import scatter, take
+from ..ops.indexing import _guarded
 from ..tensor import Tensor
 from . import init
 from .module import Module
@@ -88,7 +89,8 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding: ``out[..., c] = (tensor[...] == c)``, shape ``tensor.shape +
     (num_classes,)``. ``num_classes=-1`` uses ``max + 1`` (reading the maximum synchronizes).
     TypeError for non-integer input, ValueError for negative values or values
-    ``>= num_classes``.
+    ``>= num_classes`` (not checked where the values cannot be read, inside ``jit``: such a
+    value's row is all zeros there).
 
     >>> one_hot(cv.Tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
@@ -96,7 +98,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     t = _indices(tensor, "one_hot")
     if num_classes == -1:
         num_classes = int(t.max().item()) + 1 if t.size else 0
-    elif t.size:
+    elif t.size and not _guarded(t):  # (values not readable now, in a jit trace: a class out of range gives zeros)
         lo, hi = int(t.min().item()), int(t.max().item())
         if lo < 0 or hi >= num_classes:
             raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got values in [{lo}, {hi}]")

@@ -35,6 +35,7 @@ from ..creation import ones, zeros
 from ..dtype import finfo, int64
 from ..engine import capture
 from ..tensor import Tensor
+from ..graph.symbolic import Sym
 from .module import Module, check_input, shape_error
 from .parameter import Parameter, tracing
 
@@ -107,14 +108,16 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise ShapeError(f"batch_norm: expected an input of shape (N, C, *spatial), got {x.shape}")
     axes = (0,) + tuple(range(2, x.ndim))
     if training or running_mean is None:
-        count = x.size // max(x.shape[1], 1)
+        count = x.node.numel // max(x.shape[1], 1)
         if training and count <= 1:
             raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got input of shape "
                              f"{x.shape}")
         mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
         if training and running_mean is not None:
             _update(running_mean, mean, momentum)
-            _update(running_var, var * (count / (count - 1)), momentum)
+            # (a symbolic count, in a jit trace: the unbiased factor computed by the kernel)
+            unbiased = var * count / (count - 1) if isinstance(count, Sym) else var * (count / (count - 1))
+            _update(running_var, unbiased, momentum)
     else:
         mean, var = _channel_view(running_mean, x.ndim), _channel_view(running_var, x.ndim)
     y = _normalize(x, axes, eps, mean, var)

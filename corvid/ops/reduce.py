@@ -16,7 +16,7 @@ from .. import dtype as dt
 from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
 from ..graph.node import IDENTITY, Node, Op, node
-from ..graph.symbolic import is_symbolic
+from ..graph.symbolic import SymbolicSizeError, is_symbolic
 from .elementwise import where
 from .movement import normalize_axis
 
@@ -373,6 +373,10 @@ class ReduceMixin:
         dev = x - x.mean(axis, keepdims=True)
         sq = dev.real * dev.real + dev.imag * dev.imag if x.dtype.is_complex else dev * dev
         total = sq.sum(axis, keepdims)
+        if is_symbolic(n):  # (a symbolic count: divided by at run time; at least 2, so above an integer correction of 1)
+            if not float(c).is_integer():
+                raise SymbolicSizeError(f"var: a fractional correction ({c}) of a symbolic count")
+            return total / (n - int(c)) if n - int(c) > 0 else total / 0.0
         return total * (1 / (n - c)) if n - c > 0 else total / 0.0
 
     def std(self: Tensor, axis: Axis = None, keepdims: bool = False, correction: float = 0, ddof: float | None = None) -> Tensor:

@@ -139,8 +139,9 @@ class _Captured:
                 others.append((i, lambda dyn, s=s: Buffer(s.device, s.dtype, 0)))
             elif s.kind == "scalar":
                 others.append((i, lambda dyn, s=s: _scalar_buffer(s.ref(), s.dtype, s.device)))
-            elif s.kind == "rng":
-                rngs.append((i, lambda s=s: rnd.params_buffer(self.draws[s.ref], s.device)))
+            elif s.kind == "rng":  # (a draw of a symbolic count: this call's count)
+                count = _size_fn(self.draws[s.ref])
+                rngs.append((i, lambda d, s=s, c=count: rnd.params_buffer(c if type(c) is int else c(d), s.device)))
             elif s.kind == "dims":
                 others.append((i, lambda dyn, s=s: _sizes_buffer(self.sizes, dyn, s.device)))
         launches = tuple((ln.sk.program, ln.sk.device, ln.sk.output.dtype, _size_fn(ln.sk.output.numel),
@@ -163,11 +164,11 @@ class _Captured:
             bufs[i] = n.buffer if n.op is Op.BUFFER else _buffer_of(dyn[k])  # realized: nothing to do
         for i, read in others:
             bufs[i] = read(dyn)
+        sizes = [dyn[a].shape[ax] for a, ax in self.sizes] if self.sizes else None
         for i, draw in rngs:  # after the reads, in draw order (as before)
-            bufs[i] = draw()
+            bufs[i] = draw(sizes)
         dbg = _debug_level()
         self.runs += 1
-        sizes = [dyn[a].shape[ax] for a, ax in self.sizes] if self.sizes else None
         graphed = sizes is None and self.runs > 1 and self._graph is not False and dbg < 2 and \
             self._launch_graph(launches, bufs)
         if not graphed:
