@@ -370,3 +370,15 @@ def test_fuzz_chains_of_ops_with_a_symbolic_axis_match_eager(chain, final, sizes
         want, got = fn(cv.Tensor(x)), jf(cv.Tensor(x))
         assert got.shape == want.shape
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-4, atol=2e-4)
+
+
+def test_truth_and_division_of_sizes_whose_bounds_are_loose():
+    n = Dim(0, "n", 2, 2**31 - 1, hint=40)
+    ceil16 = -(-n // 16)  # n - (15n)//16: positive, though its bounds say it may not be
+    assert ceil16.vmin < 1 and (n * ceil16) // ceil16 == n
+    assert bool(n) and bool(n - 1) and not bool(n - n)
+    with pytest.raises(SymbolicSizeError):
+        bool(n % 16)  # (outside a trace nothing decides it)
+    f = cv.jit(lambda x: x * 2 if x.shape[0] % 4 else x * 3, dynamic={0: {0: "n"}})
+    assert f(cv.ones(6)).tolist() == [2.0] * 6 and f(cv.ones(10)).tolist() == [2.0] * 10 and f.traces == 1
+    assert f(cv.ones(8)).tolist() == [3.0] * 8 and f.traces == 2  # (the guard n % 4 != 0 failed)

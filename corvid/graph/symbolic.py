@@ -125,6 +125,9 @@ class Sym:
         lo, hi = self._decide(other, ">=")
         return _decided(lo >= 0, hi < 0, self, other, ">=")
 
+    def __bool__(self) -> bool:  # (a size is true when it is not 0: ``if n % 16:``)
+        return _decided(self.vmin > 0 or self.vmax < 0, self.vmin == self.vmax == 0, self, 0, "!=")
+
     def __index__(self) -> int:
         if isinstance(self, Num):
             return self.value
@@ -273,8 +276,9 @@ def strict_sizes() -> Iterator[None]:
 
 
 def compare(diff: int, op: str) -> bool:
-    """``diff op 0`` for one of ``<``, ``<=``, ``>``, ``>=``."""
-    return diff < 0 if op == "<" else diff <= 0 if op == "<=" else diff > 0 if op == ">" else diff >= 0
+    """``diff op 0`` for one of ``<``, ``<=``, ``>``, ``>=``, ``!=``."""
+    return diff < 0 if op == "<" else diff <= 0 if op == "<=" else diff > 0 if op == ">" else diff >= 0 \
+        if op == ">=" else diff != 0
 
 
 def _decided(yes: bool, no: bool, a: Sym, b: IntLike, op: str) -> bool:
@@ -487,8 +491,8 @@ class FloorDiv(Sym):
 
     def __init__(self, x: Sym, d: IntLike):
         self.x, self.d = x, d
-        if isinstance(d, Sym):  # (d >= 1)
-            lo, hi = d.vmin, d.vmax
+        if isinstance(d, Sym):  # (d >= 1: a size)
+            lo, hi = max(d.vmin, 1), max(d.vmax, 1)
             b = (x.vmin // lo, x.vmin // hi, x.vmax // lo, x.vmax // hi)
             self._init(("div", x, d), min(b), max(b))
         else:
@@ -924,7 +928,8 @@ def _split_divisible(x: Sym, m: tuple[Sym, ...]) -> tuple[Sym, Sym]:
 
 
 def _sym_floordiv(x: Sym, d: Sym) -> Sym:
-    if d.vmin < 1:
+    # (a size: positive, though bounds of a difference of products can say less, as S - (15*S)//16)
+    if d.vmax < 1:
         raise ValueError(f"symbolic floor division needs a positive divisor, got {d!r}")
     mono = _monomial_divisor(d)
     if mono is None:
@@ -944,7 +949,7 @@ def _sym_floordiv(x: Sym, d: Sym) -> Sym:
 
 
 def _sym_mod(x: Sym, d: Sym) -> Sym:
-    if d.vmin < 1:
+    if d.vmax < 1:
         raise ValueError(f"symbolic modulo needs a positive divisor, got {d!r}")
     mono = _monomial_divisor(d)
     if mono is None:

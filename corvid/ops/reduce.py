@@ -203,6 +203,8 @@ def _padded_columns(a: Tensor, b: Tensor, common: dt.DType) -> int:
     a quarter of them wasted keep the count."""
     m = b.shape[-1]
     lane = 64 // max(common.itemsize, 1)
+    if is_symbolic(m):  # (a symbolic column count: the kernel's own tiles pad it)
+        return m
     if not _on_cpu(b) or not common.is_float or common.itemsize < 4 or m < 2 * lane or not m % lane or \
             a.shape[-2] < _PACK_MIN_ROWS // 8 or a.size * m < _TRANSPOSE_COPY_WORK:
         return m
