@@ -192,6 +192,11 @@ def test_bad_dynamic_arguments():
         cv.jit(lambda x: x, dynamic={0: {"a": 0}})
     with pytest.raises(JitError, match="axis 3"):
         cv.jit(lambda x: x, dynamic={0: {3: "n"}})(cv.ones((2, 2)))
+    # in a pytree, the tensors that have the axis take it (a cache: 4-d keys, 1-d lengths)
+    f = cv.jit(lambda c: (c["k"] * 2).sum(2) + c["len"], dynamic={0: {2: "slots"}})
+    for slots in (4, 9):
+        assert f({"k": cv.ones((1, 2, slots)), "len": cv.ones(1)}).tolist() == [[2.0 * slots + 1] * 2]
+    assert f.traces == 1
 
 
 def test_keyword_and_pytree_arguments():

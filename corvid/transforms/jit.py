@@ -592,13 +592,18 @@ class Jitted:
         labels: dict[tuple[int, int], str] = {}
         if isinstance(self.dynamic, dict):
             owner = _leaf_owners(args, kwargs, self.static_argnums, self.static_argnames, _param_names(self.fun))
+            found: set[tuple[Any, int]] = set()
             for j, names in enumerate(owner):
                 who = next((w for w in names if w in self.dynamic), None)
                 for ax, label in self.dynamic.get(who, {}).items():
                     nd = len(dyn[j].shape)
-                    if not -nd <= ax < nd:
-                        raise JitError(f"jit: dynamic names axis {ax} of argument {who!r}, which has {nd} dimensions")
-                    labels[(j, ax % nd)] = label
+                    if -nd <= ax < nd:  # (a tensor of the argument without that axis keeps its sizes)
+                        labels[(j, ax % nd)] = label
+                        found.add((who, ax))
+            for who, axes in self.dynamic.items():
+                for ax in axes:
+                    if (who, ax) not in found and any(who in names for names in owner):
+                        raise JitError(f"jit: dynamic names axis {ax} of argument {who!r}, which no tensor of it has")
         else:
             first = self._first_shapes.get(rank)
             if first is None:
