@@ -388,3 +388,17 @@ def test_truth_and_division_of_sizes_whose_bounds_are_loose():
     f = cv.jit(lambda x: x * 2 if x.shape[0] % 4 else x * 3, dynamic={0: {0: "n"}})
     assert f(cv.ones(6)).tolist() == [2.0] * 6 and f(cv.ones(10)).tolist() == [2.0] * 10 and f.traces == 1
     assert f(cv.ones(8)).tolist() == [3.0] * 8 and f.traces == 2  # (the guard n % 4 != 0 failed)
+
+
+def test_attention_scores_with_symbolic_columns_are_tiled_and_correct():
+    f = cv.jit(lambda q, k: (q @ k.mT).softmax(-1), dynamic={0: {2: "t"}, 1: {2: "t"}})
+    for t in (17, 5, 40, 16):
+        q, k = _f32(2, 3, t, 32), _f32(2, 3, t, 32)
+        s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k)
+        want = np.exp(s - s.max(-1, keepdims=True))
+        want /= want.sum(-1, keepdims=True)
+        np.testing.assert_allclose(f(cv.Tensor(q), cv.Tensor(k)).numpy(), want, rtol=1e-4, atol=1e-6)
+    assert f.traces == 1
+    cap = next(iter(f._symbolic.values()))[0]
+    tiled = [ln.sk.kernel.opts for ln in cap.launches if {"vectorize", "upcast"} <= {o.op for o in ln.sk.kernel.opts}]
+    assert tiled, [ln.sk.kernel.opts for ln in cap.launches]  # (k's columns padded to whole vectors first)

@@ -56,8 +56,8 @@ import math
 from collections.abc import Callable
 
 from ..graph.node import Op
-from ..graph.symbolic import (Lin, Num, Sym, SymbolicSizeError, Var, hint, is_symbolic, loop_var, strict_sizes, sym_and,
-                              upper)
+from ..graph.symbolic import (Dim, Lin, Num, Prod, Sym, SymbolicSizeError, Var, hint, is_symbolic, loop_var, strict_sizes,
+                              sym_and, upper)
 from .ir import Kernel, Loop, Opt, U, substitute_arg
 
 # register tile of a matmul-like kernel: ROW_TILES rows (the largest that divides the row count and
@@ -525,12 +525,27 @@ def apply_opts(k: Kernel, opts: tuple[Opt, ...] | list[Opt]) -> Kernel:
     return k
 
 
-def _stride(expr: Sym, v: Var) -> int:
+def _stride(expr: Sym, v: Var) -> int | Sym:
+    """How far ``expr`` moves per step of ``v`` (0 when it does not depend on it linearly); a
+    symbolic stride (a row of a symbolic size) is an expression, at least its lowest value."""
     if expr == v:
         return 1
     if isinstance(expr, Lin):
-        return expr.terms.get(v, 0)
+        out = expr.terms.get(v, 0)
+        for a, c in expr.terms.items():
+            if isinstance(a, Prod) and a.factors.count(v) == 1:  # (v times sizes)
+                rest = [f for f in a.factors if f is not v and f != v]
+                if all(isinstance(x, Dim) or x.vars() <= _dims(x) for x in rest):
+                    factor: Sym | int = c
+                    for f in rest:
+                        factor = factor * f
+                    out = out + factor
+        return out
     return 0
+
+
+def _dims(x: Sym) -> frozenset:
+    return frozenset(w for w in x.vars() if isinstance(w, Dim))
 
 
 def apply_heuristics(k: Kernel) -> Kernel:

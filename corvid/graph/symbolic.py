@@ -884,6 +884,10 @@ def _upper(x: Sym) -> Sym:
         return x
     if isinstance(x, BVar):
         return x.bound - 1
+    if all(isinstance(v, Dim) for v in x.vars()):  # a size expression: exactly itself
+        return x
+    if isinstance(x, FloorDiv) and not isinstance(x.d, Sym) and x.x.vmin >= 0:
+        return _upper(x.x) // x.d
     if isinstance(x, Mod) and isinstance(x.d, Sym):
         return x.d - 1
     if isinstance(x, Prod) and all(f.vmin >= 0 for f in x.factors):

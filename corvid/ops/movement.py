@@ -196,7 +196,9 @@ class MovementMixin:
         if len(flat) != self.ndim:
             raise ShapeError(f"pad: got {len(flat)} (before, after) pairs for a tensor of shape {self.shape}")
         pairs = tuple((as_size(b), as_size(a)) for b, a in flat)
-        crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape))
+        # (max(0, x), not max(x, 0): where a symbolic amount is 0 at the traced size, the constant is
+        # kept and the program assumes x <= 0, not x >= 0, which would hold at that size only)
+        crop = tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape))
         if any(hi < lo for lo, hi in crop):
             raise ShapeError(f"pad: negative padding {pairs} crops more than the shape {self.shape}")
         x = self.shrink(crop)

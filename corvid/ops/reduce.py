@@ -16,7 +16,7 @@ from .. import dtype as dt
 from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
 from ..graph.node import IDENTITY, Node, Op, node
-from ..graph.symbolic import SymbolicSizeError, is_symbolic
+from ..graph.symbolic import Num, SymbolicSizeError, is_symbolic
 from .elementwise import where
 from .movement import normalize_axis
 
@@ -117,6 +117,8 @@ def _packs(b: Tensor, rows: int) -> bool:
     if not _on_cpu(b):
         return False
     k, m = b.shape[-2:]
+    if is_symbolic(m) and not isinstance(m % (_PACK_PANEL_BYTES // b.dtype.itemsize), Num):
+        return False  # (whole panels only where the symbolic column count provably has them: no guard on it)
     return b.dtype.is_float and b.dtype.itemsize >= 4 and not m % (_PACK_PANEL_BYTES // b.dtype.itemsize) and \
         rows >= _PACK_MIN_ROWS and k * m * b.dtype.itemsize >= cache_bytes(3) // _PACK_LLC_FRACTION
 
@@ -203,8 +205,10 @@ def _padded_columns(a: Tensor, b: Tensor, common: dt.DType) -> int:
     a quarter of them wasted keep the count."""
     m = b.shape[-1]
     lane = 64 // max(common.itemsize, 1)
-    if is_symbolic(m):  # (a symbolic column count: the kernel's own tiles pad it)
-        return m
+    if is_symbolic(m):  # (a symbolic column count: rounded up to whole vectors, so the tile vectorizes)
+        if not (_on_cpu(b) and common.is_float and common.itemsize >= 4) or isinstance(m % lane, Num) and m % lane == 0:
+            return m
+        return (m + lane - 1) // lane * lane
     if not _on_cpu(b) or not common.is_float or common.itemsize < 4 or m < 2 * lane or not m % lane or \
             a.shape[-2] < _PACK_MIN_ROWS // 8 or a.size * m < _TRANSPOSE_COPY_WORK:
         return m
