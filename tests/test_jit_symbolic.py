@@ -402,3 +402,40 @@ def test_attention_scores_with_symbolic_columns_are_tiled_and_correct():
     cap = next(iter(f._symbolic.values()))[0]
     tiled = [ln.sk.kernel.opts for ln in cap.launches if {"vectorize", "upcast"} <= {o.op for o in ln.sk.kernel.opts}]
     assert tiled, [ln.sk.kernel.opts for ln in cap.launches]  # (k's columns padded to whole vectors first)
+
+
+def test_vmap_jvp_and_grad_inside_a_symbolic_trace():
+    f = cv.jit(cv.vmap(lambda r: (r * r).sum()), dynamic={0: {0: "n"}})
+    g = cv.jit(lambda x: cv.vmap(lambda r: r.softmax(-1))(x), dynamic={0: {1: "n"}})
+    h = cv.jit(lambda x: cv.jvp(lambda y: (y ** 2).sum(), (x,), (cv.ones_like(x),))[1], dynamic={0: {0: "n"}})
+    for n in (3, 7):
+        x = _f32(n, 4)
+        np.testing.assert_allclose(f(cv.Tensor(x)).numpy(), (x.astype(np.float64) ** 2).sum(1), rtol=1e-5)
+        e = np.exp(x.T - x.T.max(-1, keepdims=True))
+        np.testing.assert_allclose(g(cv.Tensor(x.T)).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
+        np.testing.assert_allclose(h(cv.Tensor(x[:, 0])).item(), 2 * x[:, 0].astype(np.float64).sum(), rtol=1e-5)
+    assert (f.traces, g.traces, h.traces) == (1, 1, 1)
+
+
+def test_threads_replay_one_symbolic_program_at_different_sizes():
+    import threading
+
+    f = cv.jit(lambda x: (x * 3).cumsum(0)[-1], dynamic={0: {0: "n"}})
+    f(cv.ones((2, 3)))
+    errors = []
+
+    def work(n):
+        try:
+            for _ in range(20):
+                out = f(cv.ones((n, 3))).tolist()
+                assert out == [3.0 * n] * 3, (n, out)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in (3, 17, 64, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert f.traces <= 2  # (the index -1 of a symbolic axis: one guard at most)
