@@ -452,7 +452,7 @@ LATENCY = "cnn_first_step"  # benchmarks/latency.py: the compile latency, in new
 PLAN = "gpt2_plan"  # benchmarks/plan.py: planning a 12-layer GPT-2 training step, in a new process
 # Report sections of their own: module name -> its row name for --only. Each module has
 # ``measure(quick: bool)`` and ``report(result, out: TextIO)``; a RuntimeError from either prints as a FAIL line.
-SECTIONS = {"frame": "frame", "llm": "llm_decode"}
+SECTIONS = {"frame": "frame", "llm": "llm_decode", "dynamic": "jit_dynamic"}
 _CHILD_ROWS = (LATENCY, PLAN, *SECTIONS.values())
 
 
