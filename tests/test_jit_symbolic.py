@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import corvid as cv
 import corvid.nn as nn
-from corvid.graph.symbolic import Dim, SymbolicSizeError, evaluate
+from corvid.graph.symbolic import Dim, SymbolicSizeError, evaluate, is_symbolic
 from corvid.transforms.jit import JitError
 
 rng = np.random.default_rng(7)
@@ -439,3 +439,102 @@ def test_threads_replay_one_symbolic_program_at_different_sizes():
         t.join()
     assert not errors, errors
     assert f.traces <= 2  # (the index -1 of a symbolic axis: one guard at most)
+
+
+@pytest.mark.parametrize("name", ["rows", "mean", "softmax", "matmul", "cumsum", "cat"])
+def test_symbolic_sizes_on_the_cl_device(name):
+    from corvid.runtime.device import get_device
+
+    try:
+        get_device("CL")
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"CL not available: {e}")
+    fn = {"rows": lambda x: (x * 2 + 1).exp().sum(axis=1), "mean": lambda x: x.mean(),
+          "softmax": lambda x: x.softmax(-1), "matmul": lambda x: x @ x.T, "cumsum": lambda x: x.cumsum(0),
+          "cat": lambda x: cv.cat([x, x[1:] * 2], axis=0)}[name]
+    jf = cv.jit(fn, dynamic={0: {0: "n"}})
+    for n in (5, 9, 3000, 6):
+        x = _f32(n, 8)
+        np.testing.assert_allclose(jf(cv.Tensor(x, device="CL")).numpy(), fn(cv.Tensor(x)).numpy(), rtol=1e-4, atol=1e-4)
+    assert jf.traces <= 3  # (a guard or two on the size, where the heuristics compare it)
+    assert any(ln.sk.kernel.dims_param is not None for caps in jf._symbolic.values() for c in caps for ln in c.launches)
+
+
+def test_devices_without_symbolic_sizes_say_so():
+    from corvid.runtime.device import get_device
+
+    try:
+        get_device("WEBGPU")
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"WEBGPU not available: {e}")
+    f = cv.jit(lambda x: x * 2, dynamic={0: {0: "n"}})
+    with pytest.raises(JitError, match="CPU, CL and CUDA"):
+        f(cv.ones(4, device="WEBGPU"))
+    auto = cv.jit(lambda x: x * 2, dynamic=True)  # (automatic: a trace per size there)
+    assert auto(cv.ones(4, device="WEBGPU")).tolist() == [2.0] * 4
+    assert auto(cv.ones(5, device="WEBGPU")).tolist() == [2.0] * 5
+
+
+def test_cuda_launches_compute_their_blocks_from_each_calls_sizes():
+    """On the stand-in CUDA driver (tests/test_cuda_runtime.py: the real CUDADevice, kernels built
+    for the CPU): a kernel over a symbolic size launches ceil(points / 256) blocks of the call."""
+    import test_cuda_runtime as tcr
+
+    saved = dict(tcr.sched._cache), dict(tcr.sched._plans)
+    tcr.registry.register_backend(tcr.FAKE, f"{tcr.__name__}:FakeCUDA")
+    try:
+        dev = tcr.registry.get_device(tcr.FAKE)
+        f = cv.jit(lambda x: (x * 2).sum(1), dynamic={0: {0: "n"}})
+        for n in (3, 300, 1000, 5):
+            dev.cu.calls.clear()
+            x = _f32(n, 4)
+            np.testing.assert_allclose(f(cv.Tensor(x, device=tcr.FAKE)).numpy(), (x * 2).sum(1), rtol=1e-5)
+            blocks = [args[1] for args in dev.cu.named("cuLaunchKernel")]
+            assert -(-n // 256) in blocks, (n, blocks)
+        assert f.traces == 1
+    finally:
+        tcr.registry._BACKENDS.pop(tcr.FAKE, None)
+        tcr.registry._devices.pop(tcr.FAKE, None)
+        for spelling in [s for s, c in tcr.registry._canonical.items() if c == tcr.FAKE]:
+            tcr.registry._canonical.pop(spelling)
+        tcr.sched._cache.clear()
+        tcr.sched._plans.clear()
+        tcr.sched._cache.update(saved[0])
+        tcr.sched._plans.update(saved[1])
+
+
+def test_symbolic_cuda_sources_compile_for_sm_90():
+    """The CUDA renderer's kernels over a symbolic size (the size read from the sizes param, the
+    spare threads of the last block returning) compile with nvcc for sm_90."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from corvid.codegen.lower import lower_unmerged, merge_loops
+    from corvid.codegen.passes import finalize
+    from corvid.graph.node import Mark, Op, node
+    from corvid.graph.symbolic import assuming_hints
+    from corvid.render.cuda import CUDARenderer, cuda_launch
+    from corvid.tensor import Tensor
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    n = Dim(0, "n", 2, 2**31 - 1, hint=8)
+    sizes = node(Op.VAR, (), Mark("jit-dims"), cv.int64, (1,))
+    x = Tensor._from_node(node(Op.VAR, (), Mark("jit", 0), cv.float32, (n, 64)), "CPU")
+    w = Tensor(np.ones((64, 32), np.float32))
+    with assuming_hints({0: 8}):
+        cases = {"ew": ((x * 2).exp(), [x]), "rows": (x.sum(1), [x]), "cols": (x.sum(0), [x]), "mm": (x @ w, [x, w])}
+    for name, (y, inputs) in cases.items():
+        k, _ = lower_unmerged(f"k_{name}", y.node, [i.node for i in inputs] + [sizes])
+        k = finalize(merge_loops(k), block=64)
+        src = CUDARenderer().render(k)
+        assert "cv_d0 = p" in src and k.dims_param is not None
+        with tempfile.TemporaryDirectory() as d:
+            with open(f"{d}/k.cu", "w") as fh:
+                fh.write("namespace cvk {\n" + src + "}\n")  # (its own int64_t typedef, as NVRTC needs)
+            done = subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-w", f"{d}/k.cu", "-o", f"{d}/k.cubin"],
+                                  capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+        assert name == "cols" or is_symbolic(cuda_launch(k).blocks)  # (blocks: a size expression, per launch)

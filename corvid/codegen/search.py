@@ -59,6 +59,7 @@ from .ir import Kernel, Opt
 from .opt import (ACTIONS, OptError, apply_heuristics, apply_opt, apply_opts, can_vectorize,
                   reduce_loops, vector_bytes)
 from .passes import finalize
+from ..graph.symbolic import SymbolicSizeError, strict_sizes
 
 MAX_ROUNDS = 8
 SEARCH_SECONDS = 30.0  # a kernel's search stops once it has run this long (CORVID_BEAM_SECONDS)
@@ -144,6 +145,12 @@ def optimize(k: Kernel, device: str) -> Kernel:
         # a device whose renderer takes no CPU actions (vectors, threads) and that names no
         # actions of its own to search: its own heuristics
         heuristics = getattr(dev, "heuristics", None)
+        if heuristics is not None and k.symbolic():  # (no choice may depend on a traced size: see opt.py)
+            try:
+                with strict_sizes():
+                    return finalize(heuristics(k), block=block)
+            except (SymbolicSizeError, OptError, NotImplementedError):
+                return finalize(k, block=block)
         return finalize(heuristics(k) if heuristics is not None else k, block=block)
     width = beam_width()
     if width == 0 or not k.params or k.params[0].size == 0 or k.symbolic():

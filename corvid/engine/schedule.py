@@ -836,8 +836,8 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Com
         sizes = sizes_node()
         if sizes is None:
             raise ValueError(f"{root}: a symbolic shape outside the jit trace that made it")
-        if family != "CPU":
-            raise NotImplementedError(f"symbolic shapes run on the CPU only for now, not on {device}")
+        if not getattr(get_device(family).renderer, "symbolic_sizes", False):
+            raise NotImplementedError(f"symbolic sizes run on the CPU, CL and CUDA devices for now, not on {device}")
         inputs = inputs + [sizes]
     ints = compared_consts(nodes) if family == "CPU" else frozenset()  # (the C backend's; see runtime_const)
     key = (family, _structure_key(nodes, inputs, ints))

@@ -416,6 +416,32 @@ def as_size(x: object) -> IntLike:
     return int(x)  # type: ignore[call-overload]
 
 
+def size_function(x: IntLike) -> int | Callable[[list[int]], int]:
+    """``x`` itself when an int; for a symbolic size, a function of the sizes' values (a list in
+    :class:`Dim` slot order) that computes it (compiled once: a replay evaluates it per call)."""
+    if not isinstance(x, Sym):
+        return x
+    if isinstance(x, Num):
+        return x.value
+    return eval(f"lambda d: {_python(x)}", {})  # noqa: S307 -- source built by _python from the expression
+
+
+def _python(x: Sym) -> str:
+    """A size expression as Python source over ``d`` (the sizes' values by slot)."""
+    if isinstance(x, Num):
+        return str(x.value)
+    if isinstance(x, Dim):
+        return f"d[{x.slot}]"
+    if isinstance(x, Lin):
+        return "(" + " + ".join([f"{c}*{_python(a)}" for a, c in x.terms.items()] + [str(x.const)]) + ")"
+    if isinstance(x, Prod):
+        return "(" + "*".join(_python(f) for f in x.factors) + ")"
+    if isinstance(x, (FloorDiv, Mod)):
+        d = _python(x.d) if isinstance(x.d, Sym) else str(x.d)
+        return f"({_python(x.x)} {'//' if isinstance(x, FloorDiv) else '%'} {d})"
+    raise SymbolicSizeError(f"{x!r} is not an expression of symbolic sizes")
+
+
 def hint(x: IntLike) -> int:
     """A size's value for cost estimates: an int as it is, a symbolic size at its ``hint``."""
     return x if not isinstance(x, Sym) else evaluate(x)

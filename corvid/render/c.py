@@ -401,6 +401,7 @@ class CRenderer:
         self.fma = has_fma() if fma is None else fma  # write sums of products as fused multiply-adds
 
     unwritten: frozenset | set = frozenset()  # values not written out (set per rendering: _render)
+    symbolic_sizes = True  # kernels over symbolic sizes (read from the sizes param: Kernel.dims_param)
 
     def render(self, k: Kernel) -> str:
         """The source of kernel ``k``."""

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from ..codegen.ir import Kernel
 from ..dtype import DType
 from ..graph.node import Op
+from ..graph.symbolic import Sym, upper
 from .c import _MATH, FLOAT8, compute_type
 from .gpu import GPURenderer, Launch, launch
 
@@ -133,13 +134,22 @@ class CUDALaunch:
 
     @property
     def guarded(self) -> bool:
-        """Whether the last block has spare threads that must do nothing."""
+        """Whether the last block has spare threads that must do nothing (a symbolic count: maybe)."""
+        if isinstance(self.points, Sym):
+            return not self.geometry.local
         return not self.geometry.local and self.blocks * self.threads[0] > self.points
 
     @classmethod
     def of(cls, geometry: Launch) -> CUDALaunch:
         """The blocks and threads for ``geometry``; NotImplementedError past CUDA's limits."""
         points = math.prod(lp.size for lp in geometry.grid)
+        if isinstance(points, Sym):  # (symbolic sizes: whole blocks, the count of them computed per launch)
+            if geometry.local:
+                sizes = [lp.size for lp in geometry.local] + [1] * (3 - len(geometry.local))
+                if any(isinstance(s, Sym) for s in sizes):
+                    raise NotImplementedError("CUDA renderer: a block over a symbolic size")
+                return cls(geometry, points, (sizes[0], sizes[1], sizes[2]), points)
+            return cls(geometry, (points + BLOCK_THREADS - 1) // BLOCK_THREADS, (BLOCK_THREADS, 1, 1), points)
         if geometry.local:
             sizes = [lp.size for lp in geometry.local] + [1] * (3 - len(geometry.local))
             threads = (sizes[0], sizes[1], sizes[2])
@@ -208,7 +218,7 @@ class CUDARenderer(GPURenderer):
             return lines
         if self.launch.local:  # a block per grid point
             return [*lines, "  int cv_point = (int)blockIdx.x;"]
-        t = "long long" if dims.blocks * dims.threads[0] >= 1 << 31 else "int"
+        t = "long long" if upper(dims.blocks * dims.threads[0]) >= 1 << 31 else "int"
         lines.append(f"  {t} cv_point = ({t})blockIdx.x * {dims.threads[0]} + ({t})threadIdx.x;")
         if dims.guarded:
             lines.append(f"  if (cv_point >= {dims.points}) return;  // (the last block's spare threads; no barrier follows)")

@@ -31,6 +31,7 @@ from ..codegen.ir import Kernel, Loop, U
 from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
 from ..dtype import DType
 from ..graph.node import Op
+from ..graph.symbolic import upper
 from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded, render_const
 
 GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
@@ -271,7 +272,8 @@ class GPURenderer(CRenderer):
         self._lane_ctx, self._narrow = None, {}
         self.rounded = narrow_rounded(k)
         self._setup_lanes(k)
-        big = any(lp.size >= 1 << 31 for lp in k.loops + k.reduce_loops()) or any(p.size >= 1 << 31 for p in k.params)
+        big = any(upper(lp.size) >= 1 << 31 for lp in k.loops + k.reduce_loops()) or \
+            any(upper(p.size) >= 1 << 31 for p in k.params)
         big = big or any(_magnitude(x) >= 1 << 31 for u in k.values() for x in u.syms()) or \
             any(_magnitude(st.index) >= 1 << 31 for st in k.stores)
         self.index_t = self.long_type if big else "int"
@@ -281,8 +283,10 @@ class GPURenderer(CRenderer):
             {lp.var for lp, _ in self.launch.aliases}
         self._alias = {lp.var: row.var for lp, row in self.launch.aliases}
         self._emit_grid(linearize(k), list(self.launch.grid))
-        body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self.shared_decls, *self._ids(),
-                          *self.lines, "}", ""])
+        sizes = [] if k.dims_param is None else [  # (the symbolic sizes, read once: see graph/symbolic.py Dim)
+            f"  {self.long_type} cv_d{j} = p{k.dims_param}[{j}];" for j in range(k.params[k.dims_param].size)]
+        body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self.shared_decls, *sizes,
+                          *self._ids(), *self.lines, "}", ""])
         for c, spelled in self.spellings:
             body = body.replace(c, spelled)
         return self._prelude() + body

@@ -59,7 +59,8 @@ import numpy as np
 
 from ..codegen.ir import Kernel, Opt
 from ..codegen.opt import gpu_heuristics
-from ..render.cuda import CUDALaunch, CUDARenderer, cuda_launch, scatter_launch
+from ..graph.symbolic import Sym, size_function
+from ..render.cuda import MAX_BLOCKS, CUDALaunch, CUDARenderer, cuda_launch, scatter_launch
 from ..render.gpu import Launch
 from .compiler import _cache_folder, _entry_digest, _open_private, _read_fd, _write_private
 from .device import Allocator, Device, Program
@@ -338,18 +339,28 @@ class CUDAProgram(Program):
 
     def __init__(self, device: CUDADevice, function: Any, dims: CUDALaunch):
         self.device, self.function, self.dims = device, function, dims
+        # a kernel over symbolic sizes (a jit program with dynamic sizes): its block count per call
+        self._blocks = size_function(dims.blocks) if isinstance(dims.blocks, Sym) else None
+        self.takes_sizes = self._blocks is not None
 
-    def __call__(self, handles: list[int]) -> None:
-        self.launch(handles, self.device.stream)
+    def __call__(self, handles: list[int], sizes: list[int] | None = None) -> None:
+        self.launch(handles, self.device.stream, sizes)
 
-    def launch(self, handles: list[int], stream: Any) -> None:
+    def launch(self, handles: list[int], stream: Any, sizes: list[int] | None = None) -> None:
         """Launch on ``handles`` (device addresses: output first) on ``stream``; nothing for an
-        empty output."""
-        if self.dims.blocks == 0:
+        empty output. ``sizes``: the symbolic sizes' values, for a kernel over them."""
+        blocks = self.dims.blocks
+        if self._blocks is not None:
+            if sizes is None:
+                raise RuntimeError("a kernel over symbolic sizes needs their values (it runs inside a jit program)")
+            blocks = self._blocks(sizes)
+            if blocks > MAX_BLOCKS:
+                raise RuntimeError(f"kernel over symbolic sizes {sizes}: {blocks} blocks (at most {MAX_BLOCKS})")
+        if blocks == 0:
             return
         params, _alive = kernel_params(handles)
         tx, ty, tz = self.dims.threads
-        self.device.call("cuLaunchKernel", self.function, self.dims.blocks, 1, 1, tx, ty, tz, 0, stream,
+        self.device.call("cuLaunchKernel", self.function, blocks, 1, 1, tx, ty, tz, 0, stream,
                          ctypes.addressof(params), 0)
 
     def node_params(self, handles: list[int]) -> tuple[Any, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 from ..codegen.ir import Kernel
 from ..codegen.opt import gpu_heuristics
 from ..render.gpu import kernel_dtypes
+from ..graph.symbolic import Sym, size_function
 from ..render.opencl import OpenCLRenderer, launch
 from .device import Allocator, Device, Program
 
@@ -93,11 +94,20 @@ class CLProgram(Program):
 
     def __init__(self, kernel: Any, queue: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None):
         self.kernel, self.queue, self.global_size, self.local_size = kernel, queue, global_size, local_size
+        # a kernel over symbolic sizes (a jit program with dynamic sizes): its NDRange per call
+        self._sizes = [size_function(s) for s in global_size] if any(isinstance(s, Sym) for s in global_size) \
+            else None
+        self.takes_sizes = self._sizes is not None
 
-    def __call__(self, handles: list[Any]) -> None:
-        if 0 in self.global_size:  # (an empty output: nothing to compute)
+    def __call__(self, handles: list[Any], sizes: list[int] | None = None) -> None:
+        global_size = self.global_size
+        if self._sizes is not None:
+            if sizes is None:
+                raise RuntimeError("a kernel over symbolic sizes needs their values (it runs inside a jit program)")
+            global_size = tuple(f if type(f) is int else f(sizes) for f in self._sizes)
+        if 0 in global_size:  # (an empty output: nothing to compute)
             return
-        self.kernel(self.queue, self.global_size, self.local_size, *handles)
+        self.kernel(self.queue, global_size, self.local_size, *handles)
 
 
 class CLScatterProgram(CLProgram):
@@ -166,6 +176,8 @@ class CLDevice(Device):
         prog = self._build(kernel.name, source)
         geometry = launch(kernel)
         local = geometry.local_size
+        if local is not None and any(isinstance(s, Sym) for s in local):
+            raise NotImplementedError(f"kernel {kernel.name}: a work-group over a symbolic size")
         if local is not None and math.prod(local) > self.cl_device.max_work_group_size:
             raise RuntimeError(f"kernel {kernel.name}: a work-group of {math.prod(local)} work items is more than "
                                f"{self.cl_device.name} allows ({self.cl_device.max_work_group_size})")

@@ -60,6 +60,7 @@ import numpy as np
 from ..amp import _AUTOCAST
 from ..engine.capture import Recorder as _Recorder, recording as _recording, symbolic_sizes as _symbolic_sizes
 from ..graph.symbolic import Dim, SymbolicSizeError, assuming_hints as _assuming_hints, compare as _compare
+from ..graph.symbolic import size_function as _size_function
 from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
 from ..runtime.device import Buffer, canonical_device, default_device, get_device
@@ -144,7 +145,7 @@ class _Captured:
                 rngs.append((i, lambda d, s=s, c=count: rnd.params_buffer(c if type(c) is int else c(d), s.device)))
             elif s.kind == "dims":
                 others.append((i, lambda dyn, s=s: _sizes_buffer(self.sizes, dyn, s.device)))
-        launches = tuple((ln.sk.program, ln.sk.device, ln.sk.output.dtype, _size_fn(ln.sk.output.numel),
+        launches = tuple((_sized(ln.sk), ln.sk.device, ln.sk.output.dtype, _size_fn(ln.sk.output.numel),
                           get_device(ln.sk.device).allocator.alloc, ln.sk.output.dtype.itemsize,
                           ln.out, tuple(ln.ins), tuple(ln.free_after)) for ln in self.launches)
         outputs = tuple((kind, v, self.slots[v].dtype if kind == "slot" else None,
@@ -177,6 +178,8 @@ class _Captured:
                     numel = numel(sizes)
                 out = Buffer(device, dtype, numel)
                 out._handle = h = alloc(numel * itemsize)  # what out.handle would do, minus the device lookup
+                if type(program) is tuple:  # (a program whose launch depends on the symbolic sizes)
+                    program = functools.partial(program[0], sizes=sizes)
                 if dbg >= 2:  # DEBUG=2 reports each replayed kernel as a plain realize does
                     t0 = time.perf_counter()
                     program([h] + [bufs[j].handle for j in ins])
@@ -287,22 +290,19 @@ def _state_reader(ref: tuple[Any, str], fallback: Buffer | None) -> Callable[[li
     return read
 
 
+def _sized(sk: Any) -> Any:
+    """The program of a launch; ``(program,)`` when it takes the call's symbolic sizes (a
+    GPU-style kernel whose NDRange is computed from them; a C kernel reads them itself)."""
+    program = sk.program
+    return (program,) if getattr(program, "takes_sizes", False) else program
+
+
 def _sizes_buffer(sizes: tuple[tuple[int, int], ...], dyn: list[Any], device: str) -> Buffer:
     """The values of a program's symbolic sizes for this call (int64, in Dim slot order)."""
     return Buffer(device, _INT64, len(sizes)).copyin(np.array([dyn[a].shape[ax] for a, ax in sizes], np.int64))
 
 
-def _size_fn(x: Any) -> Any:
-    """``x`` itself when an int; for a symbolic size, a function of the sizes' values (a list in
-    slot order) that computes it."""
-    if type(x) is int:
-        return x
-    from ..graph.symbolic import Num
-
-    if isinstance(x, Num):
-        return x.value
-    code = _python_size(x)
-    return eval(f"lambda d: {code}", {})  # noqa: S307 -- source built above from a size expression
+_size_fn = _size_function
 
 
 def _shape_fn(shape: tuple) -> Any:
@@ -310,25 +310,6 @@ def _shape_fn(shape: tuple) -> Any:
         return shape
     fns = [_size_fn(s) for s in shape]
     return lambda d: tuple(f if type(f) is int else f(d) for f in fns)
-
-
-def _python_size(x: Any) -> str:
-    """A size expression as Python source over ``d`` (the list of symbolic sizes' values)."""
-    from ..graph.symbolic import Dim, FloorDiv, Lin, Mod, Num, Prod
-
-    if isinstance(x, Num):
-        return str(x.value)
-    if isinstance(x, Dim):
-        return f"d[{x.slot}]"
-    if isinstance(x, Lin):
-        return "(" + " + ".join([f"{c}*{_python_size(a)}" for a, c in x.terms.items()] + [str(x.const)]) + ")"
-    if isinstance(x, Prod):
-        return "(" + "*".join(_python_size(f) for f in x.factors) + ")"
-    if isinstance(x, FloorDiv):
-        return f"({_python_size(x.x)} // {_python_size(x.d) if not isinstance(x.d, int) else x.d})"
-    if isinstance(x, Mod):
-        return f"({_python_size(x.x)} % {_python_size(x.d) if not isinstance(x.d, int) else x.d})"
-    raise JitError(f"jit: internal error: {x!r} is not a size expression")
 
 
 def _scalar_buffer(value: float, dtype: Any, device: str) -> Buffer:
