@@ -84,7 +84,7 @@ UNCHECKED = "unchecked"  # a row's check when there is nothing to check against 
 TEST_FILES = ("tests/test_backends.py", "tests/test_gpu_style.py", "tests/test_fp8.py", "tests/test_narrow_rounding.py",
               "tests/test_sharding.py", "tests/test_cuda.py", "tests/test_cuda_runtime.py",
               "tests/test_cuda_scatter.py", "tests/test_data_devices.py", "tests/test_indexing.py",
-              "tests/test_devices.py")
+              "tests/test_devices.py", "tests/test_jit_symbolic.py")
 QUICK_TEST_FILES = ("tests/test_cuda_runtime.py", "tests/test_data_devices.py")  # (seconds, not a minute)
 TEST_FILTER = "CUDA or cuda"
 

@@ -538,3 +538,28 @@ def test_symbolic_cuda_sources_compile_for_sm_90():
                                   capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (name, done.stderr[-2000:])
         assert name == "cols" or is_symbolic(cuda_launch(k).blocks)  # (blocks: a size expression, per launch)
+
+
+def test_symbolic_sizes_on_every_device(device):
+    """Each executing device (the GPU report runs this on CUDA): a training-like program over a
+    symbolic batch where the device's renderer takes symbolic sizes, else a clear JitError."""
+    from corvid.runtime.device import get_device
+
+    w = _f32(16, 8)
+
+    def f(x, w):
+        h = (x @ w).relu()
+        return h.mean(0), (h - h.mean(1, keepdims=True)).exp().sum(1), cv.cat([h, h[:1]], axis=0).sum(0)
+
+    jf = cv.jit(f, dynamic={0: {0: "n"}})
+    if not getattr(get_device(device).renderer, "symbolic_sizes", False):
+        with pytest.raises(JitError, match="symbolic sizes"):
+            jf(cv.Tensor(_f32(3, 16), device=device), cv.Tensor(w, device=device))
+        return
+    for n in (3, 40, 1100, 7):
+        x = _f32(n, 16)
+        h = np.maximum(x.astype(np.float64) @ w, 0)
+        want = (h.mean(0), np.exp(h - h.mean(1, keepdims=True)).sum(1), np.concatenate([h, h[:1]]).sum(0))
+        for got, exp in zip(jf(cv.Tensor(x, device=device), cv.Tensor(w, device=device)), want):
+            np.testing.assert_allclose(got.numpy(), exp, rtol=1e-4, atol=1e-4)
+    assert jf.traces <= 3
