@@ -563,3 +563,15 @@ def test_symbolic_sizes_on_every_device(device):
         for got, exp in zip(jf(cv.Tensor(x, device=device), cv.Tensor(w, device=device)), want):
             np.testing.assert_allclose(got.numpy(), exp, rtol=1e-4, atol=1e-4)
     assert jf.traces <= 3
+
+
+def test_an_error_of_the_function_itself_is_raised_as_it_is():
+    from corvid.errors import ShapeError
+
+    f = cv.jit(lambda x: x.reshape(7, -1), dynamic={0: {0: "n"}})  # (no n*3 is a multiple of 7 for every n)
+    with pytest.raises((ShapeError, JitError)):
+        f(cv.ones((4, 3)))
+    g = cv.jit(lambda x: x + cv.ones(5), dynamic={0: {0: "n"}})
+    with pytest.raises(ValueError, match="broadcast") as info:
+        g(cv.ones(4))
+    assert not isinstance(info.value, JitError)

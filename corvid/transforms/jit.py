@@ -557,6 +557,8 @@ class Jitted:
                 if _debug_level() >= 1:
                     print(f"jit {getattr(self.fun, '__name__', '')}: sizes stay constant: {e}", file=sys.stderr)
                 return None
+            if not isinstance(e, (SymbolicSizeError, NotImplementedError)):
+                raise  # (the function's own error: as a trace with constant sizes would raise it)
             raise JitError(f"jit: {getattr(self.fun, '__name__', 'the function')} cannot be traced with symbolic "
                            f"sizes {_describe(pattern)}: {e}") from e
         caps = self._symbolic.setdefault(rank, [])
