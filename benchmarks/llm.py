@@ -16,7 +16,10 @@ Two kinds of child process (``python -m benchmarks.llm --child ...``):
 * one per framework and mode, alone, for its memory and its first calls: it loads the model,
   runs the 512-token prefill once and two decode steps, and reports its peak resident memory
   (``VmHWM``, against the model's weight bytes), the load time and the first calls (tracing and
-  compiling included, for corvid: these children run first, in the harness's kernel cache);
+  compiling included, for corvid: these children run first, in the harness's kernel cache).
+  corvid's peak is its prefill's: generation gives the blocks of the prefill's sizes back to the
+  system before decoding (``corvid/models/generation.py``), so the decode steps' memory does not
+  come on top of them;
 * one that loads every model and times them in turns, so that each ratio compares figures taken
   under the same load (the machine is shared: its bandwidth and free cores drift within
   seconds). Prefill: a 512-token prompt up to the first new token, each model in turn, 3 turns
@@ -191,13 +194,13 @@ def _memory_child(framework: str, folder: str, mode: str, quick: bool) -> dict[s
 
 def _speed_child(folder: str, quick: bool, peers: list[str]) -> dict[str, Any]:
     """Every model loaded in one process and timed in turns: {name: {"prefill_s", "decode_s"}}."""
-    from corvid.runtime.device import get_device
+    import corvid as cv
 
     prompt, short, turns, rounds, chunk = _sizes(quick)
     runs: dict[str, Any] = {}
     for mode in MODES:
         runs[f"corvid {mode}"] = _corvid_model(folder, mode)
-        get_device("CPU").allocator.clear_pool()  # (the bfloat16 weights a quantization read, layer by layer)
+        cv.empty_cache()  # (the bfloat16 weights a quantization read, layer by layer)
     if "torch" in peers:
         runs["torch bf16"] = _Torch(folder)
     vocab = QUICK["vocab_size"] if quick else LLAMA_1B["vocab_size"]

@@ -66,7 +66,8 @@ PAGES: list[Page] = [
              _s("Data types", "DType bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 "
                 "float32 float64 float8_e4m3fn float8_e5m2 complex64 complex128 ALL_DTYPES astype can_cast "
                 "result_type promote_types finfo iinfo isdtype"),
-             _s("Devices and execution", "devices default_device get_default_device set_default_device beam autocast"),
+             _s("Devices and execution", "devices default_device get_default_device set_default_device empty_cache beam "
+                "autocast"),
              _s("Constants", "e pi inf nan newaxis"),
              _s("Errors", "ShapeError AxisError ArgumentError"),
          ]),
@@ -403,6 +404,7 @@ EQUIVALENTS: dict[str, tuple[str, str, str]] = {
     "corvid.models.KVCache": ("", "transformers.StaticCache", ""),
     "corvid.from_dlpack": ("np.from_dlpack", "torch.from_dlpack", "jax.dlpack.from_dlpack"),
     "corvid.devices": ("", "", "jax.devices"),
+    "corvid.empty_cache": ("", "torch.cuda.empty_cache", ""),
     "corvid.default_device": ("", "torch.device", "jax.default_device"),
     "corvid.autocast": ("", "torch.autocast", ""),
     "corvid.gather": ("", "torch.gather", ""),

@@ -15,6 +15,13 @@ it) and reused by later calls:
   64, 128 or 256 tokens, beyond that to a multiple of 256, so most prompts share a program;
 * the cache holds the bucket plus ``max_new_tokens`` slots, rounded up to a multiple of 64.
 
+The prefill's intermediate values have sizes that follow the prompt's length (a 512-token
+prompt of a Llama-3.2-1B-shaped model: 0.28 GB of them), which the decode steps never ask for
+again: once the prefill has run, the blocks of the sizes it asked for are given back to the
+system (``Allocator.trim(since=...)``) rather than kept in the device's pool, so the decode
+steps' memory does not come on top of them. The pool's other blocks (an earlier decode step's,
+a training step's) stay.
+
 Prompts of different lengths are left-padded (their padding is masked out and their positions
 start at 0, as ``transformers`` does with an ``attention_mask``); a sequence that produced a
 stop token gets ``pad_token_id`` from then on, and generation ends when every sequence has
@@ -47,6 +54,7 @@ from ..graph.node import Op
 from ..nn.embedding import embedding
 from ..nn.pytree import functional_call
 from ..ops.elementwise import where
+from ..runtime.device import get_device
 from ..tensor import Tensor
 from ..transforms.jit import jit
 from .cache import KVCache
@@ -323,11 +331,17 @@ def _run(model: Any, prompts: list[np.ndarray], width: int, n: int, temperature:
         t_temp = Tensor(np.float32(temperature), device=device)
         t_top_p = None if top_p is None or top_p == 1 else Tensor(np.float32(top_p), device=device)
 
+    allocators = [get_device(d).allocator for d in (device if isinstance(device, tuple) else (device,))]
+
     def prefill(length: int) -> tuple[Tensor, KVCache, Any]:
+        marks = [a.mark() for a in allocators]
         cache = KVCache(model.config, batch, slots, model.dtype, device, padding)
         params = plain if batch * length >= _PLAIN_ROWS else leaves
-        return programs.prefill(params, table, cache, Tensor(history[:, :length], device=device), key, t_temp,
-                                t_top_p, names, top_k)
+        out = programs.prefill(params, table, cache, Tensor(history[:, :length], device=device), key, t_temp,
+                               t_top_p, names, top_k)
+        for a, m in zip(allocators, marks):  # (the prompt-length-sized blocks it freed: see the module docstring)
+            a.trim(since=m)
+        return out
 
     rope = model.model.rotary_emb
     # the length (counted as transformers counts it, from the padded width) at which longrope recomputes

@@ -34,15 +34,49 @@ import numpy as np
 from ..dtype import DType
 
 
+def _pool_age_from_environment() -> int:
+    value = os.environ.get("CORVID_POOL_AGE", "").strip()
+    if not value:
+        return DEFAULT_POOL_AGE
+    try:
+        age = int(value)
+    except ValueError:
+        age = -1
+    if age < 0:
+        raise ValueError(f"CORVID_POOL_AGE={value!r}: expected a number of allocations >= 0 (0: pooled blocks are "
+                         "kept until cv.empty_cache())")
+    return age
+
+
+DEFAULT_POOL_AGE = 1 << 16  # allocations a pooled size may go unrequested before its blocks are released
+
+
 class Allocator:
     """Raw memory for one device, with a pool of freed blocks reused by exact byte size.
 
-    Subclasses implement ``_alloc``, ``copyin`` and ``copyout``. ``alloc``, ``free`` and
-    ``clear_pool`` may be called from several threads at once (a Buffer is freed in whichever
-    thread drops its last reference): ``lock`` guards the pool, held for the few dict and list
-    operations that take or return a block. It is taken with ``acquire``/``release`` rather than
-    ``with``, which costs twice as much (0.14 against 0.25 us here; an eager op allocates and
-    frees one to three blocks).
+    Subclasses implement ``_alloc``, ``copyin`` and ``copyout``, and ``clear_pool`` where a
+    block must be given back explicitly (CUDA's ``cuMemFree``; the CPU's address table): every
+    release of pooled blocks goes through it. ``alloc``, ``free`` and ``clear_pool`` may be
+    called from several threads at once (a Buffer is freed in whichever thread drops its last
+    reference): ``lock`` guards the pool, held for the few dict and list operations that take or
+    return a block. It is taken with ``acquire``/``release`` rather than ``with``, which costs
+    twice as much (0.14 against 0.25 us here; an eager op allocates and frees one to three
+    blocks).
+
+    What the pool keeps (its purpose is a loop that frees and allocates the same sizes again:
+    a training step, a decode step, which then never waits for fresh memory):
+
+    * at most ``pool_limit_bytes``; a block freed beyond it goes back to the system at once;
+    * blocks of a size that no allocation asked for in the last ``release_after`` allocations
+      (``CORVID_POOL_AGE``, default 65536; 0 keeps them) are given back: a loop whose steps
+      make fewer allocations than that (a training or decode step: tens to thousands) keeps all
+      its blocks, while the sizes of a one-off computation (a prompt's prefill, an evaluation at
+      another batch size, loading) do not stay forever. The check runs every
+      ``release_after // 4`` allocations, so a stale block goes within 1.25 ``release_after``
+      allocations. It costs ``alloc`` about 40 ns (a count and a dict entry per call);
+    * :meth:`trim` gives back blocks now: all of them, or those of the sizes asked for since a
+      :meth:`mark` (what a computation whose sizes will not come again left behind: text
+      generation trims its prefill's).
     """
 
     def __init__(self, pool_limit_bytes: int = 2 << 30):
@@ -52,11 +86,38 @@ class Allocator:
         # reentrant: a garbage collection inside a locked section may free a Buffer, whose
         # __del__ then frees into the pool from the same thread
         self.lock = threading.RLock()
+        self._count = 0  # allocations so far
+        self._requested: dict[int, int] = {}  # size -> the number of the latest allocation of that size
+        self._release_after = 0
+        self._sweep_at = 0
+        self.release_after = _pool_age_from_environment()
+
+    @property
+    def release_after(self) -> int:
+        """Allocations after which pooled blocks of a size nobody asked for are released (0: never)."""
+        return self._release_after
+
+    @release_after.setter
+    def release_after(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"release_after must be an int >= 0 (0: never), got {n!r}")
+        with self.lock:
+            self._release_after = n
+            self._sweep_at = self._count + max(n // 4, 1) if n else float("inf")
+
+    @property
+    def pooled_bytes(self) -> int:
+        """The bytes of the freed blocks the pool holds for reuse."""
+        return self._pooled_bytes
 
     def alloc(self, nbytes: int) -> Any:
         lock = self.lock
         lock.acquire()
         try:
+            self._count = count = self._count + 1
+            self._requested[nbytes] = count
+            if count >= self._sweep_at:
+                self._sweep(count)
             free = self._pool.get(nbytes)
             if free:
                 self._pooled_bytes -= nbytes
@@ -80,6 +141,64 @@ class Allocator:
         with self.lock:
             self._pool.clear()
             self._pooled_bytes = 0
+
+    def mark(self) -> int:
+        """The number of allocations so far: ``trim(since=mark)`` later releases the pooled blocks
+        of the sizes asked for after this point.
+
+        >>> from corvid.runtime.device import get_device
+        >>> alloc = get_device("CPU").allocator
+        >>> m = alloc.mark()
+        >>> x = cv.arange(12345.0).exp().realize(); del x   # its block goes to the pool
+        >>> alloc.trim(since=m) >= 12345 * 4
+        True
+        """
+        return self._count
+
+    def trim(self, since: int | None = None) -> int:
+        """Give pooled blocks back to the system; the number of bytes given back.
+
+        ``since=None`` releases every pooled block (as :func:`corvid.empty_cache`); ``since``, a
+        :meth:`mark`, only those of the sizes some allocation asked for after that mark, so the
+        blocks of a loop that ran before stay pooled."""
+        with self.lock:
+            if since is None:
+                dropped = self._pooled_bytes
+                self.clear_pool()
+                return dropped
+            requested = self._requested
+            return self._release_sizes([s for s, blocks in self._pool.items() if blocks and requested.get(s, 0) > since])
+
+    def _release_sizes(self, sizes: list[int]) -> int:
+        """Release the pooled blocks of ``sizes`` through ``clear_pool`` (the device's way of giving
+        blocks back), keeping the others; the bytes released."""
+        if not sizes:
+            return 0
+        with self.lock:
+            drop = set(sizes)
+            kept = {s: blocks for s, blocks in self._pool.items() if blocks and s not in drop}
+            kept_bytes = sum(s * len(blocks) for s, blocks in kept.items())
+            released = self._pooled_bytes - kept_bytes
+            for s in kept:
+                del self._pool[s]
+            try:
+                self.clear_pool()  # (only the dropped blocks are left in it)
+            finally:
+                self._pool.update(kept)
+                self._pooled_bytes = kept_bytes
+            return released
+
+    def _sweep(self, count: int) -> None:
+        """Release the blocks of the sizes not asked for in the last ``release_after`` allocations
+        (called by ``alloc``, with the lock held, every ``release_after // 4`` of them)."""
+        age = self._release_after
+        self._sweep_at = count + max(age // 4, 1)
+        oldest = count - age
+        requested, pool = self._requested, self._pool
+        self._release_sizes([s for s, blocks in pool.items() if blocks and requested.get(s, 0) <= oldest])
+        for s in [s for s, blocks in pool.items() if not blocks]:
+            del pool[s]
+        self._requested = {s: c for s, c in requested.items() if c > oldest}
 
     def _alloc(self, nbytes: int) -> Any:
         raise NotImplementedError
@@ -296,6 +415,40 @@ def devices() -> list[str]:
         rank = 0 if dev.kind == "gpu" else 1 if name == "CPU" else 2
         found.append((rank * 100 + order, name))
     return [name for _, name in sorted(found)]
+
+
+def empty_cache(device: Any = None) -> int:
+    """Give the memory of every freed block that ``device``'s pool keeps for reuse back to the system
+    (as ``torch.cuda.empty_cache``); the number of bytes given back.
+
+    Freed memory stays in the device's pool, where the next allocation of the same size takes it
+    without asking the system (a training or decode step frees and allocates the same sizes at
+    every step). The pool gives back on its own the sizes no allocation has asked for in a while
+    (``CORVID_POOL_AGE`` allocations, see ``docs/environment.md``) and text generation gives back
+    what its prefill used; this gives back everything now, e.g. after a one-off computation whose
+    sizes will not come again, before measuring memory, or to leave memory to another process.
+    Tensors keep their memory: only freed blocks are given back. ``device``: a device name, a
+    list of them, or None for every device started so far (the ``NULL`` device's pool is emptied
+    too, but it holds no memory and counts for nothing).
+
+    >>> x = cv.arange(100_000, dtype=cv.float32).exp().realize()
+    >>> del x                                # its memory goes to the CPU's pool
+    >>> cv.empty_cache() >= 400_000
+    True
+    >>> cv.empty_cache()                     # nothing is left to give back
+    0
+    """
+    if device is None:
+        names = list(_devices)
+    else:
+        canon = canonical_device(device)
+        names = list(canon) if isinstance(canon, tuple) else [canon]
+    released = 0
+    for n in names:
+        dev = get_device(n)
+        freed = dev.allocator.trim()
+        released += 0 if dev.family == "NULL" else freed
+    return released
 
 
 def get_device(name: str) -> Device:
