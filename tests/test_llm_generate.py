@@ -228,6 +228,28 @@ def test_decode_step_is_traced_once_and_replayed():
     assert programs.step.traces == 2
 
 
+def test_new_cache_sizes_and_batches_replay_the_same_programs():
+    """The cache's slots and the batch are symbolic sizes of the programs: another
+    max_new_tokens (another cache size) or another number of prompts traces nothing, and the
+    tokens are those of a model run without a cache."""
+    model = _model("llama")
+    programs = generation._programs(model)
+    prompts = [[3, 4, 5], [9, 8, 7, 6, 5], [1, 2]]
+    first = model.generate(prompts[:2], max_new_tokens=10, temperature=0, stop_tokens=())
+    traces = programs.step.traces, programs.prefill.traces
+    for batch, new in [(2, 70), (3, 10), (3, 130), (2, 10)]:  # caches of 64, 128 and 192 slots
+        out = model.generate(prompts[:batch], max_new_tokens=new, temperature=0, stop_tokens=())
+        assert out.shape == (batch, new)
+        if (batch, new) == (2, 10):
+            assert out.tolist() == first.tolist()
+    assert (programs.step.traces, programs.prefill.traces) == traces
+    for i, p in enumerate(prompts[:2]):  # each sequence of the last batch as greedy decoding without a cache
+        ids = cv.Tensor([p])
+        for _ in range(10):
+            ids = cv.cat([ids, model(ids)[:, -1:].argmax(-1)], axis=1)
+        assert out.tolist()[i] == ids[0, len(p):].tolist()
+
+
 def test_quantized_model_generates_with_its_buffers_as_arguments():
     model, other = _model("llama"), _model("llama", seed=1)
     for m in (model, other):

@@ -33,6 +33,7 @@ from ..dtype import DType, to_dtype
 from ..io import safe_open
 from ..nn.module import replace_modules
 from ..quant import DEFAULT_GROUP_SIZE, MODES, QuantizedLinear, _check_group_value, _quantized_layer, _to_quantize
+from ..runtime.device import canonical_device, get_device
 from .config import CausalLMConfig
 from .llama import CausalLM
 
@@ -192,6 +193,10 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     chosen = {f"{name}.weight": key for key, (name, _) in linears.items()}
     modules = dict(model.named_modules())
     swap: dict[int, QuantizedLinear] = {}
+    # (the float weights read and dropped while quantizing leave blocks of their sizes pooled: given
+    # back at the end, where nothing will ask for those sizes again)
+    allocator = get_device(canonical_device(device)).allocator if mode is not None else None
+    mark = allocator.mark() if allocator is not None else 0
     for path in files:  # (one shard open at a time, its tensors read one at a time)
         with safe_open(path, device=device) as f:
             for name in sorted(k for k, h in headers.items() if h[0] == path):
@@ -214,6 +219,8 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     for key, layer in swap.items():
         layer.bias = linears[key][1].bias  # (the Parameter just loaded, as from_linear keeps the Linear's)
     replace_modules(model, swap)
+    if allocator is not None:
+        allocator.trim(since=mark)
     model.generation_config = generation
     return model.eval()
 
