@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import corvid as cv
 import corvid.nn as nn
-from corvid.graph.symbolic import Dim, SymbolicSizeError, evaluate, is_symbolic
+from corvid.graph.symbolic import BVar, Dim, SymbolicSizeError, evaluate, is_symbolic
 from corvid.transforms.jit import JitError
 
 rng = np.random.default_rng(7)
@@ -181,7 +181,9 @@ def test_one_name_is_one_size():
     with pytest.raises(JitError, match="one name is one size"):
         f(cv.ones((4, 1)), cv.ones(5))
     g = cv.jit(lambda x, y: x + y, dynamic={0: {0: "n"}, 1: {0: "m"}})
-    with pytest.raises(JitError, match="symbolic"):  # two independent sizes do not broadcast
+    from corvid.errors import ShapeError
+
+    with pytest.raises(ShapeError, match=r"\(n,\) and \(m,\)"):  # two independent sizes do not broadcast
         g(cv.ones(3), cv.ones(3))
 
 
@@ -575,3 +577,25 @@ def test_an_error_of_the_function_itself_is_raised_as_it_is():
     with pytest.raises(ValueError, match="broadcast") as info:
         g(cv.ones(4))
     assert not isinstance(info.value, JitError)
+
+
+def test_a_padded_symbolic_row_loop_splits_into_an_ungated_main_part_and_a_tail():
+    f = cv.jit(lambda x, w: x @ w, dynamic={0: {0: "rows"}})
+    w = _f32(64, 32)
+    for n in (9, 16, 3, 61):  # (multiples of the tile and not: the tail runs 0 to 7 rows)
+        x = _f32(n, 64)
+        np.testing.assert_allclose(f(cv.Tensor(x), cv.Tensor(w)).numpy(), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+    src = next(iter(f._symbolic.values()))[0].launches[-1].sk.source
+    body = src[src.index("void "):]
+    # the main part's loads are plain (no gated load: cv_sel/clamp), the tail keeps its gates
+    main, tail = body.split("for (long long i0pu = (", 1) if "for (long long i0pu = (" in body else (body, "")
+    assert tail and "cv_clampi" not in main and "cv_clampi" in tail, body[:3000]
+
+
+def test_bounds_of_a_tile_remainder():
+    n = Dim(0, "n", 2, 2**31 - 1, hint=9)
+    r = 8 * (n // 8) - n  # minus the rows past the last whole tile of 8
+    assert (r.vmin, r.vmax) == (-7, 0)
+    w = BVar("w", n // 8)  # a loop over the whole tiles: every row of it is below n
+    assert all((w * 8 + k - n).lt(0) == 1 for k in range(8))
+    assert (w * 8 + 8 - n).lt(0) != 1  # (the row past the tile: not provable)

@@ -155,6 +155,11 @@ class Sym:
             return Num(1)
         if self.vmin >= c:
             return Num(0)
+        if _sized(self):  # (a loop over a symbolic size: its bound can decide what the ranges do not)
+            if _upper(self).vmax < c:
+                return Num(1)
+            if _lower(self).vmin >= c:
+                return Num(0)
         return Cmp(self, "<", c)
 
     def ge(self, c: IntLike) -> Sym:
@@ -165,6 +170,11 @@ class Sym:
             return Num(1)
         if self.vmax < c:
             return Num(0)
+        if _sized(self):
+            if _lower(self).vmin >= c:
+                return Num(1)
+            if _upper(self).vmax < c:
+                return Num(0)
         return Cmp(self, ">=", c)
 
     def vars(self) -> frozenset[Var]:
@@ -703,6 +713,7 @@ def _add(a: tuple[dict[Sym, int], int], b: tuple[dict[Sym, int], int]) -> Sym:
 def _build(terms: dict[Sym, int], const: int) -> Sym:
     terms = {a: c for a, c in terms.items() if c != 0}
     const += _fold_divmod_pairs(terms)
+    const += _fold_remainders(terms)
     if not terms:
         return Num(const)
     if len(terms) == 1 and const == 0:
@@ -729,6 +740,29 @@ def _fold_divmod_pairs(terms: dict[Sym, int]) -> int:
                 if terms[t] == 0:
                     del terms[t]
             extra += x_const * k
+    return extra
+
+
+def _fold_remainders(terms: dict[Sym, int]) -> int:
+    """Rewrite ``k*d*(x//d) - k*x`` as ``-k*(x % d)`` in place, for ``x`` an expression of
+    symbolic sizes (``8*(n//8) - n``: the rows a tile of 8 leaves over, whose bounds the interval
+    arithmetic of the two terms apart cannot tell). Returns the constant the rewrite adds."""
+    extra = 0
+    for a in [t for t in terms if isinstance(t, FloorDiv) and not isinstance(t.d, Sym)]:
+        if a not in terms or terms[a] % a.d or not a.x.vars() or \
+                not all(isinstance(v, Dim) for v in a.x.vars()):
+            continue
+        k = terms[a] // a.d
+        x_terms, x_const = _linear(a.x)
+        # (x without a constant: a rounding up, d*((x + d-1)//d) - x, stays as it is, so that a
+        # size padded to whole tiles and then offset back is still seen to be a multiple of d)
+        if not x_terms or x_const or any(terms.get(t) != -k * c for t, c in x_terms.items()):
+            continue
+        for t in x_terms:
+            del terms[t]
+        del terms[a]
+        r = Mod(a.x, a.d) if not (0 <= a.x.vmin and a.x.vmax < a.d) else a.x
+        terms[r] = terms.get(r, 0) - k
     return extra
 
 
@@ -924,9 +958,32 @@ def _upper(x: Sym) -> Sym:
     if isinstance(x, Lin):
         out = Num(x.const)
         for a, c in x.terms.items():
-            out = out + (_upper(a) * c if c > 0 else Num(a.vmin * c))
+            exact = a.vars() and all(isinstance(v, Dim) for v in a.vars())  # (a size: itself, either sign)
+            out = out + (a * c if exact else _upper(a) * c if c > 0 else _lower(a) * c)
         return out
     return Num(x.vmax)
+
+
+def _sized(x: Sym) -> bool:
+    """Whether ``x`` involves a symbolic size or a loop over one."""
+    return any(isinstance(v, (Dim, BVar)) for v in x.vars())
+
+
+def _lower(x: Sym) -> Sym:
+    """A symbolic lower bound of ``x`` (the counterpart of :func:`_upper`)."""
+    if isinstance(x, (Num, Dim)):
+        return x
+    if isinstance(x, BVar):
+        return Num(0)
+    if all(isinstance(v, Dim) for v in x.vars()):
+        return x
+    if isinstance(x, Lin):
+        out: Sym = Num(x.const)
+        for a, c in x.terms.items():
+            exact = a.vars() and all(isinstance(v, Dim) for v in a.vars())
+            out = out + (a * c if exact else _lower(a) * c if c > 0 else _upper(a) * c)
+        return out
+    return Num(x.vmin)
 
 
 def _below(x: Sym, m: Sym) -> bool:

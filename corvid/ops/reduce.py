@@ -216,14 +216,14 @@ def _padded_columns(a: Tensor, b: Tensor, common: dt.DType) -> int:
     return padded if padded - m <= m // 4 else m
 
 
-def _matmul_impl(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
+def _matmul_impl(a: Tensor, b: Tensor, common: dt.DType, padded_once: bool = False) -> Tensor:
     from ..tensor import broadcast_shapes
 
     m = b.shape[-1]
-    padded = _padded_columns(a, b, common)
+    padded = m if padded_once else _padded_columns(a, b, common)
     if padded != m:  # (b copied once with zero columns; the product stored, then its view)
         bp = b.astype(common).pad(((0, 0),) * (b.ndim - 1) + ((0, padded - m),)).contiguous()
-        return _matmul_impl(a, bp, common).contiguous()[..., :m]
+        return _matmul_impl(a, bp, common, padded_once=True).contiguous()[..., :m]
     packed = _packed_transpose(b.astype(common), a.shape[-2])
     if packed is None and _transposed_view(b) and a.shape[-2] >= _TRANSPOSE_COPY_ROWS and \
             (b.size >= _TRANSPOSE_COPY_MIN or a.size * b.shape[-1] >= _TRANSPOSE_COPY_WORK):

@@ -32,7 +32,7 @@ from ..codegen.linearize import AccFinal, AccInit, AccUpdate, Def, For, StoreStm
 from ..dtype import DType, iinfo, reduce_identity
 from ..dtype import float32 as _F32, float64 as _F64
 from ..graph.node import Op
-from ..graph.symbolic import And, Cmp, Lin, Num, Sym, Var, is_symbolic, upper
+from ..graph.symbolic import And, BVar, Cmp, Dim, Lin, Num, Sym, Var, is_symbolic, upper
 
 _STORAGE = {"bool": "uint8_t",  # (not _Bool: gcc has no vector type for _Bool loads)
              "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
@@ -531,8 +531,14 @@ class CRenderer:
                 pieces = self._pieces(s)
                 outer = self._narrow
                 for lo, hi in pieces:
-                    if len(pieces) > 1:  # this piece's conditions on the loop variable are constants
+                    if len(pieces) > 1 and isinstance(hi, str):  # (a symbolic loop's tail: gated as it was)
+                        self._narrow = outer
+                    elif len(pieces) > 1 and isinstance(lo, int) and isinstance(hi, int):
+                        # this piece's conditions on the loop variable are constants
                         self._narrow = {**outer, s.loop.var: Var(s.loop.var.name, lo, hi - 1)}
+                    elif len(pieces) > 1:  # a symbolic loop's main piece, [0, cut): its gates all hold
+                        self._narrow = {**outer, s.loop.var: BVar(s.loop.var.name, hi)}
+                        hi = f"({hi} < {s.loop.size} ? {hi} : {s.loop.size})"
                     pragma = self._pragma(s)
                     if pragma:
                         self.lines.append(f"{pad}{pragma}")
@@ -686,7 +692,9 @@ class CRenderer:
         the middle piece a plain ungated copy and the others constants. Not for a parallel loop
         (one OpenMP loop), a vectorized kernel, or more than 3 pieces or 9 copies of a body."""
         whole = [(0, s.loop.size)]
-        if s.parallel or self.lane is not None or len(self._narrow) >= 2 or is_symbolic(s.loop.size):
+        if is_symbolic(s.loop.size):  # (its tests involve no lane: any kernel)
+            return whole if s.parallel or self._narrow else self._symbolic_pieces(s) or whole
+        if s.parallel or self.lane is not None or len(self._narrow) >= 2:
             return whole
         v = s.loop.var
         cuts: set[int] = set()
@@ -703,6 +711,34 @@ class CRenderer:
             return whole
         bounds = [0, *sorted(cuts), s.loop.size]
         return list(zip(bounds, bounds[1:]))
+
+    def _symbolic_pieces(self, s: For) -> list | None:
+        """A loop over a symbolic size whose body's bounds tests on its variable (``8*v + k < n``,
+        a padded row tile's) all hold below one cut: ``[(0, cut), (cut, size)]``, the first piece
+        without the tests (its loads plain, its stores ungated), the second as it was (``cut``
+        as a string there: ``min(cut, size)`` rendered); None when no such cut is found."""
+        v = s.loop.var
+        cmps, cuts = [], {}
+        for x in _body_syms(s.body):
+            for c in _cmps(self._s(x)):
+                if v not in c.x.vars():
+                    continue
+                if c.op != "<" or not all(w == v or isinstance(w, Dim) for w in c.x.vars()):
+                    return None
+                a = 1 if c.x == v else c.x.terms.get(v, 0) if isinstance(c.x, Lin) else 0
+                if a <= 0:
+                    return None
+                cmps.append(c)
+                cut = (c.c - (c.x - v * a) + a - 1) // a  # a*v + e < c  <=>  v < ceil((c - e) / a)
+                cuts.setdefault(cut, None)
+        for cut in cuts:
+            if not isinstance(cut, Sym) or isinstance(cut, Num) or cut.vmax < 1:
+                continue
+            w = BVar(v.name, cut)
+            if all(c.substitute({v: w}) == Num(1) for c in cmps):
+                lo_hi = f"({cut} < {s.loop.size} ? {cut} : {s.loop.size})"
+                return [(0, cut), (lo_hi, s.loop.size)]
+        return None
 
     def _nan_flag(self, u: U) -> bool:
         """Float max/min track nan in a flag so the comparison itself can vectorize (a vector
