@@ -531,7 +531,7 @@ class CRenderer:
                 pieces = self._pieces(s)
                 outer = self._narrow
                 for lo, hi in pieces:
-                    if len(pieces) > 1 and isinstance(hi, str):  # (a symbolic loop's tail: gated as it was)
+                    if len(pieces) > 1 and isinstance(lo, str):  # (a symbolic loop's tail: gated as it was)
                         self._narrow = outer
                     elif len(pieces) > 1 and isinstance(lo, int) and isinstance(hi, int):
                         # this piece's conditions on the loop variable are constants
