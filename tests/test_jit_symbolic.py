@@ -599,3 +599,15 @@ def test_bounds_of_a_tile_remainder():
     w = BVar("w", n // 8)  # a loop over the whole tiles: every row of it is below n
     assert all((w * 8 + k - n).lt(0) == 1 for k in range(8))
     assert (w * 8 + 8 - n).lt(0) != 1  # (the row past the tile: not provable)
+
+
+def test_a_size_divided_by_or_compared_with_a_tensor_is_elementwise():
+    f = cv.jit(lambda x: (x.shape[0] / x, x < x.shape[0], x.shape[0] - x), dynamic={0: {0: "n"}})
+    for n in (3, 6):
+        x = np.arange(1.0, n + 1, dtype=np.float32)
+        a, b, c = f(cv.Tensor(x))
+        np.testing.assert_allclose(a.numpy(), n / x, rtol=1e-6)
+        assert b.tolist() == (x < n).tolist() and c.tolist() == (n - x).tolist()
+    assert f.traces == 1
+    with pytest.raises(SymbolicSizeError, match="n has no value"):
+        int(Dim(0, "n", 2, 10))

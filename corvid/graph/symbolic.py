@@ -103,27 +103,29 @@ class Sym:
         return _mod(sym(x), self) if _operand(x) else NotImplemented
 
     # a size in a shape is compared as Python compares ints, when the bounds decide it ---------------
-    def _decide(self, other: IntLike, what: str) -> tuple[int, int]:
-        if not isinstance(other, (int, Sym)) or isinstance(other, bool):
-            raise TypeError(f"cannot compare a symbolic size with {type(other).__name__}")
-        diff = self - other
-        return diff.vmin, diff.vmax
-
     def __lt__(self, other: IntLike) -> bool:
-        lo, hi = self._decide(other, "<")
-        return _decided(hi < 0, lo >= 0, self, other, "<")
+        if not _operand(other):
+            return NotImplemented  # (a tensor compares elementwise: its own operator)
+        d = self - other
+        return _decided(d.vmax < 0, d.vmin >= 0, self, other, "<")
 
     def __le__(self, other: IntLike) -> bool:
-        lo, hi = self._decide(other, "<=")
-        return _decided(hi <= 0, lo > 0, self, other, "<=")
+        if not _operand(other):
+            return NotImplemented
+        d = self - other
+        return _decided(d.vmax <= 0, d.vmin > 0, self, other, "<=")
 
     def __gt__(self, other: IntLike) -> bool:
-        lo, hi = self._decide(other, ">")
-        return _decided(lo > 0, hi <= 0, self, other, ">")
+        if not _operand(other):
+            return NotImplemented
+        d = self - other
+        return _decided(d.vmin > 0, d.vmax <= 0, self, other, ">")
 
     def __ge__(self, other: IntLike) -> bool:
-        lo, hi = self._decide(other, ">=")
-        return _decided(lo >= 0, hi < 0, self, other, ">=")
+        if not _operand(other):
+            return NotImplemented
+        d = self - other
+        return _decided(d.vmin >= 0, d.vmax < 0, self, other, ">=")
 
     def __bool__(self) -> bool:  # (a size is true when it is not 0: ``if n % 16:``)
         return _decided(self.vmin > 0 or self.vmax < 0, self.vmin == self.vmax == 0, self, 0, "!=")
@@ -131,19 +133,21 @@ class Sym:
     def __index__(self) -> int:
         if isinstance(self, Num):
             return self.value
-        raise SymbolicSizeError(f"the symbolic size {self} has no value while a function is traced: "
+        raise SymbolicSizeError(f"the symbolic size {self!r} has no value while a function is traced: "
                                 "it is needed as a Python int here")
 
     __int__ = __index__
 
     def __truediv__(self, other: object) -> float:
-        raise SymbolicSizeError(f"the symbolic size {self} has no value while a function is traced: "
-                                "dividing by it needs its value")
+        if not isinstance(other, (int, float, Sym)):
+            return NotImplemented  # (a tensor divides by the size as a value: its own operator)
+        raise SymbolicSizeError(f"the symbolic size {self!r} has no value while a function is traced: "
+                                "dividing by it needs its value (divide a tensor by it instead)")
 
     __rtruediv__ = __truediv__
 
     def __float__(self) -> float:
-        raise SymbolicSizeError(f"the symbolic size {self} has no value while a function is traced: "
+        raise SymbolicSizeError(f"the symbolic size {self!r} has no value while a function is traced: "
                                 "it is needed as a Python float here")
 
     # comparisons build boolean expressions (0/1 valued); they do not return Python bools -------
