@@ -611,3 +611,20 @@ def test_a_size_divided_by_or_compared_with_a_tensor_is_elementwise():
     assert f.traces == 1
     with pytest.raises(SymbolicSizeError, match="n has no value"):
         int(Dim(0, "n", 2, 10))
+
+
+def test_an_argument_of_symbolic_shape_updated_in_place_is_written_back_at_its_size():
+    def f(x, acc):
+        acc += x.sum(0)  # state of constant shape
+        x += 1  # an argument of symbolic shape, updated in place
+        return x * 2
+
+    jf = cv.jit(f, dynamic={0: {0: "n"}})
+    acc, total = cv.zeros(3), 0
+    for n in (2, 5, 3):
+        x = cv.ones((n, 3))
+        y = jf(x, acc)
+        total += n
+        assert y.shape == x.shape == (n, 3) and x.tolist() == [[2.0] * 3] * n and y.tolist() == [[4.0] * 3] * n
+        assert acc.tolist() == [float(total)] * 3
+    assert jf.traces == 1

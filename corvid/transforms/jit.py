@@ -206,7 +206,10 @@ class _Captured:
                 t.grad = None
                 continue
             s = self.slots[j]
-            value = node(Op.BUFFER, (), bufs[j], bufs[j].dtype, s.shape)
+            shape = s.shape
+            if sizes is not None and type(shape) is tuple and any(type(d) is not int for d in shape):
+                shape = _shape_of_call(s, sizes)  # (an argument updated in place, of symbolic shape)
+            value = node(Op.BUFFER, (), bufs[j], bufs[j].dtype, shape)
             if attr == "node":
                 t.node = _rewrap(t.node, value)
             else:
@@ -303,6 +306,14 @@ def _sizes_buffer(sizes: tuple[tuple[int, int], ...], dyn: list[Any], device: st
 
 
 _size_fn = _size_function
+
+
+def _shape_of_call(slot: _Slot, sizes: list[int]) -> tuple[int, ...]:
+    """A slot's shape at this call's symbolic sizes (its function compiled once, kept on the slot)."""
+    fn = getattr(slot, "_shape_call", None)
+    if fn is None:
+        fn = slot._shape_call = _shape_fn(slot.shape)
+    return fn(sizes)
 
 
 def _shape_fn(shape: tuple) -> Any:
