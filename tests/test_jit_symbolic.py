@@ -628,3 +628,11 @@ def test_an_argument_of_symbolic_shape_updated_in_place_is_written_back_at_its_s
         assert y.shape == x.shape == (n, 3) and x.tolist() == [[2.0] * 3] * n and y.tolist() == [[4.0] * 3] * n
         assert acc.tolist() == [float(total)] * 3
     assert jf.traces == 1
+
+
+def test_sizes_returned_by_the_function_are_the_calls_values():
+    f = cv.jit(lambda x: (x.sum(), x.shape, x.shape[0] * 2 + 1), dynamic={0: {0: "n"}})
+    for n in (3, 8):
+        total, shape, m = f(cv.ones((n, 2)))
+        assert total.item() == 2.0 * n and shape == (n, 2) and m == 2 * n + 1 and type(shape[0]) is int
+    assert f.traces == 1

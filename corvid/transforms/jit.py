@@ -59,7 +59,7 @@ import numpy as np
 
 from ..amp import _AUTOCAST
 from ..engine.capture import Recorder as _Recorder, recording as _recording, symbolic_sizes as _symbolic_sizes
-from ..graph.symbolic import Dim, SymbolicSizeError, assuming_hints as _assuming_hints, compare as _compare
+from ..graph.symbolic import Dim, Num, Sym, SymbolicSizeError, assuming_hints as _assuming_hints, compare as _compare
 from ..graph.symbolic import size_function as _size_function
 from ..engine.realize import _moved, _report, debug_level as _debug_level
 from ..graph.node import Mark, Node, Op, node, toposort
@@ -194,6 +194,8 @@ class _Captured:
         for kind, v, dtype, shape, device in outputs:
             if kind == "static":
                 outs.append(v)
+            elif kind == "size":
+                outs.append(v(sizes))
             else:
                 if type(shape) is not tuple:
                     shape = shape(sizes)
@@ -967,8 +969,10 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
         for x in out_leaves:
             if isinstance(x, Tensor):
                 outputs.append(("slot", _root_slot(x.node, slot_of, slots, device)))
+            elif isinstance(x, Sym) and not isinstance(x, Num):  # a symbolic size returned: this call's value
+                outputs.append(("size", _size_fn(x)))
             else:
-                outputs.append(("static", x))
+                outputs.append(("static", x.value if isinstance(x, Num) else x))
         writes = []
         for t, attr, new in writes_src:
             ref = holders[id(t)] if id(t) in holders else weakref.ref(t)
