@@ -583,7 +583,6 @@ class Jitted:
     def _pattern(self, rank: Any, dyn: list[Any], args: tuple, kwargs: dict) -> list[tuple] | None:
         """Each tensor argument's shape with a :class:`Dim` where a size is symbolic, or None when
         none is (the ``dynamic`` rules; a size of 0 or 1 is never symbolic)."""
-        from ..graph.symbolic import Dim
 
         labels: dict[tuple[int, int], str] = {}
         if isinstance(self.dynamic, dict):
