@@ -12,20 +12,30 @@ is cut into groups of ``group_size`` consecutive inputs (128 unless told; it mus
 ``in_features``). A group's scale is its largest magnitude divided by ``qmax`` (127 for "int8",
 7 for "int4") and each weight is stored as ``round(w / scale)`` (half to even), an integer in
 ``[-qmax, qmax]``; zero stays exactly zero and each weight is off by at most half its group's
-scale. "int8" keeps the integers as ``qweight`` int8 ``(out, in)``. "int4" packs two a byte as
-uint8 ``(out, in / 2)``, each as the nibble ``q + 8`` (so the format holds -8..7; the quantizer
-writes -7..7): within a group, byte ``j`` holds input ``j`` in its low nibble and input
-``j + group_size / 2`` in its high one, so each half of a group unpacks with one shift.
-``scales`` is float32 ``(out, in / group_size)``. Both are buffers: the state dict of a quantized
-model holds ``qweight`` and ``scales`` (and the float ``bias``) for each such layer, and
-``cv.save`` / ``load_state_dict`` round-trip it.
+scale. "int8" keeps the integers as int8, one per input. "int4" packs two a byte (:func:`pack_int4`),
+each as the nibble ``q + 8`` (so the format holds -8..7; the quantizer writes -7..7): within a
+group, byte ``j`` holds input ``j`` in its low nibble and input ``j + group_size / 2`` in its high
+one, so each half of a group unpacks with one shift.
+
+The rows are stored in blocks of ``B`` outputs (:func:`block_rows`: 64, or the largest power of
+two dividing ``out_features`` when 64 does not), interleaved: ``qweight`` is int8
+``(out / B, in, B)`` ("int8") or uint8 ``(out / B, in / 2, B)`` ("int4"), where
+``qweight[b, c, l]`` is byte (or integer) ``c`` of output row ``b * B + l``, and ``scales`` is
+float32 ``(out / B, in / group_size, B)`` the same way. So the ``B`` outputs of a block read one
+contiguous run of bytes per input, which a kernel computing them side by side loads as vectors
+(a row-major weight would make it sum each row's groups across vector lanes: 4x slower at one
+token). Both are buffers: the state dict of a quantized model holds ``qweight`` and ``scales``
+(and the float ``bias``) for each such layer, and ``cv.save`` / ``load_state_dict`` round-trip
+it; a state dict in the row-major layout of earlier corvid versions (``qweight`` ``(out, in)`` or
+``(out, in / 2)``, ``scales`` ``(out, in / group_size)``) loads too, converted as it is read.
 
 The kernels: a :class:`QuantizedLinear` computes ``x @ dequantize(w).T + bias`` with ordinary
 tensor ops, so every device runs it. With fewer than :data:`MATMUL_ROWS` rows of input the
 product is written as a broadcast product summed over each group's inputs and over the groups.
 Below 8 rows (a token at a time, as in generation) the scheduler fuses the unpacking and the
 scaling into that reduce: one kernel, which reads the packed bytes and writes no dequantized
-weight. From 8 rows it dequantizes the weight first, in a kernel of its own (the rule by which
+weight; on the CPU it computes a block's ``B`` outputs side by side (the heuristics unroll the
+block, ``codegen/opt.py``), one vector lane each. From 8 rows it dequantizes the weight first, in a kernel of its own (the rule by which
 it stores a value that a kernel would evaluate 8 times per element). From ``MATMUL_ROWS`` rows
 on (a prompt, a training batch) the weight is dequantized once per call into a float32 copy
 laid out as the float matmul's tiled kernel reads it: two kernels, about as fast as a float
@@ -38,10 +48,10 @@ rounded, as a narrow matmul does: the tiles read and write float32 only).
 >>> model = quantize(model, "int4", group_size=32)
 >>> model[0]
 QuantizedLinear(in_features=64, out_features=32, bias=True, mode='int4', group_size=32)
->>> {k: (v.dtype.name, v.shape) for k, v in model[0].state_dict().items()}
-{'bias': ('float32', (32,)), 'qweight': ('uint8', (32, 32)), 'scales': ('float32', (32, 2))}
+>>> {k: (v.dtype.name, v.shape) for k, v in model[0].state_dict().items()}   # one block of 32 rows
+{'bias': ('float32', (32,)), 'qweight': ('uint8', (1, 32, 32)), 'scales': ('float32', (1, 2, 32))}
 >>> err = (model[0].dequantize() - w).abs().reshape(32, 2, 32).max(axis=-1)   # per group
->>> bool((err <= model[0].scales / 2 * (1 + 1e-6)).all())                     # half a scale at most
+>>> bool((err <= row_major(model[0].scales) / 2 * (1 + 1e-6)).all())          # half a scale at most
 True
 >>> x = cv.randn(1, 64)
 >>> len(model[0](x).schedule())                        # unpack, scale and product: one kernel
@@ -66,8 +76,8 @@ from .nn.parameter import Parameter
 from .ops.elementwise import where
 from .tensor import Tensor
 
-__all__ = ["DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedLinear", "dequantize_weight", "load_hints",
-           "pack_int4", "quantize", "quantize_weight", "unpack_int4"]
+__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedLinear", "block_rows", "blocked",
+           "dequantize_weight", "load_hints", "pack_int4", "quantize", "quantize_weight", "row_major", "unpack_int4"]
 
 MODES = ("int8", "int4")
 """The quantization modes: "int8" (a byte a weight) and "int4" (two weights a byte)."""
@@ -85,7 +95,61 @@ rows it stores the dequantized weight first, in the ``(out, in)`` layout that pr
 Measured on 2 cores (AVX-512) at 2048x8192 and 512x2048: the broadcast product is the faster
 form below about 32 rows, the tiled matmul above."""
 
+BLOCK_ROWS = 64
+"""The output rows a block of the stored layout holds (when they divide ``out_features``: see
+:func:`block_rows`). 64 float32 lanes are 4 AVX-512 (8 AVX2) vector accumulators: measured on 2
+cores (Zen 4) at 8192x2048 int4, one token: 0.29 ms with blocks of 64 (the block's loop unrolled),
+3.1 ms with 32, 1.2 ms row-major."""
+
 _QMAX = {"int8": 127, "int4": 7}
+
+
+def block_rows(out_features: int) -> int:
+    """The outputs per block of the stored layout (module docstring): :data:`BLOCK_ROWS`, or the
+    largest power of two dividing ``out_features`` when it does not (1 for an odd count).
+
+    >>> block_rows(8192), block_rows(96), block_rows(10)
+    (64, 32, 2)
+    """
+    return math.gcd(out_features, BLOCK_ROWS)
+
+
+def blocked(a: Any, block: int | None = None) -> Tensor:
+    """A row-major ``(out, c)`` array in the stored layout, ``(out / block, c, block)`` (``block``:
+    :func:`block_rows` of ``out`` unless told): entry ``[b, j, l]`` is ``a[b * block + l, j]``.
+    :func:`row_major` inverts it.
+
+    >>> blocked(cv.Tensor([[1, 2], [3, 4], [5, 6], [7, 8]]), 2).tolist()
+    [[[1, 3], [2, 4]], [[5, 7], [6, 8]]]
+    """
+    from .errors import ShapeError
+
+    a = a if isinstance(a, Tensor) else Tensor(a)
+    if a.ndim != 2:
+        raise ShapeError(f"blocked: expected a row-major array of shape (out, c), got {a.shape}")
+    out, c = a.shape
+    b = block_rows(out) if block is None else block
+    if isinstance(b, bool) or not isinstance(b, int) or b <= 0 or out % b:
+        raise ValueError(f"blocked: block must be a positive int dividing the {out} rows, got {block!r}")
+    return a.reshape(out // b, b, c).permute(0, 2, 1)
+
+
+def row_major(a: Any) -> Tensor:
+    """The row-major ``(out, c)`` array of one in the stored layout ``(out / B, c, B)`` (a 2-d
+    array is returned as it is): the inverse of :func:`blocked`.
+
+    >>> row_major(cv.Tensor([[[1, 3], [2, 4]], [[5, 7], [6, 8]]])).tolist()
+    [[1, 2], [3, 4], [5, 6], [7, 8]]
+    """
+    a = a if isinstance(a, Tensor) else Tensor(a)
+    if a.ndim == 2:
+        return a
+    if a.ndim != 3:
+        from .errors import ShapeError
+
+        raise ShapeError(f"row_major: expected an array of shape (out / B, c, B), got {a.shape}")
+    nb, c, b = a.shape
+    return a.permute(0, 2, 1).reshape(nb * b, c)
 
 Skip = str | Iterable[str] | Callable[[str, Any], bool] | None
 
@@ -126,9 +190,11 @@ def _divisors_hint(n: int, mode: str) -> str:
 def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE
                     ) -> tuple[Tensor, Tensor]:
     """``(qweight, scales)`` of a float weight ``(out_features, in_features)`` in the format of the
-    module docstring: int8 ``(out, in)`` for "int8", packed uint8 ``(out, in / 2)`` for "int4", and
-    float32 scales ``(out, in / group_size)``, each the largest magnitude of its group over 127 or 7.
-    Computed with tensor ops on the weight's device, in float32 (float64 for a float64 weight).
+    module docstring, in blocks of ``B = block_rows(out)`` rows: int8 ``(out / B, in, B)`` for
+    "int8", packed uint8 ``(out / B, in / 2, B)`` for "int4", and float32 scales
+    ``(out / B, in / group_size, B)``, each the largest magnitude of its group over 127 or 7
+    (:func:`row_major` gives the ``(out, ...)`` arrays). Computed with tensor ops on the weight's
+    device, in float32 (float64 for a float64 weight).
 
     ValueError for a mode other than "int8" or "int4", a group size that does not divide
     ``in_features`` (or is odd, for "int4"), or a weight with inf or nan values; ShapeError for a
@@ -136,7 +202,7 @@ def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DE
 
     >>> w = cv.Tensor([[0.5, -1.0, 0.25, 2.0]])
     >>> q, s = quantize_weight(w, "int8", group_size=2)
-    >>> q.tolist(), s.tolist()
+    >>> row_major(q).tolist(), row_major(s).tolist()
     ([[64, -127, 16, 127]], [[0.007874015718698502, 0.015748031437397003]])
     >>> (dequantize_weight(q, s) - w).abs().max().item() <= s.max().item() / 2
     True
@@ -160,10 +226,10 @@ def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DE
             raise ValueError("quantize_weight: the weight has inf or nan values, which no scale represents")
         scale = amax / qmax
         q = where(scale > 0, groups / where(scale > 0, scale, 1), 0).round().clip(-qmax, qmax)
-        scales = scale.reshape(out, n // g).astype(dt.float32)
-        if mode == "int8":
-            return q.astype(dt.int8).reshape(out, n).realize(), scales.realize()
-        return pack_int4(q.astype(dt.int8).reshape(out, n), g).realize(), scales.realize()
+        scales = blocked(scale.reshape(out, n // g).astype(dt.float32)).contiguous()
+        q = q.astype(dt.int8).reshape(out, n)
+        packed = q if mode == "int8" else pack_int4(q, g)
+        return blocked(packed).contiguous().realize(), scales.realize()
 
 
 def _traced(t: Tensor) -> bool:
@@ -198,8 +264,9 @@ def pack_int4(q: Any, group_size: int) -> Tensor:
 
 
 def _nibbles(packed: Tensor, group_size: int) -> Tensor:
-    """The stored nibbles (0..15) of packed int4 weights, as uint8 ``(out, in / group_size, 2,
-    group_size / 2)``: the low and the high nibbles of each group's bytes."""
+    """The stored nibbles (0..15) of packed int4 weights, row-major uint8 ``(out, in / 2)``, as
+    uint8 ``(out, in / group_size, 2, group_size / 2)``: the low and the high nibbles of each
+    group's bytes."""
     out, half = packed.shape
     g = group_size
     shifts = (arange(2, dtype=dt.uint8, device=packed.device) * 4).reshape(1, 1, 2, 1)
@@ -224,8 +291,8 @@ def unpack_int4(packed: Any, group_size: int) -> Tensor:
 
 
 def _layout(qweight: Tensor, scales: Tensor, where: str) -> tuple[str, int, int]:
-    """(mode, in_features, group size) of a quantized weight, read from its dtype and shapes;
-    TypeError/ValueError when they do not make one."""
+    """(mode, in_features, group size) of a quantized weight in the stored layout (or the
+    row-major one), read from its dtype and shapes; TypeError/ValueError when they do not make one."""
     if qweight.dtype == dt.int8:
         mode = "int8"
     elif qweight.dtype == dt.uint8:
@@ -233,9 +300,11 @@ def _layout(qweight: Tensor, scales: Tensor, where: str) -> tuple[str, int, int]
     else:
         raise TypeError(f"{where}: qweight must be int8 (mode 'int8') or packed uint8 (mode 'int4'), "
                         f"got {qweight.dtype.name}")
-    if qweight.ndim != 2 or scales.ndim != 2 or scales.shape[0] != qweight.shape[0] or scales.shape[1] == 0:
+    if qweight.ndim not in (2, 3) or scales.ndim != qweight.ndim or scales.shape[0] != qweight.shape[0] or \
+            scales.shape[1] == 0 or scales.shape[2:] != qweight.shape[2:]:
         raise ValueError(f"{where}: qweight {qweight.shape} and scales {scales.shape} do not fit: expected "
-                         "(out, in) or (out, in / 2) and (out, in / group_size)")
+                         "(out / B, in, B) or (out / B, in / 2, B) and (out / B, in / group_size, B) (or the "
+                         "row-major (out, in) or (out, in / 2) and (out, in / group_size))")
     n = qweight.shape[1] * (2 if mode == "int4" else 1)
     if n % scales.shape[1] or (mode == "int4" and (n // scales.shape[1]) % 2):
         raise ValueError(f"{where}: scales of shape {scales.shape} do not divide the {n} inputs of a "
@@ -243,14 +312,25 @@ def _layout(qweight: Tensor, scales: Tensor, where: str) -> tuple[str, int, int]
     return mode, n, n // scales.shape[1]
 
 
+def _as_blocks(a: Tensor) -> Tensor:
+    """A stored ``(out / B, c, B)`` array as it is, a row-major ``(out, c)`` one as blocks of one row."""
+    return a if a.ndim == 3 else a.reshape(a.shape + (1,))
+
+
 def _grouped(qweight: Tensor, scales: Tensor, mode: str, group_size: int, compute: dt.DType) -> Tensor:
     """The dequantized weight in groups, ``(out, in / group_size, group_size)``, in ``compute``."""
-    out = qweight.shape[0]
+    q, s = _as_blocks(qweight), _as_blocks(scales)
+    nb, _, b = q.shape
+    groups, g = s.shape[1], group_size
     if mode == "int8":
-        values = qweight.reshape(out, -1, group_size).astype(compute)
+        values = q.reshape(nb, groups, g, b).astype(compute)
     else:
-        values = (_nibbles(qweight, group_size).astype(compute) - 8).reshape(out, -1, group_size)
-    return values * scales.astype(compute).reshape(out, -1, 1)
+        p = q.reshape(nb, groups, 1, g // 2, b)
+        shifts = (arange(2, dtype=dt.uint8, device=q.device) * 4).reshape(1, 1, 2, 1, 1)
+        nib = (p.expand(nb, groups, 2, g // 2, b) >> shifts) & 15
+        values = (nib.astype(compute) - 8).reshape(nb, groups, g, b)
+    w = values * s.astype(compute).reshape(nb, groups, 1, b)
+    return w.permute(0, 3, 1, 2).reshape(nb * b, groups, g)
 
 
 def _fused_product(x: Tensor, qweight: Tensor, scales: Tensor, mode: str, group_size: int) -> Tensor:
@@ -260,16 +340,19 @@ def _fused_product(x: Tensor, qweight: Tensor, scales: Tensor, mode: str, group_
     innermost loop walks a group's bytes contiguously: for "int4" the low and the high nibbles of
     a byte are two terms of the sum, each with its half of the group's inputs."""
     rows, n = x.shape
-    out, g, c = qweight.shape[0], group_size, x.dtype
-    s = scales.astype(c).reshape(1, out, n // g, 1)
+    q, sc = _as_blocks(qweight), _as_blocks(scales)
+    nb, _, b = q.shape
+    groups, g, c = n // group_size, group_size, x.dtype
+    s = sc.astype(c).reshape(1, nb, groups, 1, b)
     if mode == "int8":
-        w = qweight.reshape(1, out, n // g, g).astype(c) * s
-        return (x.reshape(rows, 1, n // g, g) * w).sum(axis=(-2, -1))
-    p = qweight.reshape(1, out, n // g, g // 2)
-    halves = x.reshape(rows, 1, n // g, 2, g // 2)
-    low = ((p & 15).astype(c) - 8) * s
-    high = ((p >> 4).astype(c) - 8) * s
-    return (halves[:, :, :, 0] * low + halves[:, :, :, 1] * high).sum(axis=(-2, -1))
+        w = q.reshape(1, nb, groups, g, b).astype(c) * s
+        y = (x.reshape(rows, 1, groups, g, 1) * w).sum(axis=(2, 3))
+    else:
+        p = q.reshape(1, nb, groups, g // 2, b)
+        halves = x.reshape(rows, 1, groups, 2, g // 2, 1)
+        low, high = (p & 15).astype(c) - 8, (p >> 4).astype(c) - 8
+        y = ((halves[:, :, :, 0] * low + halves[:, :, :, 1] * high) * s).sum(axis=(2, 3))
+    return y.reshape(rows, nb * b)
 
 
 def dequantize_weight(qweight: Any, scales: Any, dtype: Any = dt.float32) -> Tensor:
@@ -279,7 +362,7 @@ def dequantize_weight(qweight: Any, scales: Any, dtype: Any = dt.float32) -> Ten
     TypeError or ValueError when ``qweight`` and ``scales`` do not make a quantized weight.
 
     >>> q, s = quantize_weight(cv.Tensor([[1.2, -2.6, 3.5, 7.0]]), "int4", group_size=4)
-    >>> s.tolist(), dequantize_weight(q, s).tolist()      # scale 7 / 7; 3.5 rounds half to even
+    >>> row_major(s).tolist(), dequantize_weight(q, s).tolist()      # scale 7 / 7; 3.5 rounds half to even
     ([[1.0]], [[1.0, -3.0, 4.0, 7.0]])
     """
     q = qweight if isinstance(qweight, Tensor) else Tensor(qweight)
@@ -287,7 +370,8 @@ def dequantize_weight(qweight: Any, scales: Any, dtype: Any = dt.float32) -> Ten
     mode, n, g = _layout(q, s, "dequantize_weight")
     target = dt.to_dtype(dtype)
     compute = dt.float64 if target == dt.float64 else dt.float32
-    return _grouped(q, s, mode, g, compute).reshape(q.shape[0], n).astype(target)
+    out = q.shape[0] * (q.shape[2] if q.ndim == 3 else 1)
+    return _grouped(q, s, mode, g, compute).reshape(out, n).astype(target)
 
 
 class QuantizedLinear(Module):
@@ -337,9 +421,10 @@ class QuantizedLinear(Module):
             raise TypeError(f"QuantizedLinear: dtype must be a floating-point dtype, got {self.dtype.name}")
         packed = in_features // 2 if mode == "int4" else in_features
         qdtype = dt.uint8 if mode == "int4" else dt.int8
-        self.register_buffer("qweight", zeros(out_features, packed, dtype=qdtype, device=device))
-        self.register_buffer("scales", zeros(out_features, in_features // self.group_size, dtype=dt.float32,
-                                             device=device))
+        b = block_rows(out_features)
+        self.register_buffer("qweight", zeros(out_features // b, packed, b, dtype=qdtype, device=device))
+        self.register_buffer("scales", zeros(out_features // b, in_features // self.group_size, b,
+                                             dtype=dt.float32, device=device))
         self.bias = Parameter(zeros(out_features, dtype=self.dtype, device=device)) if bias else None
 
     @classmethod
@@ -352,8 +437,8 @@ class QuantizedLinear(Module):
 
         >>> from corvid import nn
         >>> q = QuantizedLinear.from_linear(nn.Linear(256, 4, bias=False), "int4")
-        >>> q.qweight.shape, q.scales.shape, q.bias is None
-        ((4, 128), (4, 2), True)
+        >>> q.qweight.shape, q.scales.shape, q.bias is None       # (one block of 4 rows)
+        ((1, 128, 4), (1, 2, 4), True)
         """
         if not isinstance(linear, Linear):
             raise TypeError(f"QuantizedLinear.from_linear: expected an nn.Linear, got {type(linear).__name__}")
@@ -397,9 +482,10 @@ class QuantizedLinear(Module):
         lead, n, out = x.shape[:-1], self.in_features, self.out_features
         rows = math.prod(lead)
         mode, _, g = _layout(self.qweight, self.scales, "QuantizedLinear")
-        if (mode, g, self.qweight.shape[0]) != (self.mode, self.group_size, out):
+        held = math.prod(self.qweight.shape[::2])
+        if (mode, g, held) != (self.mode, self.group_size, out):
             raise ValueError(f"QuantizedLinear({self.extra_repr()}): its buffers hold {mode} weights with "
-                             f"group_size={g} for {self.qweight.shape[0]} outputs")
+                             f"group_size={g} for {held} outputs")
         with autocast(enabled=False):
             xs = x.astype(compute).reshape(rows, n)
             if rows < MATMUL_ROWS:
@@ -416,6 +502,15 @@ class QuantizedLinear(Module):
                 # projection of a 512-token prompt took 250 ms, most of a prefill)
                 y = y.contiguous()
         return y.reshape(lead + (out,)).astype(out_dtype)
+
+    def _load_value(self, name: str, value: Tensor) -> Tensor:
+        """A state dict's ``qweight`` or ``scales`` in the row-major layout of earlier corvid
+        versions (2-d, with this layer's rows) in the stored layout (``load_state_dict`` calls
+        this before it compares shapes); anything else as it is."""
+        if name in ("qweight", "scales") and value.ndim == 2 and value.shape[0] == self.out_features and \
+                self.__dict__[name].ndim == 3:
+            return blocked(value, self.__dict__[name].shape[2])
+        return value
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

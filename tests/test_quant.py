@@ -14,8 +14,8 @@ import pytest
 import corvid as cv
 from corvid import models, nn
 from corvid.nn import functional as F
-from corvid.quant import (MATMUL_ROWS, QuantizedLinear, dequantize_weight, pack_int4, quantize, quantize_weight,
-                          unpack_int4)
+from corvid.quant import (MATMUL_ROWS, QuantizedLinear, block_rows, blocked, dequantize_weight, pack_int4, quantize,
+                          quantize_weight, row_major, unpack_int4)
 
 rng = np.random.default_rng(0)
 QMAX = {"int8": 127, "int4": 7}
@@ -66,15 +66,17 @@ def test_quantize_weight_matches_numpy(mode, g):
     q, s = quantize_weight(cv.Tensor(w), mode, g)
     gs = 256 if g is None else g
     ref_q, ref_s = ref_quantize(w, mode, gs)
-    assert s.dtype == cv.float32 and s.shape == (6, 256 // gs)
-    np.testing.assert_array_equal(s.numpy(), ref_s)
+    # (6 rows: blocks of 2, interleaved: [b, c, l] is row 2b + l)
+    assert s.dtype == cv.float32 and s.shape == (3, 256 // gs, 2)
+    np.testing.assert_array_equal(s.numpy(), ref_s.reshape(3, 2, -1).transpose(0, 2, 1))
+    np.testing.assert_array_equal(row_major(s).numpy(), ref_s)
     if mode == "int8":
-        assert q.dtype == cv.int8 and q.shape == (6, 256)
-        np.testing.assert_array_equal(q.numpy(), ref_q)
+        assert q.dtype == cv.int8 and q.shape == (3, 256, 2)
+        np.testing.assert_array_equal(row_major(q).numpy(), ref_q)
     else:
-        assert q.dtype == cv.uint8 and q.shape == (6, 128)
-        np.testing.assert_array_equal(q.numpy(), ref_pack(ref_q, gs))
-        np.testing.assert_array_equal(unpack_int4(q, gs).numpy(), ref_q)
+        assert q.dtype == cv.uint8 and q.shape == (3, 128, 2)
+        np.testing.assert_array_equal(row_major(q).numpy(), ref_pack(ref_q, gs))
+        np.testing.assert_array_equal(unpack_int4(row_major(q), gs).numpy(), ref_q)
     assert np.abs(ref_q).max() <= QMAX[mode]
     # the round trip: each weight within half its group's scale (plus float32 rounding of q * s)
     back = dequantize_weight(q, s).numpy()
@@ -90,10 +92,10 @@ def test_quantize_weight_of_other_dtypes():
         q, s = quantize_weight(cv.Tensor(w).astype(dtype), "int8", 32)
         ref_q, ref_s = ref_quantize(cv.Tensor(w).astype(dtype).numpy().astype(np.float32), "int8", 32)
         if dtype == cv.float64:  # (computed in float64: scales rounded to float32 once at the end)
-            assert np.abs(q.numpy().astype(int) - ref_q).max() <= 1
+            assert np.abs(row_major(q).numpy().astype(int) - ref_q).max() <= 1
         else:
-            np.testing.assert_array_equal(q.numpy(), ref_q)
-            np.testing.assert_array_equal(s.numpy(), ref_s)
+            np.testing.assert_array_equal(row_major(q).numpy(), ref_q)
+            np.testing.assert_array_equal(row_major(s).numpy(), ref_s)
     assert dequantize_weight(q, s, cv.float64).dtype == cv.float64
 
 
@@ -156,8 +158,8 @@ def test_one_kernel_reads_the_packed_weight(mode):
     kernels = q(x).schedule()
     assert len(kernels) == 1, kernels
     inputs = {(i.dtype, i.shape) for i in kernels[0].inputs}
-    packed = (cv.int8, (512, 256)) if mode == "int8" else (cv.uint8, (512, 128))
-    assert packed in inputs and (cv.float32, (512, 4)) in inputs
+    packed = (cv.int8, (8, 256, 64)) if mode == "int8" else (cv.uint8, (8, 128, 64))  # (blocks of 64 rows)
+    assert packed in inputs and (cv.float32, (8, 4, 64)) in inputs
     assert not any(i.dtype == cv.float32 and i.numel >= 512 * 256 for i in kernels[0].inputs)
     # a batch of a few rows too, and the same layer through a 3-d input
     assert len(q(cv.randn(2, 1, 256).realize()).schedule()) == 1
@@ -309,7 +311,7 @@ def test_state_dict_round_trip_through_safetensors(mode, tmp_path):
     cv.save(path, net.state_dict())
     with cv.safe_open(path) as f:
         assert f.get_tensor("blocks.0.proj.qweight").dtype == (cv.int8 if mode == "int8" else cv.uint8)
-        assert f.get_tensor("blocks.0.proj.scales").shape == (64, 2)
+        assert f.get_tensor("blocks.0.proj.scales").shape == (1, 2, 64)
     cv.manual_seed(5)
     fresh = quantize(Net(), mode, group_size=32)
     assert fresh.load_state_dict(cv.load(path)) == nn.IncompatibleKeys([], [])
@@ -321,6 +323,52 @@ def test_state_dict_round_trip_through_safetensors(mode, tmp_path):
                               if k.startswith("blocks.0.proj.")})
     x = cv.randn(2, 64)
     np.testing.assert_array_equal(skeleton(x).numpy(), net.blocks[0].proj(x).numpy())
+
+
+@pytest.mark.parametrize("out", [64, 192, 96, 10, 1])
+def test_blocked_layout(out):
+    """Blocks of 64 rows (or the largest power of two dividing the row count), interleaved:
+    qweight[b, c, l] is byte c of row b * B + l, and the same for the scales."""
+    b = block_rows(out)
+    assert b == {64: 64, 192: 64, 96: 32, 10: 2, 1: 1}[out]
+    w = weights(out, 64) if out > 2 else rng.standard_normal((out, 64)).astype(np.float32)
+    for mode in ("int8", "int4"):
+        q, s = quantize_weight(cv.Tensor(w), mode, 32)
+        ref_q, ref_s = ref_quantize(w, mode, 32)
+        rows = ref_q if mode == "int8" else ref_pack(ref_q, 32)
+        for got, want in ((q, rows), (s, ref_s)):
+            assert got.shape == (out // b, want.shape[1], b)
+            for r in {0, out - 1, out // 2}:
+                np.testing.assert_array_equal(got.numpy()[r // b, :, r % b], want[r])
+            np.testing.assert_array_equal(blocked(cv.Tensor(want)).numpy(), got.numpy())
+    np.testing.assert_array_equal(row_major(blocked(cv.Tensor(w), 2 if out % 2 == 0 else 1)).numpy(), w)
+    with pytest.raises(ValueError, match="block must be a positive int dividing the"):
+        blocked(cv.Tensor(w), 3 if out % 3 else 128)
+    with pytest.raises(cv.ShapeError, match="expected a row-major array of shape"):
+        blocked(cv.Tensor(w.reshape(-1)))
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_a_row_major_state_dict_of_earlier_versions_loads(mode, tmp_path):
+    """corvid before the blocked layout saved qweight (out, in or in / 2) and scales (out, groups)
+    row-major: such a file loads into today's layers, converted, and computes the same outputs."""
+    net = quantize(Net(), mode, group_size=32)
+    old = {k: (row_major(v) if k.endswith(("qweight", "scales")) else v) for k, v in net.state_dict().items()}
+    assert old["blocks.0.proj.qweight"].shape == ((64, 64) if mode == "int8" else (64, 32))
+    path = str(tmp_path / "old.safetensors")
+    cv.save(path, old)
+    fresh = quantize(Net(), mode, group_size=32)
+    fresh.load_state_dict(cv.load(path))
+    ids = cv.Tensor([[1, 2, 3, 4]])
+    np.testing.assert_array_equal(fresh(ids).numpy(), net(ids).numpy())
+    # the row-major arrays themselves are quantized weights too (blocks of one row)
+    layer = net.blocks[0].proj
+    np.testing.assert_array_equal(dequantize_weight(old["blocks.0.proj.qweight"], old["blocks.0.proj.scales"]).numpy(),
+                                  layer.dequantize().numpy())
+    # and a wrong shape is still refused, naming it
+    bad = dict(old, **{"blocks.0.proj.scales": old["blocks.0.proj.scales"][:, :1]})
+    with pytest.raises(RuntimeError, match="size mismatch for blocks.0.proj.scales"):
+        quantize(Net(), mode, group_size=32).load_state_dict(bad)
 
 
 def test_loading_errors_say_how_to_fit():

@@ -434,7 +434,7 @@ class Module:
             if key not in state_dict:
                 continue
             t = m.__dict__[name]
-            v = _as_tensor(state_dict[key], t.device)
+            v = m._load_value(name, _as_tensor(state_dict[key], t.device))
             if v.shape != t.shape:
                 errors.append(f"size mismatch for {key}: copying a value with shape {v.shape} from the state "
                               f"dict, the shape in the current model is {t.shape}.")
@@ -463,6 +463,12 @@ class Module:
                     if not tracing():
                         t.realize()
         return IncompatibleKeys(missing, unexpected)
+
+    def _load_value(self, name: str, value: Tensor) -> Tensor:
+        """The value ``load_state_dict`` gives the parameter or buffer ``name`` for ``value`` (a
+        state dict's entry, as a tensor on its device): ``value`` itself here; a module whose
+        stored layout changed converts an older one (``corvid.quant.QuantizedLinear``)."""
+        return value
 
     def _state_places(self, prefix: str = "") -> Iterator[tuple[str, tuple[Module, str]]]:
         d = self.__dict__
