@@ -30,17 +30,17 @@ it; a state dict in the row-major layout of earlier corvid versions (``qweight``
 ``(out, in / 2)``, ``scales`` ``(out, in / group_size)``) loads too, converted as it is read.
 
 The kernels: a :class:`QuantizedLinear` computes ``x @ dequantize(w).T + bias`` with ordinary
-tensor ops, so every device runs it. With fewer than :data:`MATMUL_ROWS` rows of input the
-product is written as a broadcast product summed over each group's inputs and over the groups.
-Below 8 rows (a token at a time, as in generation) the scheduler fuses the unpacking and the
-scaling into that reduce: one kernel, which reads the packed bytes and writes no dequantized
-weight; on the CPU it computes a block's ``B`` outputs side by side (the heuristics unroll the
-block, ``codegen/opt.py``), one vector lane each. From 8 rows it dequantizes the weight first, in a kernel of its own (the rule by which
-it stores a value that a kernel would evaluate 8 times per element). From ``MATMUL_ROWS`` rows
-on (a prompt, a training batch) the weight is dequantized once per call into a float32 copy
-laid out as the float matmul's tiled kernel reads it: two kernels, about as fast as a float
-``Linear`` (a narrow input is converted first and the float32 product stored before it is
-rounded, as a narrow matmul does: the tiles read and write float32 only).
+tensor ops, so every device runs it. With fewer than :data:`MATMUL_ROWS` rows of input the product
+is written as a broadcast product summed over each group's inputs and over the groups. Below 8 rows
+(a token at a time, as in generation) the scheduler fuses the unpacking and the scaling into that
+reduce: one kernel, which reads the packed bytes and writes no dequantized weight; on the CPU it
+computes a block's ``B`` outputs side by side (the heuristics unroll the block,
+``codegen/opt.py``), one vector lane each. From 8 rows it dequantizes the weight first, in a kernel
+of its own (the rule by which it stores a value that a kernel would evaluate 8 times per element).
+From ``MATMUL_ROWS`` rows on (a prompt, a training batch) the weight is dequantized once per call
+into a float32 copy laid out as the float matmul's tiled kernel reads it: two kernels, about as
+fast as a float ``Linear`` (a narrow input is converted first and the float32 product stored before
+it is rounded, as a narrow matmul does: the tiles read and write float32 only).
 
 >>> from corvid import nn
 >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))
