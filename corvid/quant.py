@@ -76,7 +76,8 @@ from .nn.parameter import Parameter
 from .ops.elementwise import where
 from .tensor import Tensor
 
-__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedLinear", "block_rows", "blocked",
+__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedEmbedding", "QuantizedLinear",
+           "block_rows", "blocked",
            "dequantize_weight", "load_hints", "pack_int4", "quantize", "quantize_weight", "row_major", "unpack_int4"]
 
 MODES = ("int8", "int4")
@@ -469,39 +470,7 @@ class QuantizedLinear(Module):
         return self.dequantize()
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x if isinstance(x, Tensor) else Tensor(x)
-        if x.ndim == 0 or x.shape[-1] != self.in_features:
-            raise shape_error(self, f"(*, {self.in_features})", x)
-        if x.dtype.is_complex:
-            raise TypeError(f"QuantizedLinear: complex inputs are not supported, got {x.dtype.name}")
-        low = autocast_dtype()
-        out_dtype = low or (x.dtype if x.dtype.is_float else dt.float32)
-        if low is not None and x.dtype in (dt.float32, dt.float64):
-            x = x.astype(low)  # (the input rounded as a product under autocast reads it)
-        compute = dt.float64 if x.dtype == dt.float64 else dt.float32
-        lead, n, out = x.shape[:-1], self.in_features, self.out_features
-        rows = math.prod(lead)
-        mode, _, g = _layout(self.qweight, self.scales, "QuantizedLinear")
-        held = math.prod(self.qweight.shape[::2])
-        if (mode, g, held) != (self.mode, self.group_size, out):
-            raise ValueError(f"QuantizedLinear({self.extra_repr()}): its buffers hold {mode} weights with "
-                             f"group_size={g} for {held} outputs")
-        with autocast(enabled=False):
-            xs = x.astype(compute).reshape(rows, n)
-            if rows < MATMUL_ROWS:
-                y = _fused_product(xs, self.qweight, self.scales, mode, g)
-            else:
-                if x.dtype != compute:  # (converted once: the tiled product's loads of a narrow x converted at every use)
-                    xs = xs.contiguous()
-                y = xs @ _grouped(self.qweight, self.scales, mode, g, compute).reshape(out, n).T
-            if self.bias is not None:
-                y = y + self.bias.astype(compute)
-            if rows >= MATMUL_ROWS and out_dtype != compute:
-                # (the tiled product stores float32 vectors: with the rounding to a narrow output
-                # and a consumer's view fused in, it was left untiled: a bfloat16 model's key
-                # projection of a 512-token prompt took 250 ms, most of a prefill)
-                y = y.contiguous()
-        return y.reshape(lead + (out,)).astype(out_dtype)
+        return _quantized_product(self, x, self.in_features, self.out_features, self.mode, self.group_size, self.bias)
 
     def _load_value(self, name: str, value: Tensor) -> Tensor:
         """A state dict's ``qweight`` or ``scales`` in the row-major layout of earlier corvid
@@ -517,7 +486,175 @@ class QuantizedLinear(Module):
                 f"bias={self.bias is not None}, mode={self.mode!r}, group_size={self.group_size}")
 
 
-def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE, skip: Skip = None) -> Any:
+def _quantized_product(layer: Module, x: Any, n: int, out: int, want_mode: str, want_group: int,
+                       bias: Tensor | None) -> Tensor:
+    """``x @ dequantize(w).T (+ bias)`` of ``layer``'s ``qweight`` and ``scales``: the forward of
+    :class:`QuantizedLinear` and the tied output head of :class:`QuantizedEmbedding` (module
+    docstring: the fused product below :data:`MATMUL_ROWS` rows, else a dequantized copy and the
+    float matmul)."""
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    if x.ndim == 0 or x.shape[-1] != n:
+        raise shape_error(layer, f"(*, {n})", x)
+    if x.dtype.is_complex:
+        raise TypeError(f"{type(layer).__name__}: complex inputs are not supported, got {x.dtype.name}")
+    qweight, scales = layer.qweight, layer.scales
+    low = autocast_dtype()
+    out_dtype = low or (x.dtype if x.dtype.is_float else dt.float32)
+    if low is not None and x.dtype in (dt.float32, dt.float64):
+        x = x.astype(low)  # (the input rounded as a product under autocast reads it)
+    compute = dt.float64 if x.dtype == dt.float64 else dt.float32
+    lead = x.shape[:-1]
+    rows = math.prod(lead)
+    mode, _, g = _layout(qweight, scales, type(layer).__name__)
+    held = math.prod(qweight.shape[::2])
+    if (mode, g, held) != (want_mode, want_group, out):
+        raise ValueError(f"{type(layer).__name__}({layer.extra_repr()}): its buffers hold {mode} weights with "
+                         f"group_size={g} for {held} outputs")
+    with autocast(enabled=False):
+        xs = x.astype(compute).reshape(rows, n)
+        if rows < MATMUL_ROWS:
+            y = _fused_product(xs, qweight, scales, mode, g)
+        else:
+            if x.dtype != compute:  # (converted once: the tiled product's loads of a narrow x converted at every use)
+                xs = xs.contiguous()
+            y = xs @ _grouped(qweight, scales, mode, g, compute).reshape(out, n).T
+        if bias is not None:
+            y = y + bias.astype(compute)
+        if rows >= MATMUL_ROWS and out_dtype != compute:
+            # (the tiled product stores float32 vectors: with the rounding to a narrow output
+            # and a consumer's view fused in, it was left untiled: a bfloat16 model's key
+            # projection of a 512-token prompt took 250 ms, most of a prefill)
+            y = y.contiguous()
+    return y.reshape(lead + (out,)).astype(out_dtype)
+
+
+class QuantizedEmbedding(Module):
+    """An embedding table stored quantized, as :class:`QuantizedLinear` stores a weight (the
+    rows are the embeddings, the groups run along ``embedding_dim``): ``forward(ids)`` looks the
+    rows up and dequantizes only those, in the layer's ``dtype``; :meth:`attend` is the output
+    head tied to the table (``h @ table.T``, the fused product of :class:`QuantizedLinear`), so
+    a language model with tied embeddings reads its largest matrix quantized at every token.
+    ``cv.quantize(model, mode, embeddings=True)`` makes them of a model's ``nn.Embedding`` layers.
+
+    ``QuantizedEmbedding(num_embeddings, embedding_dim, mode="int8", group_size=128,
+    padding_idx=None, device=None, dtype=None)`` makes one with zero weights (the skeleton a
+    state dict loads into); :meth:`from_embedding` quantizes an ``nn.Embedding``. The table is
+    frozen (two buffers, no parameter). ``padding_idx`` is kept for the repr (it only changes
+    gradients, and the table has none).
+
+    >>> from corvid import nn
+    >>> emb = nn.Embedding(100, 64)
+    >>> q = QuantizedEmbedding.from_embedding(emb, "int8", group_size=32)
+    >>> ids = cv.Tensor([[3, 7, 3]])
+    >>> bool(((q(ids) - emb(ids)).abs() <= 0.03).all()), q(ids).shape
+    (True, (1, 3, 64))
+    >>> h = cv.randn(2, 64)
+    >>> bool(((q.attend(h) - h @ q.dequantize().T).abs() < 1e-4).all())
+    True
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "int8",
+                 group_size: int | None = DEFAULT_GROUP_SIZE, padding_idx: int | None = None,
+                 device: str | None = None, dtype: Any = None):
+        super().__init__()
+        for name, v in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"QuantizedEmbedding: {name} must be a positive int, got {v!r}")
+        self.mode = _check_mode(mode, "QuantizedEmbedding")
+        self.group_size = _check_group(group_size, embedding_dim, mode, "QuantizedEmbedding")
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.dtype = dt.float32 if dtype is None else dt.to_dtype(dtype)
+        if not self.dtype.is_float:
+            raise TypeError(f"QuantizedEmbedding: dtype must be a floating-point dtype, got {self.dtype.name}")
+        packed = embedding_dim // 2 if mode == "int4" else embedding_dim
+        b = block_rows(num_embeddings)
+        self.register_buffer("qweight", zeros(num_embeddings // b, packed, b,
+                                              dtype=dt.uint8 if mode == "int4" else dt.int8, device=device))
+        self.register_buffer("scales", zeros(num_embeddings // b, embedding_dim // self.group_size, b,
+                                             dtype=dt.float32, device=device))
+
+    @classmethod
+    def from_embedding(cls, embedding: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE
+                       ) -> QuantizedEmbedding:
+        """The quantized form of an ``nn.Embedding`` (left unchanged): its table quantized by
+        :func:`quantize_weight`, its ``dtype`` the table's. TypeError for anything else;
+        ValueError as :func:`quantize_weight`, and for an embedding with ``max_norm`` (which
+        renormalizes the table in place at each lookup: a frozen table cannot)."""
+        from .nn.embedding import Embedding
+
+        if not isinstance(embedding, Embedding):
+            raise TypeError(f"QuantizedEmbedding.from_embedding: expected an nn.Embedding, got "
+                            f"{type(embedding).__name__}")
+        if embedding.max_norm is not None:
+            raise ValueError("QuantizedEmbedding.from_embedding: an embedding with max_norm renormalizes its table "
+                             "in place at each lookup, which a quantized table cannot; skip it")
+        return _quantized_embedding(embedding.weight, mode, group_size, embedding.padding_idx)
+
+    def dequantize(self, dtype: Any = None) -> Tensor:
+        """The table ``(num_embeddings, embedding_dim)`` in ``dtype`` (the layer's unless told)."""
+        return dequantize_weight(self.qweight, self.scales, self.dtype if dtype is None else dtype)
+
+    @property
+    def weight(self) -> Tensor:
+        """The dequantized table (a value computed from the buffers: reading it computes the
+        whole table; a lookup and :meth:`attend` do not)."""
+        return self.dequantize()
+
+    def forward(self, ids: Any) -> Tensor:
+        from .nn.embedding import _indices
+
+        idx = _indices(ids, "QuantizedEmbedding")
+        if not _traced(idx) and idx.size and bool(((idx < -self.num_embeddings) | (idx >= self.num_embeddings)).any()):
+            raise IndexError(f"QuantizedEmbedding: an index is out of range for {self.num_embeddings} embeddings")
+        idx = where(idx < 0, idx + self.num_embeddings, idx)
+        q, s = self._rows(self.qweight, idx), self._rows(self.scales, idx)  # (the rows looked up, still packed)
+        lead, groups, g = q.shape[:-1], self.embedding_dim // self.group_size, self.group_size
+        if self.mode == "int8":
+            values = q.reshape(lead + (groups, g)).astype(dt.float32)
+        else:
+            p = q.reshape(lead + (groups, 1, g // 2))
+            shifts = (arange(2, dtype=dt.uint8, device=q.device) * 4).reshape(2, 1)
+            values = ((p >> shifts) & 15).astype(dt.float32).reshape(lead + (groups, g)) - 8
+        return (values * s.reshape(lead + (groups, 1))).reshape(lead + (self.embedding_dim,)).astype(self.dtype)
+
+    @staticmethod
+    def _rows(table: Tensor, idx: Tensor) -> Tensor:
+        """The rows ``idx`` of a table in the stored layout ``(n / B, c, B)``, ``idx.shape + (c,)``:
+        one gather from the flat table (row ``r``'s entry ``j`` is at ``(r // B * c + j) * B + r % B``),
+        which reads those rows only (the row-major view of the table is not a view: a copy of it all)."""
+        _, c, b = table.shape
+        base = (idx // b) * (c * b) + idx % b
+        flat = base.unsqueeze(-1) + arange(c, dtype=base.dtype, device=table.device) * b
+        return table.reshape(-1)[flat]
+
+    def attend(self, h: Any) -> Tensor:
+        """``h @ table.T``: the logits of an output head tied to this table, ``(*, num_embeddings)``
+        for ``h`` of shape ``(*, embedding_dim)``, computed as :class:`QuantizedLinear` computes
+        its product (the table never dequantized whole below :data:`MATMUL_ROWS` rows)."""
+        return _quantized_product(self, h, self.embedding_dim, self.num_embeddings, self.mode, self.group_size, None)
+
+    def _load_value(self, name: str, value: Tensor) -> Tensor:
+        if name in ("qweight", "scales") and value.ndim == 2 and value.shape[0] == self.num_embeddings:
+            return blocked(value, self.__dict__[name].shape[2])
+        return value
+
+    def extra_repr(self) -> str:
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return (f"{self.num_embeddings}, {self.embedding_dim}{pad}, mode={self.mode!r}, "
+                f"group_size={self.group_size}")
+
+
+def _quantized_embedding(weight: Tensor, mode: str, group_size: int | None,
+                         padding_idx: int | None = None) -> QuantizedEmbedding:
+    """The :class:`QuantizedEmbedding` of a float table ``(num, dim)``, its buffers realized."""
+    num, dim = weight.shape
+    layer = QuantizedEmbedding(num, dim, mode, group_size, padding_idx, weight.device, weight.dtype)
+    layer.qweight, layer.scales = quantize_weight(weight, mode, layer.group_size)
+    return layer
+
+
+def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE, skip: Skip = None,
+             embeddings: bool = False) -> Any:
     """Replace every ``nn.Linear`` layer of ``model`` by a :class:`QuantizedLinear` (its weight
     quantized to ``mode``, "int8" or "int4", with ``group_size`` inputs a scale: see the module
     docstring), in place, and return ``model``. ``cv.quantize`` is this function.
@@ -525,10 +662,12 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
     ``skip`` keeps layers in floating point: a name or a sequence of names, each matching the
     ``Linear`` layers whose qualified name (as in ``named_modules``) is that name or ends with
     ``"."`` and it (``"lm_head"``, ``"mlp.down_proj"``, ``"model.layers.0.self_attn.q_proj"``);
-    or a predicate ``skip(name, layer) -> bool``. Embeddings, norms and everything that is not a
-    ``Linear`` stay as they are anyway, and so does code that reads a ``Linear``'s ``weight``
-    itself (a language model's head tied to its embedding). Layers quantized before are left
-    alone, and a ``Linear`` held in several places becomes one ``QuantizedLinear``, everywhere.
+    or a predicate ``skip(name, layer) -> bool``. Norms and everything that is not a ``Linear``
+    stay as they are, and so do embeddings unless ``embeddings=True``, which replaces every
+    ``nn.Embedding`` by a :class:`QuantizedEmbedding` in the same mode and group size (``skip``
+    applies to them too): a language model's output head tied to its embedding then reads the
+    quantized table (:meth:`QuantizedEmbedding.attend`). Layers quantized before are left alone,
+    and a layer held in several places becomes one quantized layer, everywhere.
     When ``model`` is itself a ``Linear``, which cannot be replaced in place, its quantized form
     is returned (:meth:`QuantizedLinear.from_linear`).
 
@@ -536,6 +675,8 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
     that does not divide the ``in_features`` of a layer (naming them: skip them, or choose
     another size, or ``group_size=None`` for a scale per output row), and for a name in ``skip``
     that matches no ``Linear`` layer (a misspelt name would otherwise be quantized silently).
+    ``embeddings=True``: ValueError too for a group size that does not divide an embedding's
+    dimension, or an embedding with ``max_norm``.
 
     >>> from corvid import nn
     >>> class Net(nn.Module):
@@ -557,14 +698,49 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
     """
     mode = _check_mode(mode, "quantize")
     _check_group_value(group_size, "quantize")
+    if not isinstance(embeddings, bool):
+        raise TypeError(f"quantize: embeddings must be True or False, got {embeddings!r}")
     if isinstance(model, Linear):
         return QuantizedLinear.from_linear(model, mode, group_size)
     if not isinstance(model, Module):
         raise TypeError(f"quantize: expected an nn.Module, got {type(model).__name__}")
-    chosen = _to_quantize(model, mode, group_size, skip)
-    swap = {key: QuantizedLinear.from_linear(m, mode, group_size) for key, (_, m) in chosen.items()}
+    chosen = _to_quantize(model, mode, group_size, skip, embeddings=embeddings)
+    tables = _embeddings_to_quantize(model, mode, group_size, skip) if embeddings else {}
+    swap: dict[int, Module] = {key: QuantizedLinear.from_linear(m, mode, group_size) for key, (_, m) in chosen.items()}
+    swap.update({key: QuantizedEmbedding.from_embedding(m, mode, group_size) for key, (_, m) in tables.items()})
     replace_modules(model, swap)
     return model
+
+
+def _embeddings_to_quantize(model: Module, mode: str, group_size: int | None, skip: Skip = None,
+                            where: str = "quantize") -> dict[int, tuple[str, Any]]:
+    """``{id(layer): (name, layer)}`` of the ``nn.Embedding`` layers ``quantize(...,
+    embeddings=True)`` replaces, all checked first (ValueError naming those that do not fit)."""
+    from .nn.embedding import Embedding
+
+    found: dict[int, tuple[str, Any]] = {}
+    for name, m in model.named_modules():
+        if isinstance(m, Embedding) and id(m) not in found:
+            found[id(m)] = (name, m)
+    if callable(skip) and not isinstance(skip, str):
+        found = {key: (name, m) for key, (name, m) in found.items() if not skip(name, m)}
+    elif skip is not None:
+        names = [skip] if isinstance(skip, str) else list(skip)
+        found = {key: (name, m) for key, (name, m) in found.items()
+                 if not any(name == t or name.endswith("." + t) for t in names)}
+    misfits = []
+    for name, m in found.values():
+        if m.max_norm is not None:
+            raise ValueError(f"{where}: the embedding {name or '(the model)'} has max_norm, which renormalizes its "
+                             "table in place at each lookup; a quantized table cannot (skip it)")
+        try:
+            _check_group(group_size, m.embedding_dim, mode, where)
+        except ValueError:
+            misfits.append(f"{name} ({m.embedding_dim})")
+    if misfits:
+        raise ValueError(f"{where}: group_size={group_size} does not divide the embedding_dim of {', '.join(misfits)}; "
+                         "skip those embeddings, use a divisor, or group_size=None for one group per row")
+    return found
 
 
 def _quantized_layer(weight: Tensor, bias: Any, mode: str, group_size: int | None,
@@ -581,7 +757,7 @@ def _quantized_layer(weight: Tensor, bias: Any, mode: str, group_size: int | Non
 
 
 def _to_quantize(model: Module, mode: str, group_size: int | None, skip: Skip = None,
-                 where: str = "quantize") -> dict[int, tuple[str, Linear]]:
+                 where: str = "quantize", embeddings: bool = False) -> dict[int, tuple[str, Linear]]:
     """``{id(layer): (name, layer)}`` of the ``Linear`` layers :func:`quantize` replaces (each
     once, under its first name in ``named_modules``), all checked first: ValueError naming the
     layers whose ``in_features`` ``group_size`` does not divide (or an unknown ``skip`` name).
@@ -590,7 +766,7 @@ def _to_quantize(model: Module, mode: str, group_size: int | None, skip: Skip = 
     for name, m in model.named_modules():
         if isinstance(m, Linear) and id(m) not in linears:
             linears[id(m)] = (name, m)
-    kept = _skipped(model, linears, skip)
+    kept = _skipped(model, linears, skip, embeddings)
     chosen = {key: (name, m) for key, (name, m) in linears.items() if key not in kept}
     misfits = []
     for name, m in chosen.values():
@@ -608,8 +784,12 @@ def _to_quantize(model: Module, mode: str, group_size: int | None, skip: Skip = 
     return chosen
 
 
-def _skipped(model: Module, linears: dict[int, tuple[str, Linear]], skip: Skip) -> set[int]:
-    """The ids of the Linear layers ``skip`` keeps in floating point."""
+def _skipped(model: Module, linears: dict[int, tuple[str, Linear]], skip: Skip, embeddings: bool = False) -> set[int]:
+    """The ids of the Linear layers ``skip`` keeps in floating point (``embeddings``: a name may
+    also match an embedding, which ``quantize(..., embeddings=True)`` would replace)."""
+    from .nn.embedding import Embedding
+
+    kinds: tuple[type, ...] = (Linear, Embedding) if embeddings else (Linear,)
     if skip is None:
         return set()
     if callable(skip) and not isinstance(skip, str):
@@ -621,7 +801,7 @@ def _skipped(model: Module, linears: dict[int, tuple[str, Linear]], skip: Skip) 
     kept: set[int] = set()
     every = [(name, m) for name, m in model.named_modules(remove_duplicate=False) if name]
     for t in names:
-        hits = [m for name, m in every if (name == t or name.endswith("." + t)) and isinstance(m, Linear)]
+        hits = [m for name, m in every if (name == t or name.endswith("." + t)) and isinstance(m, kinds)]
         if not hits:
             listed = ", ".join(sorted({name for name, _ in linears.values()})) or "none"
             raise ValueError(f"quantize: skip names {t!r}, which is no Linear layer of {type(model).__name__} "

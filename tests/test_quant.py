@@ -13,8 +13,9 @@ import pytest
 
 import corvid as cv
 from corvid import models, nn
+from corvid.nn.pytree import functional_call
 from corvid.nn import functional as F
-from corvid.quant import (MATMUL_ROWS, QuantizedLinear, block_rows, blocked, dequantize_weight, pack_int4, quantize,
+from corvid.quant import (MATMUL_ROWS, QuantizedEmbedding, QuantizedLinear, block_rows, blocked, dequantize_weight, pack_int4, quantize,
                           quantize_weight, row_major, unpack_int4)
 
 rng = np.random.default_rng(0)
@@ -622,3 +623,64 @@ def test_lora_adapters_train_on_a_quantized_base():
     assert losses[-1] < losses[0]
     np.testing.assert_array_equal(layer.base_layer.qweight.numpy(), packed)
     assert float(lora_state_dict(net)["blocks.0.proj.lora_B"].abs().max()) > 0
+
+
+# --- QuantizedEmbedding ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("num", [96, 10])
+def test_quantized_embedding_looks_up_the_dequantized_rows(mode, num):
+    w = weights(num, 64) if num > 2 else rng.standard_normal((num, 64)).astype(np.float32)
+    emb = nn.Embedding.from_pretrained(cv.Tensor(w))
+    q = QuantizedEmbedding.from_embedding(emb, mode, group_size=32)
+    ref_q, ref_s = ref_quantize(w, mode, 32)
+    table = ref_dequantize(ref_q, ref_s)  # (float64)
+    ids = np.array([[0, num - 1, 3, -1], [5, 5, 0, 2]])
+    np.testing.assert_allclose(q(cv.Tensor(ids)).numpy(), table[ids].astype(np.float32), rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(q.dequantize().numpy(), table.astype(np.float32))
+    assert q(cv.Tensor(7)).shape == (64,) and q(cv.Tensor(np.zeros((0, 3), np.int64))).shape == (0, 3, 64)
+    # the tied head: h @ table.T, fused below MATMUL_ROWS rows and through the float matmul from there
+    for rows in (1, 3, MATMUL_ROWS + 1):
+        h = rng.standard_normal((rows, 64)).astype(np.float32)
+        np.testing.assert_allclose(q.attend(cv.Tensor(h)).numpy(), h.astype(np.float64) @ table.T, rtol=1e-4,
+                                   atol=1e-4)
+    with pytest.raises(IndexError, match="out of range for"):
+        q(cv.Tensor([num]))
+    with pytest.raises(TypeError, match="indices must be an integer tensor"):
+        q(cv.Tensor([1.0]))
+    with pytest.raises(ValueError, match=r"expected an input of shape \(\*, 64\)"):
+        q.attend(cv.randn(2, 63))
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_quantize_embeddings_option(mode, tmp_path):
+    """quantize(..., embeddings=True) replaces nn.Embedding layers too (skip names them as well);
+    the state dict round-trips; a lookup under jit reads the rows it needs, not a copy of the table."""
+    cv.manual_seed(0)
+    net = quantize(Net(), mode, group_size=32, embeddings=True)
+    assert isinstance(net.emb, QuantizedEmbedding) and net.emb.dtype == cv.float32
+    assert not isinstance(quantize(Net(), mode, group_size=32).emb, QuantizedEmbedding)
+    assert not isinstance(quantize(Net(), mode, 32, skip="emb", embeddings=True).emb, QuantizedEmbedding)
+    with pytest.raises(ValueError, match="skip names 'emb', which is no Linear layer"):
+        quantize(Net(), mode, 32, skip="emb")
+    with pytest.raises(TypeError, match="embeddings must be True or False"):
+        quantize(Net(), mode, 32, embeddings="yes")
+    ids = cv.Tensor([[1, 2, 3, 4]])
+    path = str(tmp_path / "q.safetensors")
+    cv.save(path, net.state_dict())
+    fresh = quantize(Net(), mode, group_size=32, embeddings=True)
+    fresh.load_state_dict(cv.load(path))
+    np.testing.assert_array_equal(fresh(ids).numpy(), net(ids).numpy())
+    big = QuantizedEmbedding.from_embedding(nn.Embedding(4096, 256), mode, 64)
+    f = cv.jit(lambda buffers, i: functional_call(big, buffers, i))
+    buffers = dict(big.named_buffers())
+    np.testing.assert_array_equal(f(buffers, cv.Tensor([[7]])).numpy(), big(cv.Tensor([[7]])).numpy())
+    np.testing.assert_array_equal(f(buffers, cv.Tensor([[4095]])).numpy(), big(cv.Tensor([[4095]])).numpy())
+    cap = next(iter(f._cache.values()))[0]
+    # (the table is an argument: seen through its reshape, not copied to a buffer of its own)
+    assert all(ln.sk.output.numel < 4096 for ln in cap.launches), [ln.sk.name for ln in cap.launches]
+    with pytest.raises(ValueError, match="max_norm"):
+        QuantizedEmbedding.from_embedding(nn.Embedding(10, 64, max_norm=1.0))
+    with pytest.raises(ValueError, match="does not divide the embedding_dim of emb"):
+        quantize(Net(), mode, 48, skip=lambda name, m: isinstance(m, nn.Linear), embeddings=True)

@@ -12,7 +12,7 @@ import pytest
 
 import corvid as cv
 from corvid import models
-from corvid.quant import QuantizedLinear
+from corvid.quant import QuantizedEmbedding, QuantizedLinear
 from corvid.runtime.device import get_device
 
 transformers = pytest.importorskip("transformers")
@@ -139,3 +139,34 @@ def test_peak_memory_while_loading_stays_near_the_quantized_size(tmp_path):
     assert peak4 <= 1.6 * int4, figures
     assert peak4 < 0.5 * bf16 and peak8 < 0.75 * bf16, figures
     assert after8 > bf16, figures  # (what the loading avoids: the float model and the quantized one)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_quantized_embeddings_while_loading(mode, tmp_path):
+    """embeddings=True: the token embedding is quantized as it is read, the same table
+    cv.quantize(..., embeddings=True) makes; the tied head reads it (QuantizedEmbedding.attend);
+    greedy generation (the jitted decode step, which lets the model look tokens up itself) gives
+    the tokens of the full forward pass, and the logits stay near the float model's."""
+    folder = _write(tmp_path, dtype=torch.bfloat16, tie_word_embeddings=True)
+    want = cv.quantize(models.from_pretrained(folder), mode, group_size=32, embeddings=True)
+    got = models.from_pretrained(folder, quantize=mode, group_size=32, embeddings=True)
+    _same_models(got, want)
+    assert isinstance(got.model.embed_tokens, QuantizedEmbedding) and got.lm_head is None
+    assert got.dtype == cv.bfloat16 and "model.embed_tokens.qweight" in got.state_dict()
+    ids = cv.Tensor(PROMPT)
+    logits = got(ids).astype(cv.float32).numpy()
+    np.testing.assert_array_equal(logits, want(ids).astype(cv.float32).numpy())
+    # the same as the model whose float table is the quantized one's dequantized (bfloat16 rounding apart)
+    ref_model = models.from_pretrained(folder, quantize=mode, group_size=32)
+    with cv.no_grad():
+        ref_model.model.embed_tokens.weight.assign(got.model.embed_tokens.dequantize())
+    ref = ref_model(ids).astype(cv.float32).numpy()
+    np.testing.assert_allclose(logits, ref, rtol=0, atol=0.03 * np.abs(ref).max())
+    prompt = [int(t) for t in PROMPT[0]]
+    new = got.generate(prompt, max_new_tokens=6, temperature=0).tolist()[0]
+    seq = list(prompt)
+    for _ in range(6):
+        seq.append(int(got(cv.Tensor([seq])).astype(cv.float32).numpy()[0, -1].argmax()))
+    assert new == seq[len(prompt):]
+    with pytest.raises(ValueError, match="embeddings must be a bool, and True only with quantize="):
+        models.from_pretrained(folder, embeddings=True)

@@ -323,12 +323,20 @@ def gather_address(x: Node, axis: int, stop: Callable[[Node], bool] | None = Non
     cs = tuple(loop_var(f"c{d}", s) if is_symbolic(s) else Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
     g = cs[axis]
     at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
-    n = x
-    while n.op in _SEEN_THROUGH and n.src and n.buffer is None and not (stop is not None and stop(n)):
+    n, flat = x, None
+    see_through = lambda m: m.op in _SEEN_THROUGH and m.src and m.buffer is None and not (stop is not None and stop(m))  # noqa: E731
+    while see_through(n):
+        if n.op is Op.RESHAPE and not see_through(n.src[0]):
+            # a reshape keeps the row-major order: the flat index under the last one is the flat
+            # index of its own coordinates (its div/mod form did not simplify back, as with a 3-d
+            # table read through reshape(-1), which was then copied whole)
+            flat, n = flat_index(at, n.shape), n.src[0]
+            break
         at, n = (at if n.op in IDENTITY else view_index(n, at)), n.src[0]
     if n.buffer is None and not n.src:  # a literal or a generator (CONST, IOTA): never given a buffer here
         return None
-    flat = flat_index(at, n.shape)
+    if flat is None:
+        flat = flat_index(at, n.shape)
     base = flat.substitute({g: Num(0)})
     if x.shape[axis] == 1:  # only coordinate 0 is read (the gate drops the rest): no step to find
         return n, base, 0, cs

@@ -765,6 +765,13 @@ def _matmul_heuristics(k: Kernel) -> Kernel:
     # a matmul-like reduce: some load walks the reduce axis with a stride, another is contiguous in the output
     strided = any(_stride(u.arg[1], r) > 1 for u in loads for r in red_vars)
     contiguous_out = any(_stride(u.arg[1], inner.var) == 1 for u in loads)
+    if strided and contiguous_out and not is_symbolic(inner.size) and inner.size <= CONVERTED_BLOCK and any(
+            u.dtype.is_int and u.dtype.itemsize < store.dtype.itemsize and _stride(u.arg[1], inner.var) == 1 and
+            any(r in u.arg[1].vars() for r in red_vars) for u in loads):
+        # narrow integers converted in the kernel (a block of quantized weight rows: corvid.quant):
+        # the block's outputs unrolled whole, which the compiler vectorizes across them (whatever
+        # the output's dtype: a bfloat16 projection of a decode step is rounded as it is stored)
+        return apply_opt(k, Opt("upcast", len(k.loops) - 1, inner.size))
     # the native vector width, or a half or quarter of it when that divides the columns (1000 = 125 x 8)
     full = vector_bytes() // store.dtype.itemsize
     width = next((w for w in (full, full // 2, full // 4) if w >= 4 and can_vectorize(k, len(k.loops) - 1, w)), 0)
@@ -789,11 +796,6 @@ def _matmul_heuristics(k: Kernel) -> Kernel:
     vector_loads = [u for u in loads if _stride(u.arg[1], inner.var) == 1 and
                     any(r in u.arg[1].vars() for r in red_vars)] or \
         [u for u in loads if _stride(u.arg[1], inner.var) == 1]
-    if not is_symbolic(inner.size) and inner.size <= CONVERTED_BLOCK and \
-            any(u.dtype.is_int and u.dtype.itemsize < store.dtype.itemsize for u in vector_loads):
-        # narrow integers converted in the kernel (a block of quantized weight rows: corvid.quant):
-        # the block's outputs unrolled whole, which the compiler vectorizes across them
-        return apply_opt(k, Opt("upcast", len(k.loops) - 1, inner.size))
     free = [i for i in reversed(range(len(k.loops) - 1))
             if not any(k.loops[i].var in u.arg[1].vars() for u in vector_loads)]
     cols = next((c for c in COL_TILES if (inner.size // width) % c == 0), 1)

@@ -57,6 +57,7 @@ from ..dtype import float32, uint32
 from ..graph.node import Op
 from ..nn.embedding import embedding
 from ..nn.pytree import functional_call
+from ..quant import QuantizedEmbedding
 from ..ops.elementwise import where
 from ..runtime.device import get_device
 from ..tensor import Tensor
@@ -180,12 +181,14 @@ class _Programs:
     def __init__(self, model: Any):
         ref = weakref.ref(model)
 
-        def run(params: list[Tensor], table: Tensor, cache: KVCache, ids: Tensor, key: Tensor | None,
+        def run(params: list[Tensor], table: Tensor | None, cache: KVCache, ids: Tensor, key: Tensor | None,
                 temperature: Tensor | None, top_p: Tensor | None, names: tuple[str, ...],
                 top_k: int | None) -> tuple[Tensor, KVCache, Any]:
             with no_grad():
-                logits = functional_call(ref(), dict(zip(names, params)), None, cache=cache, logits_to_keep=1,
-                                         inputs_embeds=embedding(ids, table))
+                # (a quantized table, None here, is looked up by the model's own embedding layer)
+                embeds = None if table is None else embedding(ids, table)
+                logits = functional_call(ref(), dict(zip(names, params)), ids if table is None else None, cache=cache,
+                                         logits_to_keep=1, inputs_embeds=embeds)
                 token, key = _choose(logits[:, -1], key, temperature, top_k, top_p)
             return token.reshape(-1, 1), cache, key
 
@@ -199,7 +202,7 @@ class _Programs:
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], Tensor]:
+def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], Tensor | None]:
     """The names of the model's parameters and buffers, their values as the decode step reads them
     and as a long prefill does, and the token embedding matrix; all on the tensors' own memory.
     (Arguments of the programs, not constants frozen in them: new weights need no new trace.)
@@ -208,13 +211,24 @@ def _weights(model: Any) -> tuple[tuple[str, ...], list[Tensor], list[Tensor], T
     leaf is read in place by ``x @ w.T``, best for the one row of a decode step and short prompts,
     where a plain weight's transposed view is first copied to a better layout, which pays from
     some 64 rows on. The embedding matrix is passed as a plain tensor, because a lookup in a
-    leaf argument copies the whole matrix.)"""
+    leaf argument copies the whole matrix; so are buffers, which no matrix product reads as
+    ``w.T`` (a quantized layer's weights and scales: a quantized embedding's are looked up by the
+    model itself, and the table is None).)"""
     names, leaves, plain = [], [], []
-    for name, p in [*model.named_parameters(), *model.named_buffers()]:  # (buffers: a quantized layer's weights)
+    params = [(name, p, True) for name, p in model.named_parameters()]
+    for name, p, is_param in [*params, *((name, b, False) for name, b in model.named_buffers())]:
         names.append(name)
         plain.append(_view(p))
-        leaves.append(_view(p).requires_grad_() if p.dtype.is_float else plain[-1])
-    return tuple(names), leaves, plain, _view(model.model.embed_tokens.weight)
+        leaves.append(_view(p).requires_grad_() if is_param and p.dtype.is_float else plain[-1])
+    emb = model.model.embed_tokens
+    return tuple(names), leaves, plain, None if isinstance(emb, QuantizedEmbedding) else _view(emb.weight)
+
+
+def _device(model: Any) -> str:
+    """The device of the model's token embedding (of its quantized table's buffers when quantized:
+    its ``weight`` would be the whole table dequantized)."""
+    emb = model.model.embed_tokens
+    return (emb.qweight if isinstance(emb, QuantizedEmbedding) else emb.weight).device
 
 
 _PLAIN_ROWS = 64  # prompt tokens (over the batch) from which a prefill reads the plain weights
@@ -307,7 +321,7 @@ def stream_tokens(model: Any, input_ids: Any, max_new_tokens: int = 32, temperat
     if pad_token_id is None:
         pad_token_id = c.pad_token_id if c.pad_token_id is not None else stops[0] if stops else 0
     pad = _token_set(pad_token_id, c.vocab_size, "pad_token_id")[0]
-    device = model.model.embed_tokens.weight.device
+    device = _device(model)
     if temperature == 0:
         key = None
     elif key is None:  # a key from the global generator: cv.manual_seed makes the tokens reproducible
@@ -383,5 +397,5 @@ def generate_tokens(model: Any, input_ids: Any, max_new_tokens: int = 32, temper
         steps.append(tokens)
     batch = len(steps[0]) if steps else len(_prompts(input_ids, attention_mask, model.config.vocab_size)[0])
     out = np.array(steps, np.int64).T if steps else np.zeros((batch, 0), np.int64)
-    return Tensor(out, device=model.model.embed_tokens.weight.device)
+    return Tensor(out, device=_device(model))
 

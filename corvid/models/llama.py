@@ -39,6 +39,7 @@ from ..errors import ShapeError
 from ..nn import functional as F
 from ..nn.decoder import softcap
 from ..ops.elementwise import where
+from ..quant import QuantizedEmbedding
 from ..tensor import Tensor
 from . import generation
 from .cache import KVCache
@@ -271,7 +272,8 @@ class CausalLM(nn.Module):
     @property
     def dtype(self) -> Any:
         """The dtype of the parameters, in which the model computes."""
-        return self.model.embed_tokens.weight.dtype
+        emb = self.model.embed_tokens
+        return emb.dtype if isinstance(emb, QuantizedEmbedding) else emb.weight.dtype
 
     def forward(self, input_ids: Tensor | None, cache: KVCache | None = None, logits_to_keep: int = 0,
                 inputs_embeds: Tensor | None = None) -> Tensor:
@@ -281,7 +283,13 @@ class CausalLM(nn.Module):
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
         # the head is called, not read (its hooks run; a quantized or LoRA head computes as itself)
-        logits = F.linear(h, self.model.embed_tokens.weight) if self.lm_head is None else self.lm_head(h)
+        emb = self.model.embed_tokens
+        if self.lm_head is not None:
+            logits = self.lm_head(h)
+        elif isinstance(emb, QuantizedEmbedding):  # (a tied head reads the quantized table: cv.quantize(embeddings=True))
+            logits = emb.attend(h)
+        else:
+            logits = F.linear(h, emb.weight)
         cap = self.config.final_logit_softcapping
         return logits if cap is None else softcap(logits, cap)
 

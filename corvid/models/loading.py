@@ -32,7 +32,8 @@ from .. import nn
 from ..dtype import DType, to_dtype
 from ..io import safe_open
 from ..nn.module import replace_modules
-from ..quant import DEFAULT_GROUP_SIZE, MODES, QuantizedLinear, _check_group_value, _quantized_layer, _to_quantize
+from ..quant import (DEFAULT_GROUP_SIZE, MODES, _check_group_value, _embeddings_to_quantize, _quantized_embedding,
+                     _quantized_layer, _to_quantize)
 from ..runtime.device import canonical_device, get_device
 from .config import CausalLMConfig
 from .llama import CausalLM
@@ -109,7 +110,8 @@ def _model_dtype(dtypes: dict[str, DType], folder: str) -> DType:
 
 
 def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | None = None,
-                    quantize: str | None = None, group_size: int | None = DEFAULT_GROUP_SIZE) -> CausalLM:
+                    quantize: str | None = None, group_size: int | None = DEFAULT_GROUP_SIZE,
+                    embeddings: bool = False) -> CausalLM:
     """Load the language model stored in a Hugging Face checkpoint folder.
 
     The folder holds ``config.json`` and ``model.safetensors``, or shards listed by
@@ -130,8 +132,11 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     (peak memory stays near the quantized model's size, not the float one's). The model is the
     one ``cv.quantize(from_pretrained(folder, dtype, device), quantize, group_size)`` gives (the
     same layers quantized, every ``Linear``; a head tied to the embedding stays in float; the
-    same ``qweight`` and ``scales``, so the same logits). ValueError for another mode, or a
-    group size that does not divide some layer's ``in_features``, before any weight is read.
+    same ``qweight`` and ``scales``, so the same logits). ``embeddings=True`` quantizes the token
+    embedding too, as it is read (``cv.quantize(..., embeddings=True)``: a tied head then reads
+    the quantized table; for Llama 3.2 1B that is a fifth of the weights). ValueError for another
+    mode, or a group size that does not divide some layer's ``in_features``, before any weight is
+    read.
 
     Errors: FileNotFoundError for a folder without ``config.json`` or weights; ValueError
     naming what is not supported (the architecture or an option of ``config.json``: see
@@ -158,6 +163,9 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
         raise ValueError(f"from_pretrained: quantize must be one of {', '.join(repr(m) for m in MODES)} or None "
                          f"(floating point), got {quantize!r}")
     _check_group_value(group_size, "from_pretrained")
+    if not isinstance(embeddings, bool) or (embeddings and quantize is None):
+        raise ValueError(f"from_pretrained: embeddings must be a bool, and True only with quantize= (the mode to "
+                         f"quantize the embedding in), got {embeddings!r} with quantize={quantize!r}")
     mode = quantize
     folder = os.fspath(folder)
     path = os.path.join(folder, CONFIG)
@@ -191,8 +199,11 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
     # the Linear layers cv.quantize(model, mode, group_size) would replace, by their weight's name
     linears = {} if mode is None else _to_quantize(model, mode, group_size, where="from_pretrained")
     chosen = {f"{name}.weight": key for key, (name, _) in linears.items()}
+    tables = {} if mode is None or not embeddings else _embeddings_to_quantize(model, mode, group_size,
+                                                                                 where="from_pretrained")
+    chosen_tables = {f"{name}.weight": key for key, (name, _) in tables.items()}
     modules = dict(model.named_modules())
-    swap: dict[int, QuantizedLinear] = {}
+    swap: dict[int, nn.Module] = {}
     # (the float weights read and dropped while quantizing leave blocks of their sizes pooled: given
     # back at the end, where nothing will ask for those sizes again)
     allocator = get_device(canonical_device(device)).allocator if mode is not None else None
@@ -212,12 +223,15 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
                     # weight is freed here, so no more than one is ever held (cv.quantize on the
                     # loaded model would hold all of them and the quantized ones together)
                     swap[chosen[name]] = _quantized_layer(p, None, mode, group_size)
+                elif name in chosen_tables:
+                    key = chosen_tables[name]
+                    swap[key] = _quantized_embedding(p, mode, group_size, tables[key][1].padding_idx)
                 else:
                     owner, _, leaf = name.rpartition(".")
                     setattr(modules[owner], leaf, p)
                 del p
-    for key, layer in swap.items():
-        layer.bias = linears[key][1].bias  # (the Parameter just loaded, as from_linear keeps the Linear's)
+    for key, (_, linear) in linears.items():
+        swap[key].bias = linear.bias  # (the Parameter just loaded, as from_linear keeps the Linear's)
     replace_modules(model, swap)
     if allocator is not None:
         allocator.trim(since=mark)
