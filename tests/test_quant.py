@@ -15,8 +15,8 @@ import corvid as cv
 from corvid import models, nn
 from corvid.nn.pytree import functional_call
 from corvid.nn import functional as F
-from corvid.quant import (MATMUL_ROWS, QuantizedEmbedding, QuantizedLinear, block_rows, blocked, dequantize_weight, pack_int4, quantize,
-                          quantize_weight, row_major, unpack_int4)
+from corvid.quant import (MATMUL_ROWS, QuantizedEmbedding, QuantizedLinear, block_rows, blocked, dequantize_weight,
+                          pack_int4, quantize, quantize_weight, row_major, unpack_int4)
 
 rng = np.random.default_rng(0)
 QMAX = {"int8": 127, "int4": 7}

@@ -323,8 +323,10 @@ def gather_address(x: Node, axis: int, stop: Callable[[Node], bool] | None = Non
     cs = tuple(loop_var(f"c{d}", s) if is_symbolic(s) else Var(f"c{d}", 0, max(s - 1, 0)) for d, s in enumerate(x.shape))
     g = cs[axis]
     at = tuple(c if d == axis or s != 1 else Num(0) for d, (c, s) in enumerate(zip(cs, x.shape)))
+    def see_through(m: Node) -> bool:
+        return m.op in _SEEN_THROUGH and bool(m.src) and m.buffer is None and not (stop is not None and stop(m))
+
     n, flat = x, None
-    see_through = lambda m: m.op in _SEEN_THROUGH and m.src and m.buffer is None and not (stop is not None and stop(m))  # noqa: E731
     while see_through(n):
         if n.op is Op.RESHAPE and not see_through(n.src[0]):
             # a reshape keeps the row-major order: the flat index under the last one is the flat

@@ -286,7 +286,7 @@ class CausalLM(nn.Module):
         emb = self.model.embed_tokens
         if self.lm_head is not None:
             logits = self.lm_head(h)
-        elif isinstance(emb, QuantizedEmbedding):  # (a tied head reads the quantized table: cv.quantize(embeddings=True))
+        elif isinstance(emb, QuantizedEmbedding):  # (a tied head reads the quantized table)
             logits = emb.attend(h)
         else:
             logits = F.linear(h, emb.weight)
