@@ -7,9 +7,10 @@ MLP 8192, vocabulary 128256, tied embeddings, rope_theta 500000 with "llama3" sc
 billion parameters, 2.47 GB in bfloat16. Its weights are drawn here (normal, std 0.02; norms 1)
 and written as a bfloat16 checkpoint folder, one safetensors shard per layer (so that no more
 than a layer is in memory while it is written), which both frameworks load with their own
-``from_pretrained``; corvid's int8 and int4 runs quantize each linear layer as it is read
-(``models.from_pretrained(folder, quantize=mode)``, the model ``cv.quantize`` would make of the
-bfloat16 one), so the bfloat16 model is never held whole.
+``from_pretrained``; corvid's int8 and int4 runs quantize each linear layer and the token
+embedding (which the tied head reads) as they are read (``models.from_pretrained(folder,
+quantize=mode, embeddings=True)``, the model ``cv.quantize(..., embeddings=True)`` would make of
+the bfloat16 one), so the bfloat16 model is never held whole.
 
 Two kinds of child process (``python -m benchmarks.llm --child ...``):
 
@@ -128,8 +129,10 @@ def _corvid_model(folder: str, mode: str) -> Any:
     import corvid as cv
     from corvid import models
 
-    # (quantized while loading: one layer's bfloat16 weight held at a time)
-    model = models.from_pretrained(folder, quantize=None if mode == "bf16" else mode)
+    # (quantized while loading: one layer's bfloat16 weight held at a time; the token embedding
+    # too, so the tied head reads it quantized, as llama.cpp's Q8_0 and Q4_0 files hold it)
+    quantized = mode != "bf16"
+    model = models.from_pretrained(folder, quantize=mode if quantized else None, embeddings=quantized)
     cv.realize(*model.parameters(), *model.buffers())
     return model
 

@@ -59,6 +59,9 @@ import numpy as np
 
 from . import dtype as dt
 from ._files import write_atomic
+from .graph.node import Op, node
+from .runtime.cpu import CPUAllocator
+from .runtime.device import Buffer, canonical_device, get_device
 from .tensor import Tensor
 
 
@@ -261,8 +264,28 @@ class SafeTensorsFile:
         if name not in self._entries:
             raise KeyError(f"{self.path} has no tensor {name!r}; it has {sorted(self._entries)[:10]}")
         d, shape, a, b = self._entries[name]
+        direct = self._direct_buffer(d, math.prod(shape))
+        if direct is not None:  # read into the tensor's own memory: no second copy (a 525 MB table was two)
+            device, buf = direct
+            self._read_into(name, memoryview(buf.handle)[:b - a], self._data_start + a)
+            return Tensor._from_node(node(Op.BUFFER, (), buf, d, shape), device)
         out = np.empty(shape, np.dtype(d.np).newbyteorder("<"))
-        view, offset, done = _byte_view(out), self._data_start + a, 0
+        self._read_into(name, _byte_view(out), self._data_start + a)
+        return Tensor(_native(out), device=self.device)
+
+    def _direct_buffer(self, d: dt.DType, count: int) -> tuple[str, Buffer] | None:
+        """(device, an empty Buffer of ``count`` elements) when the file's bytes can be read into
+        the device's memory as they are: a CPU device (its blocks are host bytes), a little-endian
+        machine (the format's order), and not bool (whose bytes are normalized to 0 and 1)."""
+        if sys.byteorder != "little" or d == dt.bool_ or count == 0:
+            return None
+        device = canonical_device(self.device)
+        if type(device) is not str or not isinstance(get_device(device).allocator, CPUAllocator):
+            return None
+        return device, Buffer(device, d, count)
+
+    def _read_into(self, name: str, view: memoryview, offset: int) -> None:
+        done = 0
         with self._reading() as fd:
             while done < len(view):
                 got = os.preadv(fd, [view[done:]], offset + done)
@@ -271,7 +294,6 @@ class SafeTensorsFile:
                                            f"but the file now ends at byte {offset + done}: it was truncated after "
                                            "it was opened")
                 done += got
-        return Tensor(_native(out), device=self.device)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[int]:

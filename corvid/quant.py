@@ -76,7 +76,8 @@ from .nn.parameter import Parameter
 from .ops.elementwise import where
 from .tensor import Tensor
 
-__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedEmbedding", "QuantizedLinear",
+__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QUANTIZE_CHUNK", "QuantizedEmbedding",
+           "QuantizedLinear",
            "block_rows", "blocked",
            "dequantize_weight", "load_hints", "pack_int4", "quantize", "quantize_weight", "row_major", "unpack_int4"]
 
@@ -218,6 +219,26 @@ def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DE
         raise TypeError(f"quantize_weight: expected a floating-point weight, got {w.dtype.name}")
     out, n = w.shape
     g = _check_group(group_size, n, mode, "quantize_weight")
+    b = block_rows(out)
+    rows = max(b, QUANTIZE_CHUNK // max(n, 1) // b * b)
+    if out > rows and not _traced(w):
+        # a large weight (a token embedding: 128256 x 2048) a slice of rows at a time, so that its
+        # float32 copy is never made whole (it was 1 GB, twice the bfloat16 table being read)
+        from .array_api import concat
+
+        parts = [_quantize_rows(w[i:i + rows], mode, g, b) for i in range(0, out, rows)]
+        return tuple(concat([p[k] for p in parts], axis=0).contiguous().realize() for k in (0, 1))  # type: ignore
+    return _quantize_rows(w, mode, g, b)
+
+
+QUANTIZE_CHUNK = 1 << 24
+"""The weight elements :func:`quantize_weight` converts at a time (whole blocks of rows): 64 MiB
+of float32."""
+
+
+def _quantize_rows(w: Tensor, mode: str, g: int, b: int) -> tuple[Tensor, Tensor]:
+    """:func:`quantize_weight` of the rows ``w`` (a multiple of ``b``) in blocks of ``b`` rows."""
+    out, n = w.shape
     qmax = _QMAX[mode]
     with no_grad(), autocast(enabled=False):
         w = w.detach().astype(dt.float64 if w.dtype == dt.float64 else dt.float32)
@@ -227,10 +248,10 @@ def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DE
             raise ValueError("quantize_weight: the weight has inf or nan values, which no scale represents")
         scale = amax / qmax
         q = where(scale > 0, groups / where(scale > 0, scale, 1), 0).round().clip(-qmax, qmax)
-        scales = blocked(scale.reshape(out, n // g).astype(dt.float32)).contiguous()
+        scales = blocked(scale.reshape(out, n // g).astype(dt.float32), b).contiguous()
         q = q.astype(dt.int8).reshape(out, n)
         packed = q if mode == "int8" else pack_int4(q, g)
-        return blocked(packed).contiguous().realize(), scales.realize()
+        return blocked(packed, b).contiguous().realize(), scales.realize()
 
 
 def _traced(t: Tensor) -> bool:
