@@ -229,7 +229,14 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
                 else:
                     owner, _, leaf = name.rpartition(".")
                     setattr(modules[owner], leaf, p)
+                quantized = name in chosen or name in chosen_tables
+                big = quantized and p.size * p.dtype.itemsize >= _TRIM_BYTES
                 del p
+                if big and allocator is not None:
+                    # a large float weight read and quantized (a token embedding: 525 MB) left blocks
+                    # of sizes no other weight asks for: given back now, not at the end (the process
+                    # held them through the whole load: 1.9x the int4 model's size at its peak)
+                    allocator.trim(since=mark)
     for key, (_, linear) in linears.items():
         swap[key].bias = linear.bias  # (the Parameter just loaded, as from_linear keeps the Linear's)
     replace_modules(model, swap)
@@ -237,6 +244,9 @@ def from_pretrained(folder: str | os.PathLike, dtype: Any = None, device: str | 
         allocator.trim(since=mark)
     model.generation_config = generation
     return model.eval()
+
+
+_TRIM_BYTES = 64 << 20  # a quantized weight at least this large gives its read's pooled blocks back at once
 
 
 def _generation_config(folder: str) -> dict[str, Any]:
