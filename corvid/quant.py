@@ -552,7 +552,7 @@ def _quantized_product(layer: Module, x: Any, n: int, out: int, want_mode: str, 
 class QuantizedEmbedding(Module):
     """An embedding table stored quantized, as :class:`QuantizedLinear` stores a weight (the
     rows are the embeddings, the groups run along ``embedding_dim``): ``forward(ids)`` looks the
-    rows up and dequantizes only those, in the layer's ``dtype``; :meth:`attend` is the output
+    rows up and dequantizes only those, in the layer's ``dtype``; :meth:`~corvid.quant.QuantizedEmbedding.attend` is the output
     head tied to the table (``h @ table.T``, the fused product of :class:`QuantizedLinear`), so
     a language model with tied embeddings reads its largest matrix quantized at every token.
     ``cv.quantize(model, mode, embeddings=True)`` makes them of a model's ``nn.Embedding`` layers.
@@ -618,7 +618,7 @@ class QuantizedEmbedding(Module):
     @property
     def weight(self) -> Tensor:
         """The dequantized table (a value computed from the buffers: reading it computes the
-        whole table; a lookup and :meth:`attend` do not)."""
+        whole table; a lookup and :meth:`~corvid.quant.QuantizedEmbedding.attend` do not)."""
         return self.dequantize()
 
     def forward(self, ids: Any) -> Tensor:
@@ -687,7 +687,7 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
     stay as they are, and so do embeddings unless ``embeddings=True``, which replaces every
     ``nn.Embedding`` by a :class:`QuantizedEmbedding` in the same mode and group size (``skip``
     applies to them too): a language model's output head tied to its embedding then reads the
-    quantized table (:meth:`QuantizedEmbedding.attend`). Layers quantized before are left alone,
+    quantized table (:meth:`~corvid.quant.QuantizedEmbedding.attend`). Layers quantized before are left alone,
     and a layer held in several places becomes one quantized layer, everywhere.
     When ``model`` is itself a ``Linear``, which cannot be replaced in place, its quantized form
     is returned (:meth:`QuantizedLinear.from_linear`).

@@ -221,15 +221,18 @@ PAGES: list[Page] = [
              _s("Saving and loading", "lora_state_dict save_lora load_lora"),
          ]),
     Page("quant", "Weight-only quantization: corvid.quant", "corvid.quant",
-         "``cv.quantize(model, \"int8\" | \"int4\", group_size=128, skip=None)`` replaces the ``Linear`` layers "
-         "of a model by ``QuantizedLinear`` layers, in place: int8 or packed int4 weights with a float32 scale "
-         "per group of inputs (symmetric, no zero points), unpacked and scaled inside the kernel of the product "
-         "(one kernel for a token at a time). Quantized state dicts save and load as safetensors. "
+         "``cv.quantize(model, \"int8\" | \"int4\", group_size=128, skip=None, embeddings=False)`` replaces "
+         "the ``Linear`` layers of a model by ``QuantizedLinear`` layers (and with ``embeddings=True`` its "
+         "``Embedding`` layers by ``QuantizedEmbedding``, which a tied output head reads), in place: int8 or "
+         "packed int4 weights with a float32 scale per group of inputs (symmetric, no zero points), stored in "
+         "interleaved blocks of 64 output rows, unpacked and scaled inside the kernel of the product (one "
+         "kernel for a token at a time). Quantized state dicts save and load as safetensors. "
          "``examples/quantize.py`` measures the perplexity of a small :class:`corvid.models.CausalLM` in "
          "float32, bfloat16, int8 and int4, and the speed of the products.", [
-             _s("Quantizing models", "quantize QuantizedLinear"),
+             _s("Quantizing models", "quantize QuantizedLinear QuantizedEmbedding"),
              _s("Quantized weights", "quantize_weight dequantize_weight pack_int4 unpack_int4"),
-             _s("Settings", "MODES DEFAULT_GROUP_SIZE MATMUL_ROWS"),
+             _s("The stored layout", "block_rows blocked row_major"),
+             _s("Settings", "MODES DEFAULT_GROUP_SIZE MATMUL_ROWS BLOCK_ROWS QUANTIZE_CHUNK"),
              _s("State dicts", "load_hints"),
          ]),
     Page("models", "Language models: corvid.models", "corvid.models",
@@ -515,6 +518,10 @@ VALUES: dict[str, str] = {
     "corvid.plot.STYLE": "The matplotlib settings :func:`corvid.plot.theme` applies (a dict of rcParams).",
     "corvid.quant.MODES": "The quantization modes, ``(\"int8\", \"int4\")``: a byte a weight, or two weights a byte.",
     "corvid.quant.DEFAULT_GROUP_SIZE": "128: the inputs that share a scale unless ``group_size`` says otherwise.",
+    "corvid.quant.BLOCK_ROWS": "64: the output rows a block of the stored layout interleaves (when they divide "
+                               "the row count; else the largest power of two that does).",
+    "corvid.quant.QUANTIZE_CHUNK": "2**24: the weight elements ``quantize_weight`` converts at a time (whole "
+                                   "blocks of rows), so a large table's float32 copy is never made whole.",
     "corvid.quant.MATMUL_ROWS": "32: from this many input rows on, a ``QuantizedLinear`` dequantizes its weight once "
                                 "per call and runs the float matmul's tiled kernel; with fewer it computes from "
                                 "the packed weights (one kernel below 8 rows).",
