@@ -550,11 +550,12 @@ def _quantized_product(layer: Module, x: Any, n: int, out: int, want_mode: str, 
 
 
 class QuantizedEmbedding(Module):
-    """An embedding table stored quantized, as :class:`QuantizedLinear` stores a weight (the
-    rows are the embeddings, the groups run along ``embedding_dim``): ``forward(ids)`` looks the
-    rows up and dequantizes only those, in the layer's ``dtype``; :meth:`~corvid.quant.QuantizedEmbedding.attend` is the output
-    head tied to the table (``h @ table.T``, the fused product of :class:`QuantizedLinear`), so
-    a language model with tied embeddings reads its largest matrix quantized at every token.
+    """An embedding table stored quantized, as :class:`QuantizedLinear` stores a weight (the rows
+    are the embeddings, the groups run along ``embedding_dim``): ``forward(ids)`` looks the rows
+    up and dequantizes only those, in the layer's ``dtype``;
+    :meth:`~corvid.quant.QuantizedEmbedding.attend` is the output head tied to the table
+    (``h @ table.T``, the fused product of :class:`QuantizedLinear`), so a language model with
+    tied embeddings reads its largest matrix quantized at every token.
     ``cv.quantize(model, mode, embeddings=True)`` makes them of a model's ``nn.Embedding`` layers.
 
     ``QuantizedEmbedding(num_embeddings, embedding_dim, mode="int8", group_size=128,
@@ -682,15 +683,15 @@ def quantize(model: Any, mode: str = "int8", group_size: int | None = DEFAULT_GR
 
     ``skip`` keeps layers in floating point: a name or a sequence of names, each matching the
     ``Linear`` layers whose qualified name (as in ``named_modules``) is that name or ends with
-    ``"."`` and it (``"lm_head"``, ``"mlp.down_proj"``, ``"model.layers.0.self_attn.q_proj"``);
-    or a predicate ``skip(name, layer) -> bool``. Norms and everything that is not a ``Linear``
-    stay as they are, and so do embeddings unless ``embeddings=True``, which replaces every
+    ``"."`` and it (``"lm_head"``, ``"mlp.down_proj"``, ``"model.layers.0.self_attn.q_proj"``); or
+    a predicate ``skip(name, layer) -> bool``. Norms and everything that is not a ``Linear`` stay
+    as they are, and so do embeddings unless ``embeddings=True``, which replaces every
     ``nn.Embedding`` by a :class:`QuantizedEmbedding` in the same mode and group size (``skip``
     applies to them too): a language model's output head tied to its embedding then reads the
-    quantized table (:meth:`~corvid.quant.QuantizedEmbedding.attend`). Layers quantized before are left alone,
-    and a layer held in several places becomes one quantized layer, everywhere.
-    When ``model`` is itself a ``Linear``, which cannot be replaced in place, its quantized form
-    is returned (:meth:`QuantizedLinear.from_linear`).
+    quantized table (:meth:`~corvid.quant.QuantizedEmbedding.attend`). Layers quantized before are
+    left alone, and a layer held in several places becomes one quantized layer, everywhere. When
+    ``model`` is itself a ``Linear``, which cannot be replaced in place, its quantized form is
+    returned (:meth:`QuantizedLinear.from_linear`).
 
     Every layer is checked before any is replaced: ValueError for a bad mode, for a group size
     that does not divide the ``in_features`` of a layer (naming them: skip them, or choose
