@@ -684,3 +684,38 @@ def test_quantize_embeddings_option(mode, tmp_path):
         QuantizedEmbedding.from_embedding(nn.Embedding(10, 64, max_norm=1.0))
     with pytest.raises(ValueError, match="does not divide the embedding_dim of emb"):
         quantize(Net(), mode, 48, skip=lambda name, m: isinstance(m, nn.Linear), embeddings=True)
+
+
+# --- the blocked layout over many shapes ----------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mode=st.sampled_from(["int8", "int4"]), out=st.integers(1, 200), groups=st.integers(1, 3),
+       g=st.sampled_from([2, 8, 32]), rows=st.sampled_from([1, 2, 7, 8, 9, MATMUL_ROWS - 1, MATMUL_ROWS + 5]),
+       seed=st.integers(0, 2**16))
+def test_quantized_products_of_any_shape_match_numpy(mode, out, groups, g, rows, seed):
+    """Any row count (so any block size, 1 to 64), group count and size, and input rows on either
+    side of the fused/unfused thresholds: the product is that of the dequantized weight (numpy
+    float64, within float32 rounding), and the tied-head product of a QuantizedEmbedding the same."""
+    r = np.random.default_rng(seed)
+    n = groups * g
+    w = r.standard_normal((out, n)).astype(np.float32)
+    q, s = quantize_weight(cv.Tensor(w), mode, g)
+    assert q.shape[0] * q.shape[2] == out and q.shape[2] == block_rows(out)
+    ref_q, ref_s = ref_quantize(w, mode, g)
+    wd = ref_dequantize(ref_q, ref_s)
+    np.testing.assert_allclose(dequantize_weight(q, s).numpy(), wd, rtol=1e-6, atol=0)
+    layer = QuantizedLinear(n, out, bias=False, mode=mode, group_size=g)
+    layer.qweight, layer.scales = q, s
+    x = r.standard_normal((rows, n)).astype(np.float32)
+    want = x.astype(np.float64) @ wd.T
+    scale = np.abs(x).astype(np.float64) @ np.abs(wd).T
+    assert (np.abs(layer(cv.Tensor(x)).numpy() - want) <= 1e-5 * scale + 1e-6).all()
+    table = QuantizedEmbedding(out, n, mode=mode, group_size=g)
+    table.qweight, table.scales = q, s
+    assert (np.abs(table.attend(cv.Tensor(x)).numpy() - want) <= 1e-5 * scale + 1e-6).all()
+    ids = r.integers(-out, out, size=(2, 3))
+    np.testing.assert_allclose(table(cv.Tensor(ids)).numpy(), wd[ids].astype(np.float32), rtol=1e-6, atol=0)
