@@ -719,3 +719,19 @@ def test_quantized_products_of_any_shape_match_numpy(mode, out, groups, g, rows,
     assert (np.abs(table.attend(cv.Tensor(x)).numpy() - want) <= 1e-5 * scale + 1e-6).all()
     ids = r.integers(-out, out, size=(2, 3))
     np.testing.assert_allclose(table(cv.Tensor(ids)).numpy(), wd[ids].astype(np.float32), rtol=1e-6, atol=0)
+
+
+def test_the_example_speed_table_times_jitted_products():
+    """examples/quantize.py --speed-only on small sizes: every variant runs (jitted) and reports its
+    kernels; one row of a quantized product is one kernel."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "quantize.py"
+    spec = importlib.util.spec_from_file_location("corvid_example_quantize", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    rows = example.speed_table(128, 64, (1, 3), rounds=1)
+    assert [(r, name) for r, name, _, _ in rows][:2] == [(1, "float32 nn.Linear"), (1, "float32, read in place")]
+    assert len(rows) == 12 and all(t > 0 for *_, t in rows)
+    assert all(k == 1 for r, name, k, _ in rows if r == 1 and name.startswith("int"))
