@@ -396,6 +396,37 @@ def dequantize_weight(qweight: Any, scales: Any, dtype: Any = dt.float32) -> Ten
     return _grouped(q, s, mode, g, compute).reshape(out, n).astype(target)
 
 
+def _init_quantized(layer: Module, rows: int, n: int, mode: str, group_size: int | None, device: str | None,
+                    dtype: Any, names: tuple[str, str]) -> None:
+    """Check a quantized layer's arguments (ValueError/TypeError naming the layer and ``names``,
+    the arguments ``rows`` and ``n`` came as), set its ``mode``, ``group_size`` and ``dtype``, and
+    register zero ``qweight`` and ``scales`` in the stored layout for a ``(rows, n)`` weight."""
+    where = type(layer).__name__
+    for name, v in zip(names, (rows, n)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{where}: {name} must be a positive int, got {v!r}")
+    layer.mode = _check_mode(mode, where)
+    layer.group_size = _check_group(group_size, n, mode, where)
+    layer.dtype = dt.float32 if dtype is None else dt.to_dtype(dtype)
+    if not layer.dtype.is_float:
+        raise TypeError(f"{where}: dtype must be a floating-point dtype, got {layer.dtype.name}")
+    b = block_rows(rows)
+    layer.register_buffer("qweight", zeros(rows // b, n // 2 if mode == "int4" else n, b,
+                                           dtype=dt.uint8 if mode == "int4" else dt.int8, device=device))
+    layer.register_buffer("scales", zeros(rows // b, n // layer.group_size, b, dtype=dt.float32, device=device))
+
+
+def _from_row_major(layer: Module, name: str, value: Tensor, rows: int) -> Tensor:
+    """A state dict's ``qweight`` or ``scales`` in the row-major layout of earlier corvid versions
+    (2-d, with the layer's ``rows``) in the stored layout (``load_state_dict`` calls a layer's
+    ``_load_value`` before it compares shapes); anything else as it is."""
+    held = layer.__dict__.get(name)
+    if name in ("qweight", "scales") and value.ndim == 2 and value.shape[0] == rows and held is not None and \
+            held.ndim == 3:
+        return blocked(value, held.shape[2])
+    return value
+
+
 class QuantizedLinear(Module):
     """A linear layer with quantized weights: ``y = x @ dequantize().T + bias``, the weight kept
     as the buffers ``qweight`` and ``scales`` of the module docstring's format, the bias (if any)
@@ -432,21 +463,9 @@ class QuantizedLinear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, mode: str = "int8",
                  group_size: int | None = DEFAULT_GROUP_SIZE, device: str | None = None, dtype: Any = None):
         super().__init__()
-        for name, v in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"QuantizedLinear: {name} must be a positive int, got {v!r}")
-        self.mode = _check_mode(mode, "QuantizedLinear")
-        self.group_size = _check_group(group_size, in_features, mode, "QuantizedLinear")
         self.in_features, self.out_features = in_features, out_features
-        self.dtype = dt.float32 if dtype is None else dt.to_dtype(dtype)
-        if not self.dtype.is_float:
-            raise TypeError(f"QuantizedLinear: dtype must be a floating-point dtype, got {self.dtype.name}")
-        packed = in_features // 2 if mode == "int4" else in_features
-        qdtype = dt.uint8 if mode == "int4" else dt.int8
-        b = block_rows(out_features)
-        self.register_buffer("qweight", zeros(out_features // b, packed, b, dtype=qdtype, device=device))
-        self.register_buffer("scales", zeros(out_features // b, in_features // self.group_size, b,
-                                             dtype=dt.float32, device=device))
+        _init_quantized(self, out_features, in_features, mode, group_size, device, dtype,
+                        ("in_features", "out_features"))
         self.bias = Parameter(zeros(out_features, dtype=self.dtype, device=device)) if bias else None
 
     @classmethod
@@ -494,13 +513,7 @@ class QuantizedLinear(Module):
         return _quantized_product(self, x, self.in_features, self.out_features, self.mode, self.group_size, self.bias)
 
     def _load_value(self, name: str, value: Tensor) -> Tensor:
-        """A state dict's ``qweight`` or ``scales`` in the row-major layout of earlier corvid
-        versions (2-d, with this layer's rows) in the stored layout (``load_state_dict`` calls
-        this before it compares shapes); anything else as it is."""
-        if name in ("qweight", "scales") and value.ndim == 2 and value.shape[0] == self.out_features and \
-                self.__dict__[name].ndim == 3:
-            return blocked(value, self.__dict__[name].shape[2])
-        return value
+        return _from_row_major(self, name, value, self.out_features)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -579,21 +592,9 @@ class QuantizedEmbedding(Module):
                  group_size: int | None = DEFAULT_GROUP_SIZE, padding_idx: int | None = None,
                  device: str | None = None, dtype: Any = None):
         super().__init__()
-        for name, v in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"QuantizedEmbedding: {name} must be a positive int, got {v!r}")
-        self.mode = _check_mode(mode, "QuantizedEmbedding")
-        self.group_size = _check_group(group_size, embedding_dim, mode, "QuantizedEmbedding")
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
-        self.dtype = dt.float32 if dtype is None else dt.to_dtype(dtype)
-        if not self.dtype.is_float:
-            raise TypeError(f"QuantizedEmbedding: dtype must be a floating-point dtype, got {self.dtype.name}")
-        packed = embedding_dim // 2 if mode == "int4" else embedding_dim
-        b = block_rows(num_embeddings)
-        self.register_buffer("qweight", zeros(num_embeddings // b, packed, b,
-                                              dtype=dt.uint8 if mode == "int4" else dt.int8, device=device))
-        self.register_buffer("scales", zeros(num_embeddings // b, embedding_dim // self.group_size, b,
-                                             dtype=dt.float32, device=device))
+        _init_quantized(self, num_embeddings, embedding_dim, mode, group_size, device, dtype,
+                        ("num_embeddings", "embedding_dim"))
 
     @classmethod
     def from_embedding(cls, embedding: Any, mode: str = "int8", group_size: int | None = DEFAULT_GROUP_SIZE
@@ -656,9 +657,7 @@ class QuantizedEmbedding(Module):
         return _quantized_product(self, h, self.embedding_dim, self.num_embeddings, self.mode, self.group_size, None)
 
     def _load_value(self, name: str, value: Tensor) -> Tensor:
-        if name in ("qweight", "scales") and value.ndim == 2 and value.shape[0] == self.num_embeddings:
-            return blocked(value, self.__dict__[name].shape[2])
-        return value
+        return _from_row_major(self, name, value, self.num_embeddings)
 
     def extra_repr(self) -> str:
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"

@@ -57,8 +57,8 @@ from ..dtype import float32, uint32
 from ..graph.node import Op
 from ..nn.embedding import embedding
 from ..nn.pytree import functional_call
-from ..quant import QuantizedEmbedding
 from ..ops.elementwise import where
+from ..quant import QuantizedEmbedding
 from ..runtime.device import get_device
 from ..tensor import Tensor
 from ..transforms.jit import jit
