@@ -10,8 +10,9 @@
 * safetensors is implemented from its specification (an 8-byte little-endian header length, a
   JSON header ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}``,
   then the raw little-endian data). :func:`safe_open` reads only the tensors asked for, with
-  positioned reads (``os.preadv``) straight into each tensor's array. It does not memory-map the
-  file: a mapped file truncated by another process kills the reader with SIGBUS at the first
+  positioned reads (``os.preadv``) straight into each tensor's memory (on the CPU, the corvid
+  buffer itself: no copy after the read; elsewhere a host array, then copied). It does not
+  memory-map the file: a mapped file truncated by another process kills the reader with SIGBUS at the first
   access past the new end, which no check made beforehand can exclude (the file may shrink
   between the check and the access); a read just returns fewer bytes, which becomes a
   CorruptFileError. Loading a 400 MB file (20 float32 tensors) takes as long as through a map
