@@ -634,10 +634,8 @@ class QuantizedEmbedding(Module):
         lead, groups, g = q.shape[:-1], self.embedding_dim // self.group_size, self.group_size
         if self.mode == "int8":
             values = q.reshape(lead + (groups, g)).astype(dt.float32)
-        else:
-            p = q.reshape(lead + (groups, 1, g // 2))
-            shifts = (arange(2, dtype=dt.uint8, device=q.device) * 4).reshape(2, 1)
-            values = ((p >> shifts) & 15).astype(dt.float32).reshape(lead + (groups, g)) - 8
+        else:  # (the rows' bytes are row-major packed int4: pack_int4's layout)
+            values = (_nibbles(q.reshape(-1, q.shape[-1]), g).astype(dt.float32) - 8).reshape(lead + (groups, g))
         return (values * s.reshape(lead + (groups, 1))).reshape(lead + (self.embedding_dim,)).astype(self.dtype)
 
     @staticmethod
