@@ -738,3 +738,19 @@ def test_the_example_speed_table_times_jitted_products():
     assert [(r, name) for r, name, _, _ in rows][:2] == [(1, "float32 nn.Linear"), (1, "float32, read in place")]
     assert len(rows) == 12 and all(t > 0 for *_, t in rows)
     assert all(k == 1 for r, name, k, _ in rows if r == 1 and name.startswith("int"))
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_a_narrow_output_is_rounded_outside_the_product(mode):
+    """A bfloat16 layer's product stores float32 and its consumers round it: with the rounding
+    (and a residual) fused in, the compiler left the unrolled block of a decode step scalar (10x
+    slower). Its values are those of the product rounded once."""
+    lin = nn.Linear(256, 128, bias=False)
+    q = QuantizedLinear.from_linear(lin, mode, 64).to(cv.bfloat16)
+    x = cv.randn(1, 256).astype(cv.bfloat16).realize()
+    r = cv.randn(1, 128).astype(cv.bfloat16).realize()
+    out = (r + q(x)).contiguous()
+    product = [k for k in out.schedule() if any(i.dtype in (cv.int8, cv.uint8) for i in k.inputs)]
+    assert len(product) == 1 and product[0].output.dtype == cv.float32, product
+    want = (r.astype(cv.float32) + q(x.astype(cv.float32)).astype(cv.bfloat16).astype(cv.float32)).astype(cv.bfloat16)
+    np.testing.assert_array_equal(out.astype(cv.float32).numpy(), want.astype(cv.float32).numpy())
