@@ -76,10 +76,9 @@ from .nn.parameter import Parameter
 from .ops.elementwise import where
 from .tensor import Tensor
 
-__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QUANTIZE_CHUNK", "QuantizedEmbedding",
-           "QuantizedLinear",
-           "block_rows", "blocked",
-           "dequantize_weight", "load_hints", "pack_int4", "quantize", "quantize_weight", "row_major", "unpack_int4"]
+__all__ = ["BLOCK_ROWS", "DEFAULT_GROUP_SIZE", "MATMUL_ROWS", "MODES", "QuantizedEmbedding", "QuantizedLinear",
+           "block_rows", "blocked", "dequantize_weight", "load_hints", "pack_int4", "quantize", "quantize_weight",
+           "row_major", "unpack_int4"]
 
 MODES = ("int8", "int4")
 """The quantization modes: "int8" (a byte a weight) and "int4" (two weights a byte)."""
@@ -220,25 +219,6 @@ def quantize_weight(weight: Any, mode: str = "int8", group_size: int | None = DE
     out, n = w.shape
     g = _check_group(group_size, n, mode, "quantize_weight")
     b = block_rows(out)
-    rows = max(b, QUANTIZE_CHUNK // max(n, 1) // b * b)
-    if out > rows and not _traced(w):
-        # a large weight (a token embedding: 128256 x 2048) a slice of rows at a time, so that its
-        # float32 copy is never made whole (it was 1 GB, twice the bfloat16 table being read)
-        from .array_api import concat
-
-        parts = [_quantize_rows(w[i:i + rows], mode, g, b) for i in range(0, out, rows)]
-        return tuple(concat([p[k] for p in parts], axis=0).contiguous().realize() for k in (0, 1))  # type: ignore
-    return _quantize_rows(w, mode, g, b)
-
-
-QUANTIZE_CHUNK = 1 << 24
-"""The weight elements :func:`quantize_weight` converts at a time (whole blocks of rows): 64 MiB
-of float32."""
-
-
-def _quantize_rows(w: Tensor, mode: str, g: int, b: int) -> tuple[Tensor, Tensor]:
-    """:func:`quantize_weight` of the rows ``w`` (a multiple of ``b``) in blocks of ``b`` rows."""
-    out, n = w.shape
     qmax = _QMAX[mode]
     with no_grad(), autocast(enabled=False):
         w = w.detach().astype(dt.float64 if w.dtype == dt.float64 else dt.float32)

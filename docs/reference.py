@@ -232,7 +232,7 @@ PAGES: list[Page] = [
              _s("Quantizing models", "quantize QuantizedLinear QuantizedEmbedding"),
              _s("Quantized weights", "quantize_weight dequantize_weight pack_int4 unpack_int4"),
              _s("The stored layout", "block_rows blocked row_major"),
-             _s("Settings", "MODES DEFAULT_GROUP_SIZE MATMUL_ROWS BLOCK_ROWS QUANTIZE_CHUNK"),
+             _s("Settings", "MODES DEFAULT_GROUP_SIZE MATMUL_ROWS BLOCK_ROWS"),
              _s("State dicts", "load_hints"),
          ]),
     Page("models", "Language models: corvid.models", "corvid.models",
@@ -520,8 +520,6 @@ VALUES: dict[str, str] = {
     "corvid.quant.DEFAULT_GROUP_SIZE": "128: the inputs that share a scale unless ``group_size`` says otherwise.",
     "corvid.quant.BLOCK_ROWS": "64: the output rows a block of the stored layout interleaves (when they divide "
                                "the row count; else the largest power of two that does).",
-    "corvid.quant.QUANTIZE_CHUNK": "2**24: the weight elements ``quantize_weight`` converts at a time (whole "
-                                   "blocks of rows), so a large table's float32 copy is never made whole.",
     "corvid.quant.MATMUL_ROWS": "32: from this many input rows on, a ``QuantizedLinear`` dequantizes its weight once "
                                 "per call and runs the float matmul's tiled kernel; with fewer it computes from "
                                 "the packed weights (one kernel below 8 rows).",
