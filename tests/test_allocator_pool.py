@@ -342,9 +342,11 @@ def test_generation_gives_back_its_prefill_blocks_and_peaks_lower(monkeypatch):
     monkeypatch.undo()
 
     assert abs(first - first_kept) < 0.05 * first  # the prefill itself is the same
-    # its blocks (3.8 MB) are given back: the short generations take memory the long one released,
-    # instead of coming on top of what it left in the pool (measured 4.00 MB against 4.78 MB)
-    assert pooled_kept > 3 * MB and pooled < pooled_kept / 4
+    # its blocks are given back: the short generations take memory the long one released, instead
+    # of coming on top of what it left in the pool (measured with the fused attention, which
+    # stores no score matrix: 0.90 MB pooled at the end against 2.53 MB, a peak of 1.64 MB
+    # against 2.58 MB)
+    assert pooled_kept > 2 * MB and pooled < pooled_kept / 2
     assert both <= first * 1.02 < both_kept * 0.9
 
 

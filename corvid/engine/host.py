@@ -29,6 +29,7 @@ import numpy as np
 
 from ..dtype import DType
 from ..graph.node import Node, Op, node
+from ..graph.symbolic import is_symbolic
 
 
 class HostOp:
@@ -36,13 +37,18 @@ class HostOp:
     what the schedule and kernel caches key on. ``fn(*arrays, **dict(params))`` returns one array
     or a tuple of them; ``batched`` says it accepts leading batch dimensions on every input.
     ``template`` names a device kernel template computing the same outputs (a device whose
-    renderer has ``render_<template>`` runs that instead of ``fn``: see :class:`TemplateKernel`)."""
+    renderer has ``render_<template>`` runs that instead of ``fn``: see :class:`TemplateKernel`).
+    ``native(device, params, in_specs)`` may return a program of the device's own that computes
+    the outputs on its buffers (``in_specs``: each input's shape, symbolic sizes included, and
+    dtype; a program over symbolic sizes says ``takes_sizes`` and is called with each call's
+    sizes), or None where it has none and ``fn`` runs."""
 
-    __slots__ = ("name", "fn", "params", "batched", "template")
+    __slots__ = ("name", "fn", "params", "batched", "template", "native")
 
     def __init__(self, name: str, fn: Callable[..., Any], params: tuple = (), batched: bool = False,
-                 template: str | None = None):
+                 template: str | None = None, native: Callable[..., Any] | None = None):
         self.name, self.fn, self.params, self.batched, self.template = name, fn, tuple(params), batched, template
+        self.native = native
 
     def _key(self) -> tuple:
         return (self.name, self.params)
@@ -83,7 +89,8 @@ def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...],
     if len(dtypes) != 1:
         raise ValueError(f"{op.name}: host call outputs must share one dtype, got {sorted(d.name for d in dtypes)}")
     dtype = dtypes.pop()
-    shapes = tuple(tuple(int(s) for s in shape) for shape, _ in outputs)
+    # (a symbolic size stays one: only an op with a native program runs over them)
+    shapes = tuple(tuple(s if is_symbolic(s) else int(s) for s in shape) for shape, _ in outputs)
     total = sum(math.prod(s) for s in shapes)
     packed = Tensor._from_node(node(Op.CUSTOM, tuple(x.node for x in ins), HostArg((op, shapes)), dtype, (total,)),
                                device)

@@ -745,9 +745,11 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
         return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
 
     def make() -> _Compiled:
-        kernel = HostKernel(f"host_{op.name}", [(n.shape, n.dtype) for n in inputs], root.numel, root.dtype)
+        specs = [(n.shape, n.dtype) for n in inputs]
+        kernel = HostKernel(f"host_{op.name}", specs, root.numel, root.dtype)
         compiled = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
-        compiled.programs[device] = HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
+        native = op.native(device, dict(op.params), specs) if op.native is not None else None
+        compiled.programs[device] = native or HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
         return compiled
 
     compiled = _cached(key, make)

@@ -1,10 +1,13 @@
 """Attention: ``F.scaled_dot_product_attention`` and :class:`MultiheadAttention`.
 
-Both compute ``softmax(q @ k.T * scale + mask) @ v`` from ordinary tensor ops (a few fused
-kernels); on the CL and CUDA devices, without dropout or a float mask (and, for
-:class:`MultiheadAttention`, with ``need_weights=False``), as one flash-attention-style kernel
-that never stores the scores (:mod:`corvid.nn.flash`), forward and backward. The softmax is *safe*: a query whose keys are all masked out gets weights 0 (output
-0) instead of NaN, as torch's ``scaled_dot_product_attention`` does.
+Both compute ``softmax(q @ k.T * scale + mask) @ v`` without dropout (and, for
+:class:`MultiheadAttention`, with ``need_weights=False``) as fused kernels that never store the
+scores, forward and backward: on the CPU through :mod:`corvid.nn.cpu_attention` (a boolean or
+float mask, grouped-query heads read as they are), on the CL and CUDA devices as one
+flash-attention-style kernel (:mod:`corvid.nn.flash`; no float mask). Elsewhere, and with
+dropout or float64 operands, they are computed from ordinary tensor ops (a few fused kernels).
+The softmax is *safe*: a query whose keys are all masked out gets weights 0 (output 0) instead
+of NaN, as torch's ``scaled_dot_product_attention`` does.
 
 Mask conventions differ between the two PyTorch APIs, and corvid keeps each one's: in
 ``scaled_dot_product_attention`` a boolean mask is True where a position **takes part**; in
@@ -29,7 +32,7 @@ from ..ops.elementwise import where
 from ..ops.manipulation import repeat, tril
 from ..ops.movement import cat
 from ..tensor import Tensor
-from . import flash, init
+from . import cpu_attention, flash, init
 from .dropout import dropout
 from .linear import Linear, linear
 from .module import Module, shape_error
@@ -90,13 +93,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                          f"(..., S, Ev), got {q.shape}, {k.shape} and {v.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    mask = None if attn_mask is None else attn_mask if isinstance(attn_mask, Tensor) else Tensor(attn_mask)
+    gqa_ok = enable_gqa or k.ndim < 3 or k.shape[-3] in (1, q.shape[-3])  # (heads of 1 broadcast as well)
+    if gqa_ok and cpu_attention.can_fuse(q, k, v, mask, dropout_p):  # (the CPU: no score matrix)
+        return cpu_attention.attention(q, k, v, mask, is_causal, s)
     if enable_gqa and k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
         hq, hk = q.shape[-3], k.shape[-3]
         if hq % hk:
             raise ValueError(f"scaled_dot_product_attention: {hk} key/value heads must divide {hq} query heads")
         k, v = repeat(k, hq // hk, axis=-3), repeat(v, hq // hk, axis=-3)
-    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    mask = None if attn_mask is None else attn_mask if isinstance(attn_mask, Tensor) else Tensor(attn_mask)
     given = (mask, None) if mask is not None and mask.dtype.is_bool else (None, mask)
     if flash.can_fuse(q, k, v, *given, dropout_p):  # (a GPU-style device: one kernel, no score matrix)
         return flash.attention(q, k, v, given[0], is_causal, s)
@@ -253,10 +259,16 @@ class MultiheadAttention(Module):
             k = cat([k, zeros(n, heads, 1, d, dtype=k.dtype, device=k.device)], axis=2)
             v = cat([v, zeros(n, heads, 1, d, dtype=v.dtype, device=v.device)], axis=2)
             keep, add = _extend_masks(keep, add)
-        dropping = self.training and self.dropout > 0.0
-        if not need_weights and flash.can_fuse(q, k, v, keep, add, self.dropout if dropping else 0.0):
-            out = flash.attention(q, k, v, keep, False, 1.0 / math.sqrt(d)).transpose(1, 2).reshape(n, length, self.embed_dim)
-            out = self.out_proj(out)
+        drop = self.dropout if self.training and self.dropout > 0.0 else 0.0
+        fused = None
+        if not need_weights:
+            mask = keep if add is None else add if keep is None else where(keep, add, -math.inf)
+            if cpu_attention.can_fuse(q, k, v, mask, drop):
+                fused = cpu_attention.attention(q, k, v, mask, False, 1.0 / math.sqrt(d))
+            elif flash.can_fuse(q, k, v, keep, add, drop):
+                fused = flash.attention(q, k, v, keep, False, 1.0 / math.sqrt(d))
+        if fused is not None:
+            out = self.out_proj(fused.transpose(1, 2).reshape(n, length, self.embed_dim))
             return (out.squeeze(0) if unbatched else out if self.batch_first else out.transpose(0, 1)), None
         scores = (q * (1.0 / math.sqrt(d))) @ k.mT
         if add is not None:

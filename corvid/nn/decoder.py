@@ -27,6 +27,7 @@ from ..dtype import float32
 from ..ops.manipulation import repeat
 from ..tensor import Tensor
 from .activation import gelu, relu, silu
+from . import cpu_attention
 from .attention import masked_softmax, scaled_dot_product_attention
 from .linear import Linear
 from .module import Module, shape_error
@@ -209,6 +210,9 @@ class CausalSelfAttention(Module):
         (1, 2, 1, 4)
         """
         n_q, n_k = q.shape[-2], k.shape[-2]
+        if mask is not None and self.softcap is None and cpu_attention.can_fuse(q, k, v, mask, 0.0):
+            # (the CPU's fused kernels read grouped keys and values once per group themselves)
+            return scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=True)
         if mask is not None and self.num_kv_heads != self.num_heads and q.ndim == 4:
             # grouped-query attention on a cache: the queries of each key/value head as one block
             # of rows, so that the cached keys and values are read as they are, not repeated per head
