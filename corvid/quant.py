@@ -40,7 +40,12 @@ of its own (the rule by which it stores a value that a kernel would evaluate 8 t
 From ``MATMUL_ROWS`` rows on (a prompt, a training batch) the weight is dequantized once per call
 into a float32 copy laid out as the float matmul's tiled kernel reads it: two kernels, about as
 fast as a float ``Linear`` (a narrow input is converted first and the float32 product stored before
-it is rounded, as a narrow matmul does: the tiles read and write float32 only).
+it is rounded, as a narrow matmul does: the tiles read and write float32 only). On a CPU with
+bfloat16 dot products (AVX512-BF16), a bfloat16 input of 8 rows or more goes instead to
+:func:`corvid.nn.cpu_matmul.matmul_quantized`: the integers are packed as bfloat16 (exactly),
+each group's sum is multiplied by its scale, and no dequantized copy is made (a 512-token
+prompt of a Llama-3.2-1B-shaped int4 model: about 2.2x faster than the float32 route, and 70 MB
+less at its peak).
 
 >>> from corvid import nn
 >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))
@@ -70,6 +75,7 @@ from . import dtype as dt
 from .amp import autocast, autocast_dtype
 from .autograd import no_grad
 from .creation import arange, zeros
+from .nn import cpu_matmul
 from .nn.linear import Linear
 from .nn.module import Module, replace_modules, shape_error
 from .nn.parameter import Parameter
@@ -526,7 +532,16 @@ def _quantized_product(layer: Module, x: Any, n: int, out: int, want_mode: str, 
                          f"group_size={g} for {held} outputs")
     with autocast(enabled=False):
         xs = x.astype(compute).reshape(rows, n)
-        if rows < MATMUL_ROWS:
+        if x.dtype == dt.bfloat16 and g % 2 == 0 and cpu_matmul.usable(x, rows, n, qweight, scales):
+            # (bfloat16 dot products of the integers as they are, each group's sum times its
+            # scale: exact products, and no dequantized copy of the weight; without a bias the
+            # kernel rounds to the output dtype itself)
+            direct = bias is None and out_dtype in (dt.float32, dt.bfloat16)
+            y = cpu_matmul.matmul_quantized(x.reshape(rows, n), _as_blocks(qweight), _as_blocks(scales), mode, g,
+                                            out_dtype if direct else dt.float32)
+            if direct:
+                return y.reshape(lead + (out,))
+        elif rows < MATMUL_ROWS:
             y = _fused_product(xs, qweight, scales, mode, g)
         else:
             if x.dtype != compute:  # (converted once: the tiled product's loads of a narrow x converted at every use)

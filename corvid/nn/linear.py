@@ -16,7 +16,8 @@ from ..errors import ShapeError
 from ..amp import narrow
 from ..creation import empty
 from ..tensor import Tensor
-from . import init
+from ..dtype import bfloat16
+from . import cpu_matmul, init
 from .module import Module, shape_error
 from .parameter import Parameter
 
@@ -33,7 +34,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
         raise ShapeError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
                          "(expected input (*, in) and weight (out, in))")
-    out = x @ weight.T
+    out = cpu_matmul.linear(x, weight) if x.dtype == weight.dtype == bfloat16 else None  # (AVX512-BF16)
+    if out is None:
+        out = x @ weight.T
     return out if bias is None else out + narrow(bias)[0]  # (under autocast the bias too is bfloat16/float16)
 
 

@@ -1,0 +1,242 @@
+"""The C source of the bfloat16 dot-product products (:mod:`corvid.nn.cpu_matmul`).
+
+One function per weight kind and output dtype, ``void name(OUT* C, const uint16_t* A, const void* W, const
+float* S, long long M, long long N, long long K, long long B, long long g)``: ``C (M, N) = A (M,
+K) @ W.T``, ``A`` bfloat16 row-major, and ``W``
+
+* ``"bf16"``: bfloat16 ``(N, K)`` row-major (``S``, ``B``, ``g`` unused);
+* ``"int8"``: corvid's blocked quantized layout (:mod:`corvid.quant`), int8 ``(N / B, K, B)`` with
+  float32 scales ``S (N / B, K / g, B)``;
+* ``"int4"``: the same with bytes ``(N / B, K / 2, B)``, byte ``c`` of a group holding inputs ``c``
+  (low nibble) and ``c + g / 2`` (high nibble), stored plus 8.
+
+Each thread takes blocks of :data:`BLOCK` outputs. It packs the block's weights into a panel,
+pairs of input channels of the 48 outputs side by side (what one ``vdpbf16ps`` reads), quantized
+integers converted to bfloat16 exactly, then runs every 8 rows of ``A``
+against the panel in 24 vector registers. A quantized weight's groups are summed apart and each
+sum multiplied by its scale, ``s * (x . q)``: every product is exact, as in the float32
+product of the dequantized weight. For ``"int4"`` the rows of ``A`` are first rearranged to pair
+input ``c`` with ``c + g / 2``, the two halves of a byte.
+"""
+
+from __future__ import annotations
+
+BLOCK = 48  # outputs per panel (three 16-lane vectors)
+ROWS = 8  # rows of a register tile
+
+
+def _tile(r: int) -> str:
+    """``tile_r``: ``r`` rows of ``A`` against a panel, group by group, into ``C`` (float32, or
+    bfloat16 rounded to nearest even)."""
+    h = BLOCK // 16
+    lines = [f"static inline void tile_{r}(OUT* restrict C, long long ldc, const uint16_t* restrict A, long long lda,",
+             "    const uint32_t* restrict panel, const float* restrict sp, long long G, long long GP, int nc) {",
+             f"  float T[{r}][{BLOCK}] __attribute__((aligned(64)));",
+             "  for (long long grp = 0; grp < G; grp++) {"]
+    lines += [f"    __m512 c{i}_{j} = _mm512_setzero_ps();" for i in range(r) for j in range(h)]
+    lines.append("    for (long long p = grp * GP; p < (grp + 1) * GP; p++) {")
+    lines += [f"      const __m512bh b{j} = (__m512bh)_mm512_load_si512(panel + p * {BLOCK} + {16 * j});"
+              for j in range(h)]
+    for i in range(r):
+        pair = f"*(const int32_t*)(A + {i} * lda + 2 * p)"  # (two inputs, broadcast to every lane)
+        lines.append(f"      const __m512bh a{i} = (__m512bh)_mm512_set1_epi32({pair});")
+        lines += [f"      c{i}_{j} = _mm512_dpbf16_ps(c{i}_{j}, a{i}, b{j});" for j in range(h)]
+    lines.append("    }")
+    lines.append("    if (sp) {")
+    lines += [f"      const __m512 s{j} = _mm512_load_ps(sp + grp * {BLOCK} + {16 * j});" for j in range(h)]
+    lines += [f"      c{i}_{j} = _mm512_mul_ps(c{i}_{j}, s{j});" for i in range(r) for j in range(h)]
+    lines.append("    }")
+    lines.append("    if (grp == 0) {")
+    lines += [f"      _mm512_store_ps(T[{i}] + {16 * j}, c{i}_{j});" for i in range(r) for j in range(h)]
+    lines.append("    } else {")
+    lines += [f"      _mm512_store_ps(T[{i}] + {16 * j}, _mm512_add_ps(_mm512_load_ps(T[{i}] + {16 * j}), c{i}_{j}));"
+              for i in range(r) for j in range(h)]
+    lines += ["    }", "  }",
+              f"  for (int i = 0; i < {r}; i++) for (int j = 0; j < nc; j++) C[i * ldc + j] = STORE(T[i][j]);", "}"]
+    return "\n".join(lines)
+
+
+_HEADER = r"""#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef __AVX512BF16__
+#error no AVX512-BF16 in this target
+#endif
+static inline uint16_t f32_bf16(float f) {  /* round to nearest even; a nan stays a (quiet) nan */
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+
+# fills panel[p * BLOCK + c] (p < K2, c < BLOCK) and, quantized, sp[grp * BLOCK + c] for block j
+_PACK = {
+    "bf16": r"""
+/* 16 x 16 32-bit elements transposed in registers: dst row i (stride ld) = column i of the 16
+   source rows (stride ls) */
+static inline void transpose16(uint32_t* restrict dst, long long ld, const uint32_t* restrict src, long long ls) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + i * ls);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; i++) {  /* 128-bit lanes: rows i, i+4, i+8, i+12 */
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + i * ld, r[i]);  /* (r[i]: column i) */
+}
+static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, const float* S, long long j,
+                 long long N, long long K, long long B, long long g) {
+  const uint16_t* W = (const uint16_t*)Wv; (void)sp; (void)S; (void)B; (void)g;
+  const long long K2 = K / 2;
+  for (long long c0 = 0; c0 < BLOCK; c0 += 16) {
+    const long long n0 = j * BLOCK + c0;
+    if (n0 + 16 <= N) {  /* 16 whole rows: 16 x 16 blocks of pairs transposed */
+      const uint32_t* rows = (const uint32_t*)(W + n0 * K);
+      long long p = 0;
+      for (; p + 16 <= K2; p += 16) transpose16(panel + p * BLOCK + c0, BLOCK, rows + p, K2);
+      for (; p < K2; p++) for (long long c = 0; c < 16; c++) panel[p * BLOCK + c0 + c] = rows[c * K2 + p];
+    } else {
+      for (long long c = c0; c < c0 + 16; c++) {
+        const long long n = j * BLOCK + c;
+        if (n < N) {
+          const uint32_t* row = (const uint32_t*)(W + n * K);
+          for (long long p = 0; p < K2; p++) panel[p * BLOCK + c] = row[p];
+        } else for (long long p = 0; p < K2; p++) panel[p * BLOCK + c] = 0;
+      }
+    }
+  }
+}
+""",
+    "int8": r"""
+static inline uint32_t bf16_bits(int v) { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); return u >> 16; }
+static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, const float* S, long long j,
+                 long long N, long long K, long long B, long long g) {
+  const int8_t* W = (const int8_t*)Wv;
+  const long long K2 = K / 2, G = K / g;
+  for (long long c0 = 0; c0 < BLOCK;) {  /* the outputs of one block of B at a time: contiguous bytes */
+    const long long n = j * BLOCK + c0;
+    if (n >= N) {
+      for (long long p = 0; p < K2; p++) for (long long c = c0; c < BLOCK; c++) panel[p * BLOCK + c] = 0;
+      for (long long q = 0; q < G; q++) for (long long c = c0; c < BLOCK; c++) sp[q * BLOCK + c] = 0.0f;
+      break;
+    }
+    const long long l = n % B, blk = n / B;
+    long long len = BLOCK - c0 < B - l ? BLOCK - c0 : B - l;
+    if (len > N - n) len = N - n;
+    for (long long p = 0; p < K2; p++) {
+      const int8_t* x0 = W + (blk * K + 2 * p) * B + l;
+      const int8_t* x1 = x0 + B;
+      uint32_t* o = panel + p * BLOCK + c0;
+      for (long long c = 0; c < len; c++) o[c] = bf16_bits(x0[c]) | (bf16_bits(x1[c]) << 16);
+    }
+    for (long long q = 0; q < G; q++) {
+      const float* s = S + (blk * G + q) * B + l;
+      for (long long c = 0; c < len; c++) sp[q * BLOCK + c0 + c] = s[c];
+    }
+    c0 += len;
+  }
+}
+""",
+    "int4": r"""
+static inline uint32_t bf16_bits(int v) { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); return u >> 16; }
+static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, const float* S, long long j,
+                 long long N, long long K, long long B, long long g) {
+  const uint8_t* W = (const uint8_t*)Wv;
+  const long long K2 = K / 2, G = K / g;
+  for (long long c0 = 0; c0 < BLOCK;) {  /* the outputs of one block of B at a time: contiguous bytes */
+    const long long n = j * BLOCK + c0;
+    if (n >= N) {
+      for (long long p = 0; p < K2; p++) for (long long c = c0; c < BLOCK; c++) panel[p * BLOCK + c] = 0;
+      for (long long q = 0; q < G; q++) for (long long c = c0; c < BLOCK; c++) sp[q * BLOCK + c] = 0.0f;
+      break;
+    }
+    const long long l = n % B, blk = n / B;
+    long long len = BLOCK - c0 < B - l ? BLOCK - c0 : B - l;
+    if (len > N - n) len = N - n;
+    for (long long p = 0; p < K2; p++) {
+      const uint8_t* x = W + (blk * K2 + p) * B + l;
+      uint32_t* o = panel + p * BLOCK + c0;
+      for (long long c = 0; c < len; c++) o[c] = bf16_bits((x[c] & 15) - 8) | (bf16_bits((x[c] >> 4) - 8) << 16);
+    }
+    for (long long q = 0; q < G; q++) {
+      const float* s = S + (blk * G + q) * B + l;
+      for (long long c = 0; c < len; c++) sp[q * BLOCK + c0 + c] = s[c];
+    }
+    c0 += len;
+  }
+}
+""",
+}
+
+_MAIN = r"""
+void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const float* S, long long M, long long N,
+          long long K, long long B, long long g) {
+  const long long K2 = K / 2, nb = (N + BLOCK - 1) / BLOCK;
+  const long long G = QUANTIZED ? K / g : 1, GP = K2 / G;
+  const uint16_t* a = A;
+  uint16_t* paired = 0;
+  if (PAIRED) {  /* int4: the rows of A with input c beside input c + g / 2 of its group */
+    paired = (uint16_t*)aligned_alloc(64, (size_t)(M * K * 2 + 64));
+    #pragma omp parallel for schedule(static)
+    for (long long m = 0; m < M; m++)
+      for (long long q = 0; q < G; q++)
+        for (long long c = 0; c < g / 2; c++) {
+          paired[m * K + q * g + 2 * c] = A[m * K + q * g + c];
+          paired[m * K + q * g + 2 * c + 1] = A[m * K + q * g + c + g / 2];
+        }
+    a = paired;
+  }
+  #pragma omp parallel
+  {
+    uint32_t* panel = (uint32_t*)aligned_alloc(64, (size_t)K2 * BLOCK * 4 + 64);
+    float* sp = QUANTIZED ? (float*)aligned_alloc(64, (size_t)G * BLOCK * 4 + 64) : 0;
+    #pragma omp for schedule(static)
+    for (long long j = 0; j < nb; j++) {
+      pack(panel, sp, W, S, j, N, K, B, g);
+      const int nc = N - j * BLOCK < BLOCK ? (int)(N - j * BLOCK) : BLOCK;
+      for (long long i = 0; i < M; i += ROWS) {
+        const int r = M - i < ROWS ? (int)(M - i) : ROWS;
+        OUT* c = C + i * N + j * BLOCK;
+        const uint16_t* ar = a + i * K;
+        switch (r) { CASES default: tile_1(c, N, ar, K, panel, sp, G, GP, nc); }
+      }
+    }
+    free(panel);
+    if (sp) free(sp);
+  }
+  if (paired) free(paired);
+}
+"""
+
+
+def source(name: str, kind: str, out: str = "float32") -> str:
+    """The C source of the product for weights of ``kind`` (``"bf16"``, ``"int8"``, ``"int4"``),
+    writing ``out`` (``"float32"``, or ``"bfloat16"``: each float32 sum rounded once)."""
+    if kind not in _PACK or out not in ("float32", "bfloat16"):
+        raise ValueError(f"bfloat16 product: unknown weight kind {kind!r} or output {out!r}")
+    quantized = kind != "bf16"
+    cases = " ".join(f"case {r}: tile_{r}(c, N, ar, K, panel, sp, G, GP, nc); break;" for r in range(ROWS, 1, -1))
+    main = (_MAIN.replace("NAME", name).replace("CASES", cases).replace("QUANTIZED", str(int(quantized)))
+            .replace("PAIRED", str(int(kind == "int4"))))
+    store = ("typedef float OUT;\n#define STORE(x) (x)" if out == "float32" else
+             "typedef uint16_t OUT;\n#define STORE(x) f32_bf16(x)")
+    tiles = [_tile(r) for r in range(1, ROWS + 1)]
+    return "\n".join([_HEADER, f"#define BLOCK {BLOCK}\n#define ROWS {ROWS}", store, *tiles, _PACK[kind], main])
