@@ -83,7 +83,8 @@ def test_the_numpy_reference_agrees():
         q = quant.QuantizedLinear.from_linear(lin, mode=mode, group_size=32)
         x = bf16(rng.standard_normal((5, 64)))
         qw, sc = quant._as_blocks(q.qweight).numpy(), quant._as_blocks(q.scales).numpy()
-        got = cpu_matmul._reference(x.numpy(), qw, sc, kind=mode, n=96, block=qw.shape[2], group=32, out="float32")
+        got = cpu_matmul._reference(x.numpy(), qw, sc, kind=mode, n=96, block=qw.shape[2], group=32, out="float32",
+                                    act=None)
         ref = as64(x) @ quant.dequantize_weight(q.qweight, q.scales).numpy().astype(np.float64).T
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
@@ -116,8 +117,16 @@ def test_gradients_and_transforms_keep_the_float32_product():
 
 
 def test_symbolic_rows_in_jit():
+    """The kernel reads a symbolic row count when it runs. (Without AVX512-BF16 the numpy function
+    runs instead, which needs constant sizes: a clear JitError.)"""
     traces = []
     w = bf16(rng.standard_normal((96, 64)))
+    if not cpu_matmul.available():
+        from corvid.transforms.jit import JitError
+
+        with pytest.raises(JitError, match="constant sizes"):
+            cv.jit(lambda x: cpu_matmul.matmul(x, w), dynamic={0: {0: "rows"}})(bf16(np.ones((40, 64))))
+        return
 
     @cv.jit(dynamic={0: {0: "rows"}})
     def f(x):
@@ -159,3 +168,48 @@ def test_fuzz_shapes(m, k, n, seed):
     r = np.random.default_rng(seed)
     x, w = bf16(r.standard_normal((m, k))), bf16(r.standard_normal((n, k)))
     np.testing.assert_allclose(cpu_matmul.matmul(x, w).numpy(), as64(x) @ as64(w).T, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_pytorch_tanh"])
+@pytest.mark.parametrize("mode", [None, "int8", "int4"])
+def test_gated_mlp_in_one_kernel(activation, mode, monkeypatch):
+    """A SwiGLU/GeGLU block's gate and up projections in one kernel: the products rounded to
+    bfloat16 as the layers give them, the activation in float32, the result rounded once. (On a
+    CPU without AVX512-BF16 the op's numpy function runs: the same values.)"""
+    from corvid.nn.decoder import GatedMLP
+
+    monkeypatch.setattr(cpu_matmul, "available", lambda: True)
+
+    cv.manual_seed(1)
+    mlp = GatedMLP(64, 80, activation, dtype=cv.bfloat16)
+    if mode is not None:
+        mlp = quant.quantize(mlp, mode, group_size=16)
+    x = bf16(rng.standard_normal((3, 12, 64)))
+    with cv.no_grad():
+        both = cpu_matmul.gated(x, mlp.gate_proj, mlp.up_proj, activation)
+        gate = mlp.gate_proj(x).astype(cv.float32).numpy().astype(np.float64)
+        up = mlp.up_proj(x).astype(cv.float32).numpy().astype(np.float64)
+        y = mlp(x)
+    names = kernels(y)
+    assert any("matmul_bf16" in n and ("silu" in n or "gelu" in n) for n in names)
+    act = {"silu": lambda g: g / (1 + np.exp(-g)),
+           "gelu_pytorch_tanh": lambda g: 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))}
+    ref = act[activation](gate) * up
+    got = both.astype(cv.float32).numpy()
+    assert both.dtype == cv.bfloat16 and both.shape == (3, 12, 80)
+    np.testing.assert_allclose(got, ref, rtol=2 ** -8, atol=1e-6)  # (the result's own rounding)
+    want = mlp.down_proj(cv.Tensor(round_bf16(ref)).astype(cv.bfloat16))
+    np.testing.assert_allclose(y.astype(cv.float32).numpy(), want.astype(cv.float32).numpy(), rtol=3e-2, atol=3e-2)
+
+
+def test_gated_keeps_the_layers_where_it_does_not_apply():
+    from corvid.nn.decoder import GatedMLP
+
+    mlp = GatedMLP(64, 96, "gelu", dtype=cv.bfloat16)  # (erf gelu: not fused)
+    x = bf16(rng.standard_normal((16, 64)))
+    with cv.no_grad():
+        assert cpu_matmul.gated(x, mlp.gate_proj, mlp.up_proj, "gelu") is None
+        silu = GatedMLP(64, 96, "silu", dtype=cv.bfloat16)
+        silu.gate_proj.register_forward_hook(lambda m, a, out: out * 2)
+        assert cpu_matmul.gated(x, silu.gate_proj, silu.up_proj, "silu") is None  # (a hook must run)
+        assert cpu_matmul.gated(x[:4], GatedMLP(64, 96).gate_proj, GatedMLP(64, 96).up_proj, "silu") is None

@@ -45,7 +45,7 @@ from ..codegen.lower import (LoweringTooLarge, compared_consts, gather_address, 
                              runtime_const)
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
-from ..graph.symbolic import Sym, hint, upper
+from ..graph.symbolic import Sym, SymbolicSizeError, hint, is_symbolic, upper
 from .capture import sizes_node
 from ..runtime.compiler import max_loaded_kernels
 from ..runtime.device import Buffer, Program, get_device
@@ -749,6 +749,9 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
         kernel = HostKernel(f"host_{op.name}", specs, root.numel, root.dtype)
         compiled = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
         native = op.native(device, dict(op.params), specs) if op.native is not None else None
+        if native is None and any(is_symbolic(d) for shape, _ in specs for d in shape):
+            raise SymbolicSizeError(f"the host op {op.name} runs its numpy function on {device}, which needs "
+                                    "constant sizes")
         compiled.programs[device] = native or HostProgram(root.arg, kernel, device)  # type: ignore[assignment]
         return compiled
 

@@ -46,21 +46,22 @@ from ..tensor import Tensor
 from . import cpu_matmul_c
 
 MIN_ROWS = 8  # rows from which a product takes this path (from 8 rows the kernel packing the weight wins)
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks")
 _WATCHING = frozenset({"grad", "jvp", "vmap", "checkpoint", "checkpoint_in", "recompute"})
 
 
 @functools.cache
-def _function(kind: str, out: str = "float32") -> Any:
-    """The compiled kernel for weights of ``kind`` writing ``out``, or None where the toolchain's
-    target has no AVX512-BF16."""
+def _function(kind: str, out: str = "float32", act: str | None = None) -> Any:
+    """The compiled kernel for weights of ``kind`` writing ``out`` (gated by ``act``), or None
+    where the toolchain's target has no AVX512-BF16."""
     from ..runtime.compiler import CompileError, CompilerNotFoundError, compile_kernel
 
-    name = f"cv_matmul_bf16_{kind}_{out}"
+    name = f"cv_matmul_bf16_{kind}_{out}" + (f"_{act}" if act else "")
     try:
-        lib = compile_kernel(cpu_matmul_c.source(name, kind, out), name)
+        lib = compile_kernel(cpu_matmul_c.source(name, kind, out, act), name)
     except (CompileError, CompilerNotFoundError):
         return None
-    return lib.function(name, [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 5)
+    return lib.function(name, [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 5)
 
 
 def available() -> bool:
@@ -75,8 +76,8 @@ class _Program:
         from ..runtime.device import get_device
 
         self.address = get_device(device).allocator.address
-        self.kind = params["kind"]
-        self.fn = _function(self.kind, params["out"])
+        self.kind, self.gated = params["kind"], params["act"] is not None
+        self.fn = _function(self.kind, params["out"], params["act"])
         self.rows = size_function(shapes[0][0])
         self.k = int(shapes[0][1])
         self.n, self.block, self.group = int(params["n"]), int(params["block"]), int(params["group"])
@@ -84,51 +85,75 @@ class _Program:
 
     def __call__(self, handles: list[Any], sizes: list[int] | None = None) -> None:
         m = self.rows if type(self.rows) is int else self.rows(sizes)
-        ptrs = [self.address(h) for h in handles] + [None]
-        self.fn(ptrs[0], ptrs[1], ptrs[2], ptrs[3], m, self.n, self.k, self.block, self.group)
+        ptrs = [self.address(h) for h in handles]
+        quantized = self.kind != "bf16"
+        c, a, w = ptrs[:3]
+        s = ptrs[3] if quantized else None
+        w2 = (ptrs[4] if quantized else ptrs[3]) if self.gated else None
+        s2 = ptrs[5] if self.gated and quantized else None
+        self.fn(c, a, w, s, w2, s2, m, self.n, self.k, self.block, self.group)
 
 
 def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
-    if device.partition(":")[0] != "CPU" or _function(params["kind"], params["out"]) is None:
+    if device.partition(":")[0] != "CPU" or _function(params["kind"], params["out"], params["act"]) is None:
         return None
     return _Program(device, params, [shape for shape, _ in in_specs])
 
 
-def _reference(x: np.ndarray, w: np.ndarray, *scales: np.ndarray, kind: str, n: int, block: int,
-               group: int, out: str) -> np.ndarray:
-    """numpy's product of the same operands (what runs where the kernel does not)."""
+def _dequantized(w: np.ndarray, scales: np.ndarray | None, kind: str, n: int, group: int) -> np.ndarray:
+    """A weight operand as float32 ``(n, K)``."""
     if kind == "bf16":
-        weight = w.astype(np.float32)
+        return w.astype(np.float32)
+    nb, _, b = w.shape
+    if kind == "int8":
+        q = w.astype(np.float32)  # (nb, K, B)
     else:
-        nb, _, b = w.shape
-        if kind == "int8":
-            q = w.astype(np.float32)  # (nb, K, B)
-        else:
-            g = group
-            lo, hi = (w & 15).astype(np.float32) - 8, (w >> 4).astype(np.float32) - 8  # (nb, K/2, B)
-            k2 = w.shape[1]
-            lo, hi = lo.reshape(nb, k2 * 2 // g, g // 2, b), hi.reshape(nb, k2 * 2 // g, g // 2, b)
-            q = np.concatenate([lo, hi], axis=2).reshape(nb, k2 * 2, b)
-        s = np.repeat(scales[0].astype(np.float32), group, axis=1)  # (nb, K, B)
-        weight = (q * s).transpose(0, 2, 1).reshape(nb * b, -1)[:n]
-    return x.astype(np.float32) @ weight.T
+        g, k2 = group, w.shape[1]
+        lo, hi = (w & 15).astype(np.float32) - 8, (w >> 4).astype(np.float32) - 8  # (nb, K/2, B)
+        lo, hi = lo.reshape(nb, k2 * 2 // g, g // 2, b), hi.reshape(nb, k2 * 2 // g, g // 2, b)
+        q = np.concatenate([lo, hi], axis=2).reshape(nb, k2 * 2, b)
+    s = np.repeat(scales.astype(np.float32), group, axis=1)  # (nb, K, B)
+    return (q * s).transpose(0, 2, 1).reshape(nb * b, -1)[:n]
 
 
-def _call(kind: str, x: Tensor, w: Tensor, scales: Tensor | None, n: int, block: int, group: int,
-          out: dt.DType) -> Tensor:
+def _round_bf16(a: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return a.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+ACTIVATIONS = {"silu": lambda g: g / (1 + np.exp(-g)),
+               "gelu_tanh": lambda g: g - g / (1 + np.exp(1.5957691216057308 * (g + 0.044715 * g ** 3)))}
+
+
+def _reference(x: np.ndarray, *ops: np.ndarray, kind: str, n: int, block: int, group: int, out: str,
+               act: str | None) -> np.ndarray:
+    """numpy's product of the same operands (what runs where the kernel does not)."""
+    per = 1 if kind == "bf16" else 2
+    x = x.astype(np.float32)
+    with np.errstate(over="ignore"):
+        y = x @ _dequantized(ops[0], ops[1] if per == 2 else None, kind, n, group).T
+        if act is not None:
+            u = x @ _dequantized(ops[per], ops[per + 1] if per == 2 else None, kind, n, group).T
+            y = ACTIVATIONS[act](_round_bf16(y)) * _round_bf16(u)
+    return y
+
+
+def _call(kind: str, x: Tensor, weights: list[Tensor], n: int, block: int, group: int, out: dt.DType,
+          act: str | None = None) -> Tensor:
     if out not in (dt.float32, dt.bfloat16):
         raise ValueError(f"bfloat16 product: the result is float32 or bfloat16, not {out.name}")
-    params = (("kind", kind), ("n", int(n)), ("block", int(block)), ("group", int(group)), ("out", out.name))
-    op = HostOp(f"matmul_bf16_{kind}", _reference, params, native=_native)
-    ins = [x.astype(dt.bfloat16), w] + ([scales.astype(dt.float32)] if scales is not None else [])
-    (y,) = host_call(op, *ins, outputs=[((x.shape[0], n), out)])
+    params = (("kind", kind), ("n", int(n)), ("block", int(block)), ("group", int(group)), ("out", out.name),
+              ("act", act))
+    op = HostOp(f"matmul_bf16_{kind}" + (f"_{act}" if act else ""), _reference, params, native=_native)
+    (y,) = host_call(op, x.astype(dt.bfloat16), *weights, outputs=[((x.shape[0], n), out)])
     return y
 
 
 def matmul(x: Tensor, w: Tensor, out: dt.DType = dt.float32) -> Tensor:
     """``x (M, K) @ w.T`` for ``w (N, K)``, both read as bfloat16; float32 sums, the result
     ``out`` (float32, or bfloat16 rounded once)."""
-    return _call("bf16", x, w.astype(dt.bfloat16), None, w.shape[0], 1, 1, out)
+    return _call("bf16", x, [w.astype(dt.bfloat16)], w.shape[0], 1, 1, out)
 
 
 def matmul_quantized(x: Tensor, qweight: Tensor, scales: Tensor, mode: str, group_size: int,
@@ -137,7 +162,49 @@ def matmul_quantized(x: Tensor, qweight: Tensor, scales: Tensor, mode: str, grou
     of :mod:`corvid.quant` (``mode`` "int8" or "int4"), without a dequantized copy; float32 sums,
     the result ``out`` (float32, or bfloat16 rounded once)."""
     nb, _, b = qweight.shape
-    return _call(mode, x, qweight, scales, nb * b, b, group_size, out)
+    return _call(mode, x, [qweight, scales.astype(dt.float32)], nb * b, b, group_size, out)
+
+
+_GATED_ACTS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
+
+
+def gated(x: Tensor, gate: Any, up: Any, activation: str) -> Tensor | None:
+    """``act(gate(x)) * up(x)`` of two linear layers in one kernel (module docstring), bfloat16, or
+    None where it does not apply: both plain ``Linear`` layers with bfloat16 weights or both
+    ``QuantizedLinear`` of one mode and group size, no bias and no hooks, an activation of
+    :data:`_GATED_ACTS` (Hugging Face's names), and what :func:`usable` asks. The products are
+    rounded to bfloat16 before the activation, as the layers give them; the activation is
+    computed in float32 and the result rounded once (the composite rounds each op of the
+    activation, so a value may differ in its last bit)."""
+    from .linear import Linear
+
+    from ..amp import autocast_dtype
+
+    act = _GATED_ACTS.get(activation)
+    if act is None or x.dtype != dt.bfloat16 or x.ndim < 1 or type(gate) is not type(up) or autocast_dtype():
+        return None
+    if any(m.bias is not None or any(getattr(m, h) for h in _HOOKS) for m in (gate, up)):
+        return None
+    k, n = gate.in_features, gate.out_features
+    if (up.in_features, up.out_features) != (k, n) or x.shape[-1] != k:
+        return None
+    lead = x.shape[:-1]
+    rows = math.prod(lead) if lead else 1
+    if type(gate) is Linear:
+        if gate.weight.dtype != dt.bfloat16 or up.weight.dtype != dt.bfloat16 or not usable(x, rows, k, gate.weight,
+                                                                                             up.weight):
+            return None
+        y = _call("bf16", x.reshape(rows, k), [gate.weight, up.weight], n, 1, 1, dt.bfloat16, act)
+        return y.reshape(lead + (n,))
+    if not hasattr(gate, "qweight") or (gate.mode, gate.group_size) != (up.mode, up.group_size) or \
+            gate.group_size % 2 or gate.qweight.ndim != 3 or up.qweight.ndim != 3:
+        return None
+    if not usable(x, rows, k, gate.qweight, gate.scales, up.qweight, up.scales):
+        return None
+    b = gate.qweight.shape[2]
+    weights = [gate.qweight, gate.scales.astype(dt.float32), up.qweight, up.scales.astype(dt.float32)]
+    y = _call(gate.mode, x.reshape(rows, k), weights, n, b, gate.group_size, dt.bfloat16, act)
+    return y.reshape(lead + (n,))
 
 
 def usable(x: Tensor, rows: Any, k: int, *weights: Tensor) -> bool:
@@ -166,4 +233,4 @@ def linear(x: Tensor, weight: Tensor) -> Tensor | None:
     return y.reshape(lead + (weight.shape[0],))
 
 
-__all__ = ["available", "linear", "matmul", "matmul_quantized", "usable"]
+__all__ = ["available", "gated", "linear", "matmul", "matmul_quantized", "usable"]

@@ -1,8 +1,8 @@
 """The C source of the bfloat16 dot-product products (:mod:`corvid.nn.cpu_matmul`).
 
-One function per weight kind and output dtype, ``void name(OUT* C, const uint16_t* A, const void* W, const
-float* S, long long M, long long N, long long K, long long B, long long g)``: ``C (M, N) = A (M,
-K) @ W.T``, ``A`` bfloat16 row-major, and ``W``
+One function per weight kind, output dtype and activation, ``void name(OUT* C, const uint16_t* A,
+const void* W, const float* S, const void* W2, const float* S2, long long M, long long N, long long
+K, long long B, long long g)``: ``C (M, N) = A (M, K) @ W.T``, ``A`` bfloat16 row-major, and ``W``
 
 * ``"bf16"``: bfloat16 ``(N, K)`` row-major (``S``, ``B``, ``g`` unused);
 * ``"int8"``: corvid's blocked quantized layout (:mod:`corvid.quant`), int8 ``(N / B, K, B)`` with
@@ -10,13 +10,17 @@ K) @ W.T``, ``A`` bfloat16 row-major, and ``W``
 * ``"int4"``: the same with bytes ``(N / B, K / 2, B)``, byte ``c`` of a group holding inputs ``c``
   (low nibble) and ``c + g / 2`` (high nibble), stored plus 8.
 
+A gated function (an activation given) takes a second weight ``W2``/``S2`` of the same kind and
+writes ``act(A @ W.T) * (A @ W2.T)``: a SwiGLU or GeGLU block's gate and up projections in one
+pass, their products never stored.
+
 Each thread takes blocks of :data:`BLOCK` outputs. It packs the block's weights into a panel,
 pairs of input channels of the 48 outputs side by side (what one ``vdpbf16ps`` reads), quantized
-integers converted to bfloat16 exactly, then runs every 8 rows of ``A``
-against the panel in 24 vector registers. A quantized weight's groups are summed apart and each
-sum multiplied by its scale, ``s * (x . q)``: every product is exact, as in the float32
-product of the dequantized weight. For ``"int4"`` the rows of ``A`` are first rearranged to pair
-input ``c`` with ``c + g / 2``, the two halves of a byte.
+integers converted to bfloat16 exactly, then runs every 8 rows of ``A`` against the panel in 24
+vector registers. A quantized weight's groups are summed apart and each sum multiplied by its
+scale, ``s * (x . q)``: every product is exact, as in the float32 product of the dequantized
+weight. For ``"int4"`` the rows of ``A`` are first rearranged to pair input ``c`` with ``c + g /
+2``, the two halves of a byte.
 """
 
 from __future__ import annotations
@@ -26,12 +30,11 @@ ROWS = 8  # rows of a register tile
 
 
 def _tile(r: int) -> str:
-    """``tile_r``: ``r`` rows of ``A`` against a panel, group by group, into ``C`` (float32, or
-    bfloat16 rounded to nearest even)."""
+    """``tile_r``: ``r`` rows of ``A`` against a panel, group by group, into the float32 tile ``T``
+    (``r`` rows of :data:`BLOCK`)."""
     h = BLOCK // 16
-    lines = [f"static inline void tile_{r}(OUT* restrict C, long long ldc, const uint16_t* restrict A, long long lda,",
-             "    const uint32_t* restrict panel, const float* restrict sp, long long G, long long GP, int nc) {",
-             f"  float T[{r}][{BLOCK}] __attribute__((aligned(64)));",
+    lines = [f"static inline void tile_{r}(float* restrict T, const uint16_t* restrict A, long long lda,",
+             "    const uint32_t* restrict panel, const float* restrict sp, long long G, long long GP) {",
              "  for (long long grp = 0; grp < G; grp++) {"]
     lines += [f"    __m512 c{i}_{j} = _mm512_setzero_ps();" for i in range(r) for j in range(h)]
     lines.append("    for (long long p = grp * GP; p < (grp + 1) * GP; p++) {")
@@ -47,12 +50,11 @@ def _tile(r: int) -> str:
     lines += [f"      c{i}_{j} = _mm512_mul_ps(c{i}_{j}, s{j});" for i in range(r) for j in range(h)]
     lines.append("    }")
     lines.append("    if (grp == 0) {")
-    lines += [f"      _mm512_store_ps(T[{i}] + {16 * j}, c{i}_{j});" for i in range(r) for j in range(h)]
+    lines += [f"      _mm512_store_ps(T + {i * BLOCK + 16 * j}, c{i}_{j});" for i in range(r) for j in range(h)]
     lines.append("    } else {")
-    lines += [f"      _mm512_store_ps(T[{i}] + {16 * j}, _mm512_add_ps(_mm512_load_ps(T[{i}] + {16 * j}), c{i}_{j}));"
-              for i in range(r) for j in range(h)]
-    lines += ["    }", "  }",
-              f"  for (int i = 0; i < {r}; i++) for (int j = 0; j < nc; j++) C[i * ldc + j] = STORE(T[i][j]);", "}"]
+    lines += [f"      _mm512_store_ps(T + {o}, _mm512_add_ps(_mm512_load_ps(T + {o}), c{i}_{j}));"
+              for i in range(r) for j in range(h) for o in [i * BLOCK + 16 * j]]
+    lines += ["    }", "  }", "}"]
     return "\n".join(lines)
 
 
@@ -63,6 +65,36 @@ _HEADER = r"""#include <immintrin.h>
 #ifndef __AVX512BF16__
 #error no AVX512-BF16 in this target
 #endif
+static inline float bf16_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+/* exp on 16 lanes: Cody-Waite reduction by ln 2, Cephes' polynomial (about 1 ulp), 2^n by scalef
+   (overflow to inf, gradual underflow to 0); nan stays nan */
+static inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+static inline __m512 act_silu(__m512 g) {  /* g / (1 + exp(-g)) */
+  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+}
+static inline __m512 act_gelu_tanh(__m512 g) {  /* g / 2 * (1 + tanh(y)) = g - g / (1 + exp(2y)) */
+  const __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+  const __m512 y2 = _mm512_mul_ps(_mm512_fmadd_ps(g3, _mm512_set1_ps(0.044715f), g),
+                                  _mm512_set1_ps(1.5957691216057308f));  /* 2 sqrt(2 / pi) */
+  return _mm512_sub_ps(g, _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(y2))));
+}
+static inline __m512 round_bf16(__m512 x) {  /* to the nearest bfloat16 (even on ties), as float32 */
+  return _mm512_cvtpbh_ps(_mm512_cvtneps_pbh(x));
+}
 static inline uint16_t f32_bf16(float f) {  /* round to nearest even; a nan stays a (quiet) nan */
   uint32_t u; memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
@@ -187,12 +219,13 @@ static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, c
 }
 
 _MAIN = r"""
-void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const float* S, long long M, long long N,
-          long long K, long long B, long long g) {
+void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const float* S, const void* W2, const float* S2,
+          long long M, long long N, long long K, long long B, long long g) {
   const long long K2 = K / 2, nb = (N + BLOCK - 1) / BLOCK;
   const long long G = QUANTIZED ? K / g : 1, GP = K2 / G;
   const uint16_t* a = A;
   uint16_t* paired = 0;
+  (void)W2; (void)S2;
   if (PAIRED) {  /* int4: the rows of A with input c beside input c + g / 2 of its group */
     paired = (uint16_t*)aligned_alloc(64, (size_t)(M * K * 2 + 64));
     #pragma omp parallel for schedule(static)
@@ -208,34 +241,54 @@ void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const floa
   {
     uint32_t* panel = (uint32_t*)aligned_alloc(64, (size_t)K2 * BLOCK * 4 + 64);
     float* sp = QUANTIZED ? (float*)aligned_alloc(64, (size_t)G * BLOCK * 4 + 64) : 0;
+    uint32_t* panel2 = GATED ? (uint32_t*)aligned_alloc(64, (size_t)K2 * BLOCK * 4 + 64) : 0;
+    float* sp2 = GATED && QUANTIZED ? (float*)aligned_alloc(64, (size_t)G * BLOCK * 4 + 64) : 0;
+    float T[ROWS * BLOCK] __attribute__((aligned(64))), U[ROWS * BLOCK] __attribute__((aligned(64)));
+    (void)U;
     #pragma omp for schedule(static)
     for (long long j = 0; j < nb; j++) {
       pack(panel, sp, W, S, j, N, K, B, g);
+      if (GATED) pack(panel2, sp2, W2, S2, j, N, K, B, g);
       const int nc = N - j * BLOCK < BLOCK ? (int)(N - j * BLOCK) : BLOCK;
       for (long long i = 0; i < M; i += ROWS) {
         const int r = M - i < ROWS ? (int)(M - i) : ROWS;
         OUT* c = C + i * N + j * BLOCK;
         const uint16_t* ar = a + i * K;
-        switch (r) { CASES default: tile_1(c, N, ar, K, panel, sp, G, GP, nc); }
+        switch (r) { CASES default: tile_1(T, ar, K, panel, sp, G, GP); }
+        if (GATED) {  /* act(gate) * up, each product rounded to bfloat16 first, as the layers give them */
+          switch (r) { CASES2 default: tile_1(U, ar, K, panel2, sp2, G, GP); }
+          for (int x = 0; x < r * BLOCK; x += 16) {
+            const __m512 gv = round_bf16(_mm512_load_ps(T + x)), uv = round_bf16(_mm512_load_ps(U + x));
+            _mm512_store_ps(T + x, _mm512_mul_ps(ACT(gv), uv));
+          }
+        }
+        for (int x = 0; x < r; x++) for (int y = 0; y < nc; y++) c[x * N + y] = STORE(T[x * BLOCK + y]);
       }
     }
     free(panel);
     if (sp) free(sp);
+    if (panel2) free(panel2);
+    if (sp2) free(sp2);
   }
   if (paired) free(paired);
 }
 """
 
 
-def source(name: str, kind: str, out: str = "float32") -> str:
+def source(name: str, kind: str, out: str = "float32", act: str | None = None) -> str:
     """The C source of the product for weights of ``kind`` (``"bf16"``, ``"int8"``, ``"int4"``),
-    writing ``out`` (``"float32"``, or ``"bfloat16"``: each float32 sum rounded once)."""
-    if kind not in _PACK or out not in ("float32", "bfloat16"):
-        raise ValueError(f"bfloat16 product: unknown weight kind {kind!r} or output {out!r}")
+    writing ``out`` (``"float32"``, or ``"bfloat16"``: each float32 sum rounded once). With
+    ``act`` (``"silu"`` or ``"gelu_tanh"``) it is a gated product: ``W2``/``S2`` hold a second
+    weight of the same kind and shape, and the result is ``act(A @ W.T) * (A @ W2.T)``, both
+    products rounded to bfloat16 before (a SwiGLU or GeGLU block's gate and up projections)."""
+    if kind not in _PACK or out not in ("float32", "bfloat16") or act not in (None, "silu", "gelu_tanh"):
+        raise ValueError(f"bfloat16 product: unknown weight kind {kind!r}, output {out!r} or activation {act!r}")
     quantized = kind != "bf16"
-    cases = " ".join(f"case {r}: tile_{r}(c, N, ar, K, panel, sp, G, GP, nc); break;" for r in range(ROWS, 1, -1))
-    main = (_MAIN.replace("NAME", name).replace("CASES", cases).replace("QUANTIZED", str(int(quantized)))
-            .replace("PAIRED", str(int(kind == "int4"))))
+    cases = " ".join(f"case {r}: tile_{r}(T, ar, K, panel, sp, G, GP); break;" for r in range(ROWS, 1, -1))
+    cases2 = " ".join(f"case {r}: tile_{r}(U, ar, K, panel2, sp2, G, GP); break;" for r in range(ROWS, 1, -1))
+    main = (_MAIN.replace("NAME", name).replace("CASES2", cases2).replace("CASES", cases)
+            .replace("QUANTIZED", str(int(quantized))).replace("PAIRED", str(int(kind == "int4")))
+            .replace("GATED", str(int(act is not None))).replace("ACT", f"act_{act or 'silu'}"))
     store = ("typedef float OUT;\n#define STORE(x) (x)" if out == "float32" else
              "typedef uint16_t OUT;\n#define STORE(x) f32_bf16(x)")
     tiles = [_tile(r) for r in range(1, ROWS + 1)]

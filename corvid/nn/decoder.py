@@ -27,7 +27,7 @@ from ..dtype import float32
 from ..ops.manipulation import repeat
 from ..tensor import Tensor
 from .activation import gelu, relu, silu
-from . import cpu_attention
+from . import cpu_attention, cpu_matmul
 from .attention import masked_softmax, scaled_dot_product_attention
 from .linear import Linear
 from .module import Module, shape_error
@@ -111,6 +111,9 @@ class GatedMLP(Module):
             n = self.intermediate_size
             gate, up = h[..., :n], h[..., n:]
         else:
+            both = cpu_matmul.gated(x, self.gate_proj, self.up_proj, self.activation)  # (one kernel on such CPUs)
+            if both is not None:
+                return self.down_proj(both)
             gate, up = self.gate_proj(x), self.up_proj(x)
         return self.down_proj(self.act(gate) * up)
 

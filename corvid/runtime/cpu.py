@@ -8,6 +8,7 @@ parallel loops over the cores; its idle threads spin briefly, then sleep (compil
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,30 @@ from ..render.c import CRenderer
 from .compiler import compile_kernel, find_toolchain
 from .device import Allocator, Device, Program
 from .peak import Peak, cpu_peak
+
+
+_TRIM_HEAP_BYTES = 1 << 20  # releasing at least this much also asks the C library to give its free memory back
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another C library)."""
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn
+
+
+def _trim_heap() -> None:
+    """Return the C heap's free memory to the system. Blocks below glibc's mmap threshold (which
+    grows to the largest block freed so far, up to 32 MB) live in its heap and stay resident once
+    freed: without this, the blocks a prompt's prefill gave back (``Allocator.trim``) still
+    counted in the process's memory, and the next allocations of other sizes came on top."""
+    fn = _malloc_trim()
+    if fn is not None:
+        fn(0)
 
 
 class CPUAllocator(Allocator):
@@ -48,10 +73,13 @@ class CPUAllocator(Allocator):
 
     def clear_pool(self) -> None:
         with self.lock:
+            released = self._pooled_bytes
             for blocks in self._pool.values():
                 for h in blocks:
                     self._addresses.pop(id(h), None)
             super().clear_pool()
+        if released >= _TRIM_HEAP_BYTES:
+            _trim_heap()
 
     def address(self, handle: np.ndarray) -> int:
         entry = self._addresses.get(id(handle))
