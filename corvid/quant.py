@@ -532,7 +532,8 @@ def _quantized_product(layer: Module, x: Any, n: int, out: int, want_mode: str, 
                          f"group_size={g} for {held} outputs")
     with autocast(enabled=False):
         xs = x.astype(compute).reshape(rows, n)
-        if x.dtype == dt.bfloat16 and g % 2 == 0 and cpu_matmul.usable(x, rows, n, qweight, scales):
+        few = mode == "int4" and qweight.ndim == 3 and qweight.shape[2] == 64 and rows < cpu_matmul.MIN_ROWS
+        if x.dtype == dt.bfloat16 and g % 2 == 0 and cpu_matmul.usable(x, rows, n, qweight, scales, few=few):
             # (bfloat16 dot products of the integers as they are, each group's sum times its
             # scale: exact products, and no dequantized copy of the weight; without a bias the
             # kernel rounds to the output dtype itself)

@@ -43,6 +43,7 @@ def kernel_names(*tensors):
 SHAPES = [  # (batch, heads, kv heads, Tq, Tk, head size, value size)
     (1, 1, 1, 1, 1, 1, 1), (2, 3, 3, 5, 7, 8, 8), (1, 4, 2, 63, 64, 16, 24), (2, 4, 1, 65, 129, 24, 8),
     (1, 8, 2, 1, 200, 64, 64), (1, 2, 2, 100, 100, 80, 72), (3, 6, 3, 130, 70, 32, 32),
+    (2, 8, 2, 3, 150, 24, 40), (1, 4, 1, 4, 4, 8, 8),  # (few query rows per key/value head: a decode step)
 ]
 
 
@@ -67,6 +68,20 @@ def test_boolean_masks_broadcast(mask_shape):
                                          enable_gqa=True)
     full = np.broadcast_to(mask, (2, 4, 70, 90))
     np.testing.assert_allclose(out.numpy(), reference(q, k, v, full), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_a_decode_step_with_a_cache_mask(kind):
+    """One query per head against a cache: the few-rows path, its mask broadcast over the heads."""
+    q, k, v = arrays(3, 8, 2, 1, 130, 64, 64, seed=16)
+    keep = np.random.default_rng(17).random((3, 1, 1, 130)) < 0.5
+    keep[1] = False  # (a sequence whose every slot is masked: zeros)
+    mask = keep if kind == "bool" else np.where(keep, 0.0, -np.inf).astype(np.float32)
+    tq, tk, tv = (cv.Tensor(x).astype(cv.bfloat16) for x in (q, k, v))
+    out = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=cv.Tensor(mask), enable_gqa=True)
+    want = reference(*(t.astype(cv.float32).numpy() for t in (tq, tk, tv)), mask)
+    np.testing.assert_allclose(out.astype(cv.float32).numpy(), want, rtol=1e-2, atol=1e-2)
+    assert np.all(out.astype(cv.float32).numpy()[1] == 0)
 
 
 def test_float_masks_and_rows_that_see_nothing():

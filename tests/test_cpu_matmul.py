@@ -62,12 +62,14 @@ def test_nan_and_infinity_stay_in_their_rows():
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
 @pytest.mark.parametrize("out,n,group", [(192, 256, 128), (96, 128, 32), (10, 64, 2), (50, 96, 16)])
-def test_quantized_products_are_exact(mode, out, n, group):
+@pytest.mark.parametrize("rows", [37, 1, 5])
+def test_quantized_products_are_exact(mode, out, n, group, rows):
     """Every product of a bfloat16 input and an integer is exact, each group's sum is scaled: the
-    result is the float64 product of the dequantized weight up to float32 sums."""
+    result is the float64 product of the dequantized weight up to float32 sums. (Fewer than 8
+    rows of int4 in blocks of 64: the kernel reading the bytes as stored.)"""
     lin = cv.nn.Linear(n, out, bias=False)
     q = quant.QuantizedLinear.from_linear(lin, mode=mode, group_size=group)
-    x = bf16(rng.standard_normal((37, n)))
+    x = bf16(rng.standard_normal((rows, n)))
     ref = as64(x) @ quant.dequantize_weight(q.qweight, q.scales).numpy().astype(np.float64).T
     qw, sc = quant._as_blocks(q.qweight), quant._as_blocks(q.scales)
     y = cpu_matmul.matmul_quantized(x, qw, sc, mode, group)

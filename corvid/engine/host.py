@@ -29,7 +29,7 @@ import numpy as np
 
 from ..dtype import DType
 from ..graph.node import Node, Op, node
-from ..graph.symbolic import is_symbolic
+from ..graph.symbolic import hint, is_symbolic
 
 
 class HostOp:
@@ -116,8 +116,9 @@ class HostKernel:
         self.vector_width = 1
 
     def estimates(self) -> tuple[int, int]:
+        """(flops, bytes moved); sizes symbolic at their hints (the values traced with)."""
         nbytes = sum(math.prod(s) * d.itemsize for s, d in self.in_specs) + self.out_size * self.out_dtype.itemsize
-        return 0, nbytes
+        return 0, hint(nbytes)
 
 
 class TemplateKernel:

@@ -154,11 +154,90 @@ _MASKS = {
                        "    x += mv;"),
 }
 
+# the forward for a few query rows per key/value head (a decode step: one query per head): each
+# key's scores as dot products of its row (no transposed copy of the keys), each value row added
+# into the rows' outputs as it is read; one unit per (batch, key/value head)
+_FWD_FEW = r"""
+static void fwd_few(void* const* p, const long long* dims, float scale) {
+COMMON
+  float* restrict out = (float*)p[0];
+  float* restrict lse = out + B * H * TQ * DV;
+  const long long R = TQ * G;
+  #pragma omp parallel
+  {
+    float *Qs = tile(R * Dp), *kf = tile(Dp), *vf = tile(DVp), *S = tile(R * KB), *Acc = tile(R * DVp),
+          *M = tile(R), *L = tile(R);
+    #pragma omp for schedule(static)
+    for (long long u = 0; u < B * HK; u++) {
+      const long long b = u / HK, hk = u % HK;
+      for (long long r = 0; r < R; r++) {  /* row r: query r / G of head hk * G + r % G */
+        const T* src = q + ((b * H + hk * G + r % G) * TQ + r / G) * D;
+        for (long long d = 0; d < D; d++) Qs[r * Dp + d] = LOAD(src, d) * scale;
+        M[r] = NEG_INF; L[r] = 0.0f;
+      }
+      memset(Acc, 0, sizeof(float) * R * DVp);
+      const long long kend = causal ? (TQ < TK ? TQ : TK) : TK;
+      for (long long j0 = 0; j0 < kend; j0 += KB) {
+        const long long nk = TK - j0 < KB ? TK - j0 : KB;
+        for (long long jj = 0; jj < nk; jj++) {
+          const T* ks = k + ((b * HK + hk) * TK + j0 + jj) * D;
+          for (long long d = 0; d < D; d++) kf[d] = LOAD(ks, d);
+          for (long long r = 0; r < R; r++) {
+            v8 acc = splat(0.0f);
+            for (long long d = 0; d < Dp; d += 8) acc = fma8(*(const v8*)(Qs + r * Dp + d), *(const v8*)(kf + d), acc);
+            S[r * KB + jj] = hsum8(acc);
+          }
+        }
+        for (long long r = 0; r < R; r++) {
+          float* restrict s = S + r * KB;
+          for (long long jj = nk; jj < KB; jj++) s[jj] = NEG_INF;
+          const long long h = hk * G + r % G, i = r / G;
+          mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
+          v8 m8 = splat(NEG_INF);
+          for (int c = 0; c < KB; c += 8) { const v8 x = *(const v8*)(s + c); m8 = sel8((x > m8) | (x != x), x, m8); }
+          const float mx = hmax8(m8);
+          const float mn = mx > M[r] || mx != mx ? mx : M[r];
+          if (mn == NEG_INF) { memset(s, 0, sizeof(float) * KB); continue; }
+          const float c = M[r] == NEG_INF ? 0.0f : expf(M[r] - mn);
+          v8 sum8 = splat(0.0f);
+          for (int cc = 0; cc < KB; cc += 8) {
+            const v8 e = exp8(*(const v8*)(s + cc) - splat(mn));
+            *(v8*)(s + cc) = e;
+            sum8 += e;
+          }
+          L[r] = L[r] * c + hsum8(sum8);
+          M[r] = mn;
+          if (c != 1.0f)
+            for (long long d = 0; d < DVp; d++) Acc[r * DVp + d] *= c;
+        }
+        for (long long jj = 0; jj < nk; jj++) {
+          const T* vs = v + ((b * HK + hk) * TK + j0 + jj) * DV;
+          for (long long d = 0; d < DV; d++) vf[d] = LOAD(vs, d);
+          for (long long r = 0; r < R; r++) {
+            const v8 pr = splat(S[r * KB + jj]);
+            for (long long d = 0; d < DVp; d += 8)
+              *(v8*)(Acc + r * DVp + d) = fma8(pr, *(const v8*)(vf + d), *(const v8*)(Acc + r * DVp + d));
+          }
+        }
+      }
+      for (long long r = 0; r < R; r++) {
+        const long long h = hk * G + r % G, i = r / G, row = (b * H + h) * TQ + i;
+        const float inv = L[r] > 0.0f ? 1.0f / L[r] : 0.0f;
+        for (long long d = 0; d < DV; d++) out[row * DV + d] = Acc[r * DVp + d] * inv;
+        lse[row] = L[r] > 0.0f ? M[r] + logf(L[r]) : NEG_INF;
+      }
+    }
+    free(Qs); free(kf); free(vf); free(S); free(Acc); free(M); free(L);
+  }
+}
+"""
+
 _FWD = r"""
 void NAME(void* const* p, const long long* dims, float scale) {
 COMMON
   float* restrict out = (float*)p[0];
   float* restrict lse = out + B * H * TQ * DV;
+  if (TQ * G <= FEW_ROWS) { fwd_few(p, dims, scale); return; }
   const long long nqb = (TQ + QB - 1) / QB, units = B * HK * nqb, TKp = (TK + KB - 1) / KB * KB;
   float* KTall = (float*)aligned_alloc(64, sizeof(float) * (size_t)(B * HK * D * TKp + 16));
   TRANSPOSE_ALL(KTall, k, B * HK, TK, D);
@@ -374,7 +453,8 @@ static inline void copy_rows(float* restrict dst, long long ld, const T* restric
 }
 """
 
-_KINDS = {"fwd": _FWD, "dq": _DQ, "dkdv": _DKDV}
+_KINDS = {"fwd": _FWD_FEW + _FWD, "dq": _DQ, "dkdv": _DKDV}
+FEW_ROWS = 16  # query rows per key/value head up to which the forward takes its few-rows path
 
 
 def source(name: str, kind: str, dtype: str, mask: str, fma: bool) -> str:
@@ -385,8 +465,8 @@ def source(name: str, kind: str, dtype: str, mask: str, fma: bool) -> str:
         raise ValueError(f"attention kernel: unknown kind {kind!r}, dtype {dtype!r} or mask {mask!r}")
     mask_t, apply = _MASKS[mask]
     t, load = ("float", "(s)[d]") if dtype == "float32" else ("uint16_t", "cv_bf16_f32((s)[d])")
-    parts = [_HEADER, f"#define ROWS {ROWS}\n#define HAS_MASK {int(mask != 'none')}\ntypedef {t} T;\n"
-             f"typedef {mask_t} MASK_T;\n",
+    parts = [_HEADER, f"#define ROWS {ROWS}\n#define FEW_ROWS {FEW_ROWS}\n#define HAS_MASK {int(mask != 'none')}\n"
+             f"typedef {t} T;\ntypedef {mask_t} MASK_T;\n",
              f"#define LOAD(s, d) {load}\n", _COPIES, _fma_source(fma), _matmul_source("fma8"),
              _MASK_ROW.replace("MASK_APPLY", apply),
              _KINDS[kind].replace("NAME", name).replace("COMMON", _COMMON)]

@@ -58,7 +58,8 @@ def _function(kind: str, out: str = "float32", act: str | None = None) -> Any:
 
     name = f"cv_matmul_bf16_{kind}_{out}" + (f"_{act}" if act else "")
     try:
-        lib = compile_kernel(cpu_matmul_c.source(name, kind, out, act), name)
+        text = cpu_matmul_c.gemv_source(name, out) if kind == "int4gemv" else cpu_matmul_c.source(name, kind, out, act)
+        lib = compile_kernel(text, name)
     except (CompileError, CompilerNotFoundError):
         return None
     return lib.function(name, [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 5)
@@ -104,6 +105,7 @@ def _dequantized(w: np.ndarray, scales: np.ndarray | None, kind: str, n: int, gr
     """A weight operand as float32 ``(n, K)``."""
     if kind == "bf16":
         return w.astype(np.float32)
+    kind = "int4" if kind == "int4gemv" else kind
     nb, _, b = w.shape
     if kind == "int8":
         q = w.astype(np.float32)  # (nb, K, B)
@@ -162,7 +164,9 @@ def matmul_quantized(x: Tensor, qweight: Tensor, scales: Tensor, mode: str, grou
     of :mod:`corvid.quant` (``mode`` "int8" or "int4"), without a dequantized copy; float32 sums,
     the result ``out`` (float32, or bfloat16 rounded once)."""
     nb, _, b = qweight.shape
-    return _call(mode, x, [qweight, scales.astype(dt.float32)], nb * b, b, group_size, out)
+    # (a few rows of int4 in blocks of 64: the kernel that reads the bytes as stored, no packing)
+    kind = "int4gemv" if mode == "int4" and b == 64 and x.shape[0] < MIN_ROWS else mode
+    return _call(kind, x, [qweight, scales.astype(dt.float32)], nb * b, b, group_size, out)
 
 
 _GATED_ACTS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
@@ -207,12 +211,13 @@ def gated(x: Tensor, gate: Any, up: Any, activation: str) -> Tensor | None:
     return y.reshape(lead + (n,))
 
 
-def usable(x: Tensor, rows: Any, k: int, *weights: Tensor) -> bool:
+def usable(x: Tensor, rows: Any, k: int, *weights: Tensor, few: bool = False) -> bool:
     """Whether a product of ``x`` (``rows`` rows of ``k``, bfloat16) with weights made of
-    ``weights`` takes the packed kernel (module docstring: when)."""
+    ``weights`` takes the packed kernel (module docstring: when); with ``few``, whether it takes
+    the few-row kernel (fewer than :data:`MIN_ROWS` rows: int4 weights)."""
     if x.dtype != dt.bfloat16 or x.device.partition(":")[0] != "CPU" or k % 2 or k == 0:
         return False
-    if rows < MIN_ROWS:  # (a symbolic row count: a guard of the trace, a program for each side)
+    if (rows < MIN_ROWS) != few:  # (a symbolic row count: a guard of the trace, a program for each side)
         return False
     watching = _WATCHING if not is_grad_enabled() else _WATCHING | {"leaf"}
     if any(depends_on(t.node, watching) for t in (x, *weights)):

@@ -275,6 +275,74 @@ void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const floa
 """
 
 
+def _gemv_block(r: int) -> str:
+    """``gemv_r``: ``r`` rows against the 64 outputs of int4 block ``blk``, into ``T`` (float32,
+    ``r`` rows of 64)."""
+    lines = [f"static inline void gemv_{r}(float* restrict T, const uint8_t* restrict W, const uint32_t* restrict pairs,",
+             "    long long K2, const float* restrict S, long long G, long long GP, long long blk, __m512i table) {",
+             "  for (long long q = 0; q < G; q++) {"]
+    lines += [f"    __m512 c{i}_{v} = _mm512_setzero_ps();" for i in range(r) for v in range(4)]
+    lines += ["    for (long long p = q * GP; p < (q + 1) * GP; p++) {",
+              "      const uint8_t* bytes = W + (blk * K2 + p) * 64;"]
+    lines += [f"      const __m512bh a{i} = (__m512bh)_mm512_set1_epi32((int)pairs[{i} * K2 + p]);" for i in range(r)]
+    for v in range(4):
+        lines += [f"      {{ const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(bytes + {16 * v})));",
+                  "        const __m512i w = _mm512_ternarylogic_epi32(_mm512_and_si512(d, _mm512_set1_epi32(15)),",
+                  "            _mm512_slli_epi32(d, 12), _mm512_set1_epi32(0xF0000), 0xF8);  /* a | (b & c) */",
+                  "        const __m512bh b = (__m512bh)_mm512_permutexvar_epi16(w, table);"]
+        lines += [f"        c{i}_{v} = _mm512_dpbf16_ps(c{i}_{v}, a{i}, b);" for i in range(r)]
+        lines.append("      }")
+    lines.append("    }")
+    for v in range(4):
+        lines.append(f"    {{ const __m512 sv = _mm512_loadu_ps(S + (blk * G + q) * 64 + {16 * v});")
+        lines += [f"      _mm512_store_ps(T + {i * 64 + 16 * v}, q ? _mm512_fmadd_ps(c{i}_{v}, sv, _mm512_load_ps(T + "
+                  f"{i * 64 + 16 * v})) : _mm512_mul_ps(c{i}_{v}, sv));" for i in range(r)]
+        lines.append("    }")
+    lines += ["  }", "}"]
+    return "\n".join(lines)
+
+
+_GEMV_INT4 = r"""
+/* a few rows (M < ROWS) against int4 weights in blocks of 64 outputs, read as stored: each byte
+   of the 64 of an input pair becomes the bfloat16 pair (low nibble - 8, high nibble - 8) through
+   one word permute of a 32-entry table, with no packing pass */
+void NAME(OUT* restrict C, const uint16_t* restrict A, const void* Wv, const float* S, const void* W2, const float* S2,
+          long long M, long long N, long long K, long long B, long long g) {
+  const uint8_t* W = (const uint8_t*)Wv;
+  const long long K2 = K / 2, G = K / g, GP = g / 2, nb = N / 64;
+  (void)W2; (void)S2; (void)B;
+  uint32_t* pairs = (uint32_t*)aligned_alloc(64, (size_t)(M * K2 * 4 + 64));
+  for (long long m = 0; m < M; m++)  /* row m's input c of each group beside input c + g / 2 */
+    for (long long q = 0; q < G; q++)
+      for (long long c = 0; c < GP; c++)
+        pairs[m * K2 + q * GP + c] = (uint32_t)A[m * K + q * g + c] | ((uint32_t)A[m * K + q * g + c + GP] << 16);
+  uint16_t lut[32];
+  for (int i = 0; i < 32; i++) lut[i] = f32_bf16((float)((i & 15) - 8));
+  const __m512i table = _mm512_loadu_si512(lut);
+  #pragma omp parallel for schedule(static)
+  for (long long blk = 0; blk < nb; blk++) {
+    float T[GEMV_ROWS * 64] __attribute__((aligned(64)));
+    switch (M) { CASES default: gemv_1(T, W, pairs, K2, S, G, GP, blk, table); }
+    for (long long r = 0; r < M; r++) for (int y = 0; y < 64; y++) C[r * N + blk * 64 + y] = STORE(T[r * 64 + y]);
+  }
+  free(pairs);
+}
+"""
+
+
+def gemv_source(name: str, out: str = "float32") -> str:
+    """The C source of the few-row int4 product (fewer than :data:`ROWS` rows, blocks of 64
+    outputs): the same function signature as :func:`source`'s."""
+    if out not in ("float32", "bfloat16"):
+        raise ValueError(f"bfloat16 product: unknown output {out!r}")
+    store = ("typedef float OUT;\n#define STORE(x) (x)" if out == "float32" else
+             "typedef uint16_t OUT;\n#define STORE(x) f32_bf16(x)")
+    cases = " ".join(f"case {r}: gemv_{r}(T, W, pairs, K2, S, G, GP, blk, table); break;" for r in range(ROWS - 1, 1, -1))
+    blocks = [_gemv_block(r) for r in range(1, ROWS)]
+    return "\n".join([_HEADER, f"#define GEMV_ROWS {ROWS - 1}", store, *blocks,
+                      _GEMV_INT4.replace("NAME", name).replace("CASES", cases)])
+
+
 def source(name: str, kind: str, out: str = "float32", act: str | None = None) -> str:
     """The C source of the product for weights of ``kind`` (``"bf16"``, ``"int8"``, ``"int4"``),
     writing ``out`` (``"float32"``, or ``"bfloat16"``: each float32 sum rounded once). With
