@@ -36,6 +36,7 @@ static inline float cv_bf16_f32(uint16_t x) { uint32_t u = (uint32_t)x << 16; fl
 static inline long long up16(long long x) { return (x + 15) & ~15LL; }
 static inline long long up4(long long x) { return (x + 3) & ~3LL; }
 typedef int32_t vi8 __attribute__((vector_size(32)));
+typedef uint8_t vu8 __attribute__((vector_size(8)));
 static inline v8 splat(float x) { return (v8){x, x, x, x, x, x, x, x}; }
 static inline v8 sel8(vi8 m, v8 a, v8 b) { return (v8)(((vi8)a & m) | ((vi8)b & ~m)); }
 /* (nan wins, as the composite's max: a row with a nan score gets a nan output) */
@@ -146,11 +147,34 @@ static inline void mask_row(float* restrict s, long long j0, long long nk, long 
 }
 """
 
+# whether any of the R rows of a unit (query i0 + r / G of head hk * G + r % G) sees a key of the
+# block j0 .. j0 + nk through the mask: a block masked out whole (a cache's empty slots, the future
+# of a causal mask given as a mask) is skipped, its scores never computed
+_BLOCK_SEEN = r"""
+static inline int block_seen(const MASK_T* restrict mask, const long long* restrict moff, long long b, long long hk,
+                             long long G, long long i0, long long R, long long msh, long long msi, long long j0,
+                             long long nk) {
+  if (!HAS_MASK || !mask) return 1;
+  for (long long r = 0; r < R; r++) {
+    if (msh == 0 && r % G) continue;  /* (the heads of a group share the mask row) */
+    const MASK_T* mr = mask + moff[b] + (hk * G + r % G) * msh + (i0 + r / G) * msi + j0;
+    for (long long jj = 0; jj < nk; jj++) if (SEES(mr[jj])) return 1;
+  }
+  return 0;
+}
+"""
+
 _MASKS = {
     "none": ("uint8_t", "(void)mrow;"),
-    "bool": ("uint8_t", "vi8 mv; for (int l = 0; l < 8; l++) mv[l] = c + l < nk ? mrow[j0 + c + l] : 1;\n"
+    "bool": ("uint8_t", "vi8 mv;\n"
+                        "    if (c + 8 <= nk) {\n"
+                        "      vu8 raw; memcpy(&raw, mrow + j0 + c, 8); mv = __builtin_convertvector(raw, vi8);\n"
+                        "    }\n"
+                        "    else for (int l = 0; l < 8; l++) mv[l] = c + l < nk ? mrow[j0 + c + l] : 1;\n"
                         "    off |= mv == (vi8){};"),
-    "float": ("float", "v8 mv; for (int l = 0; l < 8; l++) mv[l] = c + l < nk ? mrow[j0 + c + l] : 0.0f;\n"
+    "float": ("float", "v8 mv;\n"
+                       "    if (c + 8 <= nk) memcpy(&mv, mrow + j0 + c, 32);\n"
+                       "    else for (int l = 0; l < 8; l++) mv[l] = c + l < nk ? mrow[j0 + c + l] : 0.0f;\n"
                        "    x += mv;"),
 }
 
@@ -179,6 +203,7 @@ COMMON
       const long long kend = causal ? (TQ < TK ? TQ : TK) : TK;
       for (long long j0 = 0; j0 < kend; j0 += KB) {
         const long long nk = TK - j0 < KB ? TK - j0 : KB;
+        if (!block_seen(mask, moff, b, hk, G, 0, R, msh, msi, j0, nk)) continue;
         for (long long jj = 0; jj < nk; jj++) {
           const T* ks = k + ((b * HK + hk) * TK + j0 + jj) * D;
           for (long long d = 0; d < D; d++) kf[d] = LOAD(ks, d);
@@ -259,6 +284,7 @@ COMMON
       const long long kend = causal ? (i0 + nq < TK ? i0 + nq : TK) : TK;
       for (long long j0 = 0; j0 < kend; j0 += KB) {
         const long long nk = TK - j0 < KB ? TK - j0 : KB;
+        if (!block_seen(mask, moff, b, hk, G, i0, R, msh, msi, j0, nk)) continue;
         copy_rows(Vs, DVp, v + ((b * HK + hk) * TK + j0) * DV, DV, nk);
         mm(S, KB, Qs, Dp, KTall + (b * HK + hk) * D * TKp + j0 * D, KB, RM, D, KB, 0);
         for (long long r = 0; r < RM; r++) {
@@ -330,6 +356,7 @@ COMMON
       const long long kend = causal ? (i0 + nq < TK ? i0 + nq : TK) : TK;
       for (long long j0 = 0; j0 < kend; j0 += KB) {
         const long long nk = TK - j0 < KB ? TK - j0 : KB;
+        if (!block_seen(mask, moff, b, hk, G, i0, R, msh, msi, j0, nk)) continue;
         copy_rows(Ks, Dp, k + ((b * HK + hk) * TK + j0) * D, D, nk);
         mm(S, KB, Qs, Dp, KTall + (b * HK + hk) * D * TKp + j0 * D, KB, RM, D, KB, 0);
         mm(P, KB, Os, DVp, VTall + (b * HK + hk) * DV * TKp + j0 * DV, KB, RM, DV, KB, 0);  /* dp = do . v */
@@ -384,6 +411,7 @@ COMMON
       memset(dK, 0, sizeof(float) * KB * Dp); memset(dV, 0, sizeof(float) * KB * DVp);
       for (long long i0 = causal ? j0 / QB * QB : 0; i0 < TQ; i0 += QB) {
         const long long nq = TQ - i0 < QB ? TQ - i0 : QB, R = nq * G;
+        if (!block_seen(mask, moff, b, hk, G, i0, R, msh, msi, j0, nk)) continue;
         memset(Qs, 0, sizeof(float) * RM * Dp); memset(Os, 0, sizeof(float) * RM * DVp);
         for (long long r = 0; r < R; r++) {
           const long long row = (b * H + hk * G + r % G) * TQ + i0 + r / G;
@@ -464,10 +492,11 @@ def source(name: str, kind: str, dtype: str, mask: str, fma: bool) -> str:
     if kind not in _KINDS or dtype not in ("float32", "bfloat16") or mask not in _MASKS:
         raise ValueError(f"attention kernel: unknown kind {kind!r}, dtype {dtype!r} or mask {mask!r}")
     mask_t, apply = _MASKS[mask]
+    sees = {"none": "1", "bool": "(x) != 0", "float": "(x) != NEG_INF"}[mask]
     t, load = ("float", "(s)[d]") if dtype == "float32" else ("uint16_t", "cv_bf16_f32((s)[d])")
     parts = [_HEADER, f"#define ROWS {ROWS}\n#define FEW_ROWS {FEW_ROWS}\n#define HAS_MASK {int(mask != 'none')}\n"
              f"typedef {t} T;\ntypedef {mask_t} MASK_T;\n",
              f"#define LOAD(s, d) {load}\n", _COPIES, _fma_source(fma), _matmul_source("fma8"),
-             _MASK_ROW.replace("MASK_APPLY", apply),
+             _MASK_ROW.replace("MASK_APPLY", apply), f"#define SEES(x) ({sees})\n", _BLOCK_SEEN,
              _KINDS[kind].replace("NAME", name).replace("COMMON", _COMMON)]
     return "".join(parts)
