@@ -43,9 +43,11 @@ fast as a float ``Linear`` (a narrow input is converted first and the float32 pr
 it is rounded, as a narrow matmul does: the tiles read and write float32 only). On a CPU with
 bfloat16 dot products (AVX512-BF16), a bfloat16 input of 8 rows or more goes instead to
 :func:`corvid.nn.cpu_matmul.matmul_quantized`: the integers are packed as bfloat16 (exactly),
-each group's sum is multiplied by its scale, and no dequantized copy is made (a 512-token
-prompt of a Llama-3.2-1B-shaped int4 model: about 2.2x faster than the float32 route, and 70 MB
-less at its peak).
+each group's sum is multiplied by its scale, and no dequantized copy is made; fewer than 8 rows
+of int4 (a decode step) go to its kernel that reads the stored bytes directly. (A
+Llama-3.2-1B-shaped int4 model on a 2-core Zen 4: a 512-token prefill from 0.66x torch's speed
+to 0.96-1.23x across runs, its peak memory from 1.46x to 1.19x the weights, decoding from 37.6
+to 41-45 tokens/s; ``python -m benchmarks --only llm_decode``.)
 
 >>> from corvid import nn
 >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))

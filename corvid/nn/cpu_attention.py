@@ -96,7 +96,9 @@ def _function(kind: str, dtype: str, mask: str) -> Any:
 
     name = f"cv_attention_{kind}_{dtype}_{mask}"
     lib = compile_kernel(cpu_attention_c.source(name, kind, dtype, mask, has_fma()), name)
-    return lib.function(name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float])
+    fn = lib.function(name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float])
+    fn.restype = ctypes.c_int  # (nonzero: its scratch memory could not be allocated)
+    return fn
 
 
 class _Program:
@@ -143,7 +145,9 @@ class _Program:
         out, ins = ptrs[0], ptrs[1:]
         args = [out, *ins[:3], ins[3] if has_mask else None, moff.ctypes.data if moff is not None else None,
                 *ins[4 if has_mask else 3:]]
-        self.fn(ctypes.cast((ctypes.c_void_p * len(args))(*args), ctypes.c_void_p), ctypes.addressof(dims), scale)
+        if self.fn(ctypes.cast((ctypes.c_void_p * len(args))(*args), ctypes.c_void_p), ctypes.addressof(dims), scale):
+            raise MemoryError(f"scaled_dot_product_attention ({self.kind}): the CPU kernel could not allocate its "
+                              f"scratch memory (sizes {list(dims)})")
 
 
 def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:

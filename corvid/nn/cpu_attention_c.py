@@ -182,17 +182,24 @@ _MASKS = {
 # key's scores as dot products of its row (no transposed copy of the keys), each value row added
 # into the rows' outputs as it is read; one unit per (batch, key/value head)
 _FWD_FEW = r"""
-static void fwd_few(void* const* p, const long long* dims, float scale) {
+static int fwd_few(void* const* p, const long long* dims, float scale) {
 COMMON
   float* restrict out = (float*)p[0];
   float* restrict lse = out + B * H * TQ * DV;
   const long long R = TQ * G;
+  int failed = 0;
   #pragma omp parallel
   {
     float *Qs = tile(R * Dp), *kf = tile(Dp), *vf = tile(DVp), *S = tile(R * KB), *Acc = tile(R * DVp),
           *M = tile(R), *L = tile(R);
+    const int mine = !Qs || !kf || !vf || !S || !Acc || !M || !L;
+    if (mine) {
+      #pragma omp atomic write
+      failed = 1;
+    }
     #pragma omp for schedule(static)
     for (long long u = 0; u < B * HK; u++) {
+      if (mine) continue;
       const long long b = u / HK, hk = u % HK;
       for (long long r = 0; r < R; r++) {  /* row r: query r / G of head hk * G + r % G */
         const T* src = q + ((b * H + hk * G + r % G) * TQ + r / G) * D;
@@ -254,24 +261,33 @@ COMMON
     }
     free(Qs); free(kf); free(vf); free(S); free(Acc); free(M); free(L);
   }
+  return failed;
 }
 """
 
 _FWD = r"""
-void NAME(void* const* p, const long long* dims, float scale) {
+int NAME(void* const* p, const long long* dims, float scale) {
 COMMON
   float* restrict out = (float*)p[0];
   float* restrict lse = out + B * H * TQ * DV;
-  if (TQ * G <= FEW_ROWS) { fwd_few(p, dims, scale); return; }
+  if (TQ * G <= FEW_ROWS) return fwd_few(p, dims, scale);
   const long long nqb = (TQ + QB - 1) / QB, units = B * HK * nqb, TKp = (TK + KB - 1) / KB * KB;
   float* KTall = (float*)aligned_alloc(64, sizeof(float) * (size_t)(B * HK * D * TKp + 16));
+  if (!KTall) return 1;
   TRANSPOSE_ALL(KTall, k, B * HK, TK, D);
+  int failed = 0;
   #pragma omp parallel
   {
     float *Qs = tile(RM * Dp), *Vs = tile(KB * DVp), *S = tile(RM * KB),
           *Acc = tile(RM * DVp), *M = tile(RM), *L = tile(RM);
+    const int mine = !Qs || !Vs || !S || !Acc || !M || !L;
+    if (mine) {
+      #pragma omp atomic write
+      failed = 1;
+    }
     #pragma omp for schedule(dynamic)
     for (long long u = 0; u < units; u++) {
+      if (mine) continue;
       const long long b = u / (HK * nqb), hk = u / nqb % HK, i0 = u % nqb * QB;
       const long long nq = TQ - i0 < QB ? TQ - i0 : QB, R = nq * G;
       memset(Qs, 0, sizeof(float) * RM * Dp);
@@ -321,12 +337,13 @@ COMMON
     free(Qs); free(Vs); free(S); free(Acc); free(M); free(L);
   }
   free(KTall);
+  return failed;
 }
 """
 
 # p: out (dq), q, k, v, mask, moff, do, lse, delta
 _DQ = r"""
-void NAME(void* const* p, const long long* dims, float scale) {
+int NAME(void* const* p, const long long* dims, float scale) {
 COMMON
   float* restrict dq = (float*)p[0];
   const float* restrict dout = (const float*)p[6];
@@ -335,14 +352,22 @@ COMMON
   const long long nqb = (TQ + QB - 1) / QB, units = B * HK * nqb, TKp = (TK + KB - 1) / KB * KB;
   float* KTall = (float*)aligned_alloc(64, sizeof(float) * (size_t)(B * HK * D * TKp + 16));
   float* VTall = (float*)aligned_alloc(64, sizeof(float) * (size_t)(B * HK * DV * TKp + 16));
+  if (!KTall || !VTall) { free(KTall); free(VTall); return 1; }
   TRANSPOSE_ALL(KTall, k, B * HK, TK, D);
   TRANSPOSE_ALL(VTall, v, B * HK, TK, DV);
+  int failed = 0;
   #pragma omp parallel
   {
     float *Qs = tile(RM * Dp), *Os = tile(RM * DVp), *Ks = tile(KB * Dp),
           *S = tile(RM * KB), *P = tile(RM * KB), *dQ = tile(RM * Dp), *LS = tile(RM), *DL = tile(RM);
+    const int mine = !Qs || !Os || !Ks || !S || !P || !dQ || !LS || !DL;
+    if (mine) {
+      #pragma omp atomic write
+      failed = 1;
+    }
     #pragma omp for schedule(dynamic)
     for (long long u = 0; u < units; u++) {
+      if (mine) continue;
       const long long b = u / (HK * nqb), hk = u / nqb % HK, i0 = u % nqb * QB;
       const long long nq = TQ - i0 < QB ? TQ - i0 : QB, R = nq * G;
       memset(Qs, 0, sizeof(float) * RM * Dp); memset(Os, 0, sizeof(float) * RM * DVp);
@@ -380,12 +405,13 @@ COMMON
     free(Qs); free(Os); free(Ks); free(S); free(P); free(dQ); free(LS); free(DL);
   }
   free(KTall); free(VTall);
+  return failed;
 }
 """
 
 # p: out (dk then dv), q, k, v, mask, moff, do, lse, delta
 _DKDV = r"""
-void NAME(void* const* p, const long long* dims, float scale) {
+int NAME(void* const* p, const long long* dims, float scale) {
 COMMON
   float* restrict dk = (float*)p[0];
   float* restrict dv = dk + B * HK * TK * D;
@@ -393,13 +419,20 @@ COMMON
   const float* restrict lse = (const float*)p[7];
   const float* restrict delta = (const float*)p[8];
   const long long nkb = (TK + KB - 1) / KB, units = B * HK * nkb;
+  int failed = 0;
   #pragma omp parallel
   {
     float *Qs = tile(RM * Dp), *Os = tile(RM * DVp), *KT = tile(D * KB), *VT = tile(DV * KB), *S = tile(RM * KB),
           *P = tile(RM * KB), *PT = tile(KB * RM), *ST = tile(KB * RM), *dK = tile(KB * Dp), *dV = tile(KB * DVp),
           *LS = tile(RM), *DL = tile(RM);
+    const int mine = !Qs || !Os || !KT || !VT || !S || !P || !PT || !ST || !dK || !dV || !LS || !DL;
+    if (mine) {
+      #pragma omp atomic write
+      failed = 1;
+    }
     #pragma omp for schedule(dynamic)
     for (long long u = 0; u < units; u++) {
+      if (mine) continue;
       const long long b = u / (HK * nkb), hk = u / nkb % HK, j0 = u % nkb * KB;
       const long long nk = TK - j0 < KB ? TK - j0 : KB;
       for (long long jj = 0; jj < KB; jj++) {
@@ -450,6 +483,7 @@ COMMON
     free(Qs); free(Os); free(KT); free(VT); free(S); free(P); free(PT); free(ST);
     free(dK); free(dV); free(LS); free(DL);
   }
+  return failed;
 }
 """
 

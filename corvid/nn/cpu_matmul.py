@@ -62,7 +62,9 @@ def _function(kind: str, out: str = "float32", act: str | None = None) -> Any:
         lib = compile_kernel(text, name)
     except (CompileError, CompilerNotFoundError):
         return None
-    return lib.function(name, [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 5)
+    fn = lib.function(name, [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 5)
+    fn.restype = ctypes.c_int  # (nonzero: its scratch memory could not be allocated)
+    return fn
 
 
 def available() -> bool:
@@ -92,7 +94,9 @@ class _Program:
         s = ptrs[3] if quantized else None
         w2 = (ptrs[4] if quantized else ptrs[3]) if self.gated else None
         s2 = ptrs[5] if self.gated and quantized else None
-        self.fn(c, a, w, s, w2, s2, m, self.n, self.k, self.block, self.group)
+        if self.fn(c, a, w, s, w2, s2, m, self.n, self.k, self.block, self.group):
+            raise MemoryError(f"bfloat16 product ({self.kind}): the CPU kernel could not allocate its scratch memory "
+                              f"({m} x {self.k} by {self.n})")
 
 
 def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:

@@ -219,15 +219,17 @@ static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, c
 }
 
 _MAIN = r"""
-void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const float* S, const void* W2, const float* S2,
-          long long M, long long N, long long K, long long B, long long g) {
+int NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const float* S, const void* W2, const float* S2,
+         long long M, long long N, long long K, long long B, long long g) {
   const long long K2 = K / 2, nb = (N + BLOCK - 1) / BLOCK;
+  int failed = 0;
   const long long G = QUANTIZED ? K / g : 1, GP = K2 / G;
   const uint16_t* a = A;
   uint16_t* paired = 0;
   (void)W2; (void)S2;
   if (PAIRED) {  /* int4: the rows of A with input c beside input c + g / 2 of its group */
     paired = (uint16_t*)aligned_alloc(64, (size_t)(M * K * 2 + 64));
+    if (!paired) return 1;
     #pragma omp parallel for schedule(static)
     for (long long m = 0; m < M; m++)
       for (long long q = 0; q < G; q++)
@@ -245,8 +247,14 @@ void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const floa
     float* sp2 = GATED && QUANTIZED ? (float*)aligned_alloc(64, (size_t)G * BLOCK * 4 + 64) : 0;
     float T[ROWS * BLOCK] __attribute__((aligned(64))), U[ROWS * BLOCK] __attribute__((aligned(64)));
     (void)U;
+    const int mine = !panel || (QUANTIZED && !sp) || (GATED && !panel2) || (GATED && QUANTIZED && !sp2);
+    if (mine) {
+      #pragma omp atomic write
+      failed = 1;
+    }
     #pragma omp for schedule(static)
     for (long long j = 0; j < nb; j++) {
+      if (mine) continue;
       pack(panel, sp, W, S, j, N, K, B, g);
       if (GATED) pack(panel2, sp2, W2, S2, j, N, K, B, g);
       const int nc = N - j * BLOCK < BLOCK ? (int)(N - j * BLOCK) : BLOCK;
@@ -271,6 +279,7 @@ void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const floa
     if (sp2) free(sp2);
   }
   if (paired) free(paired);
+  return failed;
 }
 """
 
@@ -278,15 +287,17 @@ void NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const floa
 def _gemv_block(r: int) -> str:
     """``gemv_r``: ``r`` rows against the 64 outputs of int4 block ``blk``, into ``T`` (float32,
     ``r`` rows of 64)."""
-    lines = [f"static inline void gemv_{r}(float* restrict T, const uint8_t* restrict W, const uint32_t* restrict pairs,",
-             "    long long K2, const float* restrict S, long long G, long long GP, long long blk, __m512i table) {",
+    lines = [f"static inline void gemv_{r}(float* restrict T, const uint8_t* restrict W,",
+             "    const uint32_t* restrict pairs, long long K2, const float* restrict S, long long G, long long GP,",
+             "    long long blk, __m512i table) {",
              "  for (long long q = 0; q < G; q++) {"]
     lines += [f"    __m512 c{i}_{v} = _mm512_setzero_ps();" for i in range(r) for v in range(4)]
     lines += ["    for (long long p = q * GP; p < (q + 1) * GP; p++) {",
               "      const uint8_t* bytes = W + (blk * K2 + p) * 64;"]
     lines += [f"      const __m512bh a{i} = (__m512bh)_mm512_set1_epi32((int)pairs[{i} * K2 + p]);" for i in range(r)]
     for v in range(4):
-        lines += [f"      {{ const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(bytes + {16 * v})));",
+        lines += [f"      {{ const __m128i raw = _mm_loadu_si128((const __m128i*)(bytes + {16 * v}));",
+                  "        const __m512i d = _mm512_cvtepu8_epi32(raw);",
                   "        const __m512i w = _mm512_ternarylogic_epi32(_mm512_and_si512(d, _mm512_set1_epi32(15)),",
                   "            _mm512_slli_epi32(d, 12), _mm512_set1_epi32(0xF0000), 0xF8);  /* a | (b & c) */",
                   "        const __m512bh b = (__m512bh)_mm512_permutexvar_epi16(w, table);"]
@@ -306,12 +317,13 @@ _GEMV_INT4 = r"""
 /* a few rows (M < ROWS) against int4 weights in blocks of 64 outputs, read as stored: each byte
    of the 64 of an input pair becomes the bfloat16 pair (low nibble - 8, high nibble - 8) through
    one word permute of a 32-entry table, with no packing pass */
-void NAME(OUT* restrict C, const uint16_t* restrict A, const void* Wv, const float* S, const void* W2, const float* S2,
-          long long M, long long N, long long K, long long B, long long g) {
+int NAME(OUT* restrict C, const uint16_t* restrict A, const void* Wv, const float* S, const void* W2, const float* S2,
+         long long M, long long N, long long K, long long B, long long g) {
   const uint8_t* W = (const uint8_t*)Wv;
   const long long K2 = K / 2, G = K / g, GP = g / 2, nb = N / 64;
   (void)W2; (void)S2; (void)B;
   uint32_t* pairs = (uint32_t*)aligned_alloc(64, (size_t)(M * K2 * 4 + 64));
+  if (!pairs) return 1;
   for (long long m = 0; m < M; m++)  /* row m's input c of each group beside input c + g / 2 */
     for (long long q = 0; q < G; q++)
       for (long long c = 0; c < GP; c++)
@@ -326,6 +338,7 @@ void NAME(OUT* restrict C, const uint16_t* restrict A, const void* Wv, const flo
     for (long long r = 0; r < M; r++) for (int y = 0; y < 64; y++) C[r * N + blk * 64 + y] = STORE(T[r * 64 + y]);
   }
   free(pairs);
+  return 0;
 }
 """
 
@@ -337,7 +350,8 @@ def gemv_source(name: str, out: str = "float32") -> str:
         raise ValueError(f"bfloat16 product: unknown output {out!r}")
     store = ("typedef float OUT;\n#define STORE(x) (x)" if out == "float32" else
              "typedef uint16_t OUT;\n#define STORE(x) f32_bf16(x)")
-    cases = " ".join(f"case {r}: gemv_{r}(T, W, pairs, K2, S, G, GP, blk, table); break;" for r in range(ROWS - 1, 1, -1))
+    cases = " ".join(f"case {r}: gemv_{r}(T, W, pairs, K2, S, G, GP, blk, table); break;"
+                     for r in range(ROWS - 1, 1, -1))
     blocks = [_gemv_block(r) for r in range(1, ROWS)]
     return "\n".join([_HEADER, f"#define GEMV_ROWS {ROWS - 1}", store, *blocks,
                       _GEMV_INT4.replace("NAME", name).replace("CASES", cases)])
