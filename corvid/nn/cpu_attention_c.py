@@ -178,6 +178,37 @@ _MASKS = {
                        "    x += mv;"),
 }
 
+# the forward's per-row steps: a row of a score tile made its probabilities against the row's
+# running maximum m and sum l (its output accumulator rescaled to a new maximum; a row whose keys
+# are all masked so far left as it is), and a finished row's output and log-sum-exp written
+_ROW_STEPS = r"""
+static inline void online_softmax(float* restrict s, float* restrict m, float* restrict l, float* restrict acc,
+                                  long long DVp) {
+  v8 m8 = splat(NEG_INF);
+  for (int c = 0; c < KB; c += 8) { const v8 x = *(const v8*)(s + c); m8 = sel8((x > m8) | (x != x), x, m8); }
+  const float mx = hmax8(m8);
+  const float mn = mx > *m || mx != mx ? mx : *m;
+  if (mn == NEG_INF) { memset(s, 0, sizeof(float) * KB); return; }
+  const float c = *m == NEG_INF ? 0.0f : expf(*m - mn);
+  v8 sum8 = splat(0.0f);
+  for (int cc = 0; cc < KB; cc += 8) {
+    const v8 e = exp8(*(const v8*)(s + cc) - splat(mn));
+    *(v8*)(s + cc) = e;
+    sum8 += e;
+  }
+  *l = *l * c + hsum8(sum8);
+  *m = mn;
+  if (c != 1.0f)
+    for (long long d = 0; d < DVp; d++) acc[d] *= c;
+}
+static inline void finish_row(float* restrict out, float* restrict lse, long long row, const float* restrict acc,
+                              float m, float l, long long DV) {
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (long long d = 0; d < DV; d++) out[row * DV + d] = acc[d] * inv;
+  lse[row] = l > 0.0f ? m + logf(l) : NEG_INF;
+}
+"""
+
 # the forward for a few query rows per key/value head (a decode step: one query per head): each
 # key's scores as dot products of its row (no transposed copy of the keys), each value row added
 # into the rows' outputs as it is read; one unit per (batch, key/value head)
@@ -225,22 +256,7 @@ COMMON
           for (long long jj = nk; jj < KB; jj++) s[jj] = NEG_INF;
           const long long h = hk * G + r % G, i = r / G;
           mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
-          v8 m8 = splat(NEG_INF);
-          for (int c = 0; c < KB; c += 8) { const v8 x = *(const v8*)(s + c); m8 = sel8((x > m8) | (x != x), x, m8); }
-          const float mx = hmax8(m8);
-          const float mn = mx > M[r] || mx != mx ? mx : M[r];
-          if (mn == NEG_INF) { memset(s, 0, sizeof(float) * KB); continue; }
-          const float c = M[r] == NEG_INF ? 0.0f : expf(M[r] - mn);
-          v8 sum8 = splat(0.0f);
-          for (int cc = 0; cc < KB; cc += 8) {
-            const v8 e = exp8(*(const v8*)(s + cc) - splat(mn));
-            *(v8*)(s + cc) = e;
-            sum8 += e;
-          }
-          L[r] = L[r] * c + hsum8(sum8);
-          M[r] = mn;
-          if (c != 1.0f)
-            for (long long d = 0; d < DVp; d++) Acc[r * DVp + d] *= c;
+          online_softmax(s, M + r, L + r, Acc + r * DVp, DVp);
         }
         for (long long jj = 0; jj < nk; jj++) {
           const T* vs = v + ((b * HK + hk) * TK + j0 + jj) * DV;
@@ -252,12 +268,8 @@ COMMON
           }
         }
       }
-      for (long long r = 0; r < R; r++) {
-        const long long h = hk * G + r % G, i = r / G, row = (b * H + h) * TQ + i;
-        const float inv = L[r] > 0.0f ? 1.0f / L[r] : 0.0f;
-        for (long long d = 0; d < DV; d++) out[row * DV + d] = Acc[r * DVp + d] * inv;
-        lse[row] = L[r] > 0.0f ? M[r] + logf(L[r]) : NEG_INF;
-      }
+      for (long long r = 0; r < R; r++)
+        finish_row(out, lse, (b * H + hk * G + r % G) * TQ + r / G, Acc + r * DVp, M[r], L[r], DV);
     }
     free(Qs); free(kf); free(vf); free(S); free(Acc); free(M); free(L);
   }
@@ -308,31 +320,12 @@ COMMON
           if (r >= R) { memset(s, 0, sizeof(float) * KB); continue; }
           const long long h = hk * G + r % G, i = i0 + r / G;
           mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
-          v8 m8 = splat(NEG_INF);
-          for (int c = 0; c < KB; c += 8) { const v8 x = *(const v8*)(s + c); m8 = sel8((x > m8) | (x != x), x, m8); }
-          const float mx = hmax8(m8);
-          const float mn = mx > M[r] || mx != mx ? mx : M[r];
-          if (mn == NEG_INF) { memset(s, 0, sizeof(float) * KB); continue; }
-          const float c = M[r] == NEG_INF ? 0.0f : expf(M[r] - mn);
-          v8 sum8 = splat(0.0f);
-          for (int cc = 0; cc < KB; cc += 8) {
-            const v8 e = exp8(*(const v8*)(s + cc) - splat(mn));
-            *(v8*)(s + cc) = e;
-            sum8 += e;
-          }
-          L[r] = L[r] * c + hsum8(sum8);
-          M[r] = mn;
-          if (c != 1.0f)
-            for (long long d = 0; d < DVp; d++) Acc[r * DVp + d] *= c;
+          online_softmax(s, M + r, L + r, Acc + r * DVp, DVp);
         }
         mm(Acc, DVp, S, KB, Vs, DVp, RM, KB, DVp, 1);
       }
-      for (long long r = 0; r < R; r++) {
-        const long long h = hk * G + r % G, i = i0 + r / G, row = (b * H + h) * TQ + i;
-        const float inv = L[r] > 0.0f ? 1.0f / L[r] : 0.0f;
-        for (long long d = 0; d < DV; d++) out[row * DV + d] = Acc[r * DVp + d] * inv;
-        lse[row] = L[r] > 0.0f ? M[r] + logf(L[r]) : NEG_INF;
-      }
+      for (long long r = 0; r < R; r++)
+        finish_row(out, lse, (b * H + hk * G + r % G) * TQ + i0 + r / G, Acc + r * DVp, M[r], L[r], DV);
     }
     free(Qs); free(Vs); free(S); free(Acc); free(M); free(L);
   }
@@ -515,7 +508,7 @@ static inline void copy_rows(float* restrict dst, long long ld, const T* restric
 }
 """
 
-_KINDS = {"fwd": _FWD_FEW + _FWD, "dq": _DQ, "dkdv": _DKDV}
+_KINDS = {"fwd": _ROW_STEPS + _FWD_FEW + _FWD, "dq": _DQ, "dkdv": _DKDV}
 FEW_ROWS = 16  # query rows per key/value head up to which the forward takes its few-rows path
 
 

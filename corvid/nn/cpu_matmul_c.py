@@ -157,13 +157,17 @@ static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, c
   }
 }
 """,
-    "int8": r"""
+}
+
+# a quantized weight's block j: the outputs of one stored block of B at a time (their bytes are
+# contiguous), each input pair converted exactly (ROW: the pair's bytes, PAIR(c): output c's pair)
+_PACK_QUANTIZED = r"""
 static inline uint32_t bf16_bits(int v) { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); return u >> 16; }
 static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, const float* S, long long j,
                  long long N, long long K, long long B, long long g) {
-  const int8_t* W = (const int8_t*)Wv;
+  const WTYPE* W = (const WTYPE*)Wv;
   const long long K2 = K / 2, G = K / g;
-  for (long long c0 = 0; c0 < BLOCK;) {  /* the outputs of one block of B at a time: contiguous bytes */
+  for (long long c0 = 0; c0 < BLOCK;) {
     const long long n = j * BLOCK + c0;
     if (n >= N) {
       for (long long p = 0; p < K2; p++) for (long long c = c0; c < BLOCK; c++) panel[p * BLOCK + c] = 0;
@@ -174,10 +178,9 @@ static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, c
     long long len = BLOCK - c0 < B - l ? BLOCK - c0 : B - l;
     if (len > N - n) len = N - n;
     for (long long p = 0; p < K2; p++) {
-      const int8_t* x0 = W + (blk * K + 2 * p) * B + l;
-      const int8_t* x1 = x0 + B;
+      ROW
       uint32_t* o = panel + p * BLOCK + c0;
-      for (long long c = 0; c < len; c++) o[c] = bf16_bits(x0[c]) | (bf16_bits(x1[c]) << 16);
+      for (long long c = 0; c < len; c++) o[c] = PAIR(c);
     }
     for (long long q = 0; q < G; q++) {
       const float* s = S + (blk * G + q) * B + l;
@@ -186,37 +189,13 @@ static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, c
     c0 += len;
   }
 }
-""",
-    "int4": r"""
-static inline uint32_t bf16_bits(int v) { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); return u >> 16; }
-static void pack(uint32_t* restrict panel, float* restrict sp, const void* Wv, const float* S, long long j,
-                 long long N, long long K, long long B, long long g) {
-  const uint8_t* W = (const uint8_t*)Wv;
-  const long long K2 = K / 2, G = K / g;
-  for (long long c0 = 0; c0 < BLOCK;) {  /* the outputs of one block of B at a time: contiguous bytes */
-    const long long n = j * BLOCK + c0;
-    if (n >= N) {
-      for (long long p = 0; p < K2; p++) for (long long c = c0; c < BLOCK; c++) panel[p * BLOCK + c] = 0;
-      for (long long q = 0; q < G; q++) for (long long c = c0; c < BLOCK; c++) sp[q * BLOCK + c] = 0.0f;
-      break;
-    }
-    const long long l = n % B, blk = n / B;
-    long long len = BLOCK - c0 < B - l ? BLOCK - c0 : B - l;
-    if (len > N - n) len = N - n;
-    for (long long p = 0; p < K2; p++) {
-      const uint8_t* x = W + (blk * K2 + p) * B + l;
-      uint32_t* o = panel + p * BLOCK + c0;
-      for (long long c = 0; c < len; c++) o[c] = bf16_bits((x[c] & 15) - 8) | (bf16_bits((x[c] >> 4) - 8) << 16);
-    }
-    for (long long q = 0; q < G; q++) {
-      const float* s = S + (blk * G + q) * B + l;
-      for (long long c = 0; c < len; c++) sp[q * BLOCK + c0 + c] = s[c];
-    }
-    c0 += len;
-  }
-}
-""",
-}
+"""
+_PACK["int8"] = (_PACK_QUANTIZED.replace("WTYPE", "int8_t")  # (inputs 2p and 2p + 1: two rows of B bytes)
+                 .replace("ROW", "const int8_t* x0 = W + (blk * K + 2 * p) * B + l; const int8_t* x1 = x0 + B;")
+                 .replace("PAIR(c)", "bf16_bits(x0[c]) | (bf16_bits(x1[c]) << 16)"))
+_PACK["int4"] = (_PACK_QUANTIZED.replace("WTYPE", "uint8_t")  # (both nibbles of byte p, stored plus 8)
+                 .replace("ROW", "const uint8_t* x = W + (blk * K2 + p) * B + l;")
+                 .replace("PAIR(c)", "bf16_bits((x[c] & 15) - 8) | (bf16_bits((x[c] >> 4) - 8) << 16)"))
 
 _MAIN = r"""
 int NAME(OUT* restrict C, const uint16_t* restrict A, const void* W, const float* S, const void* W2, const float* S2,
