@@ -12,13 +12,16 @@ import corvid.nn.functional as F
 from corvid.nn import cpu_attention
 
 
-def reference(q, k, v, mask=None, causal=False, scale=None):
-    """softmax(q k^T * scale + mask) v in float64, grouped heads repeated, rows that see nothing 0."""
+def reference(q, k, v, mask=None, causal=False, scale=None, softcap=None):
+    """softmax(q k^T * scale (soft-capped) + mask) v in float64, grouped heads repeated, rows that
+    see nothing 0."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
         g = q.shape[-3] // k.shape[-3]
         k, v = np.repeat(k, g, -3), np.repeat(v, g, -3)
     s = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
     if mask is not None:
         s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
     if causal:
@@ -97,6 +100,37 @@ def test_float_masks_and_rows_that_see_nothing():
     keep[3] = False
     got = F.scaled_dot_product_attention(cv.Tensor(q), cv.Tensor(k), cv.Tensor(v), attn_mask=cv.Tensor(keep)).numpy()
     assert np.all(got[:, :, 3] == 0) and np.all(np.isfinite(got))
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 2, 70, 70, 16, 16), (1, 8, 2, 2, 90, 32, 32)])
+def test_soft_capping_forward_and_gradients(shape):
+    """Gemma 2's soft-capped scores, cap * tanh(s / cap), inside the kernels: values and
+    gradients against float64 (the composite of ordinary ops on float64 operands)."""
+    from corvid.nn.decoder import softcap
+
+    b, h, hk, tq, tk, d, dv = shape
+    q, k, v = arrays(*shape, seed=18)
+    q = q * 4  # (scores large enough for the cap to matter)
+    keep = np.random.default_rng(19).random((b, 1, tq, tk)) < 0.8
+    cap = 5.0
+    out = cpu_attention.attention(*(cv.Tensor(x) for x in (q, k, v)), cv.Tensor(keep), False, 0.25, cap)
+    np.testing.assert_allclose(out.numpy(), reference(q, k, v, keep, scale=0.25, softcap=cap), rtol=2e-5, atol=2e-6)
+    w = np.random.default_rng(20).standard_normal((b, h, tq, dv))
+
+    def fused(q, k, v):
+        out = cpu_attention.attention(q, k, v, cv.Tensor(keep), False, 0.25, cap)
+        return (out * cv.Tensor(w.astype(np.float32))).sum()
+
+    def composite(q, k, v):
+        g = h // hk
+        k, v = cv.repeat(k, g, axis=-3), cv.repeat(v, g, axis=-3)
+        scores = softcap((q @ k.mT) * 0.25, cap)
+        return (cv.nn.attention.masked_softmax(scores, cv.Tensor(keep)) @ v * cv.Tensor(w)).sum()
+
+    got = cv.grad(fused, argnums=(0, 1, 2))(*(cv.Tensor(x) for x in (q, k, v)))
+    want = cv.grad(composite, argnums=(0, 1, 2))(*(cv.Tensor(x.astype(np.float64)) for x in (q, k, v)))
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=2e-5)
 
 
 def test_extreme_scores_nan_and_infinity():

@@ -48,7 +48,8 @@ MAX_HEAD = 1024  # head sizes up to this run fused (the tiles of a thread hold 6
 # --- the numpy reference (what the op computes, on any device) ------------------------------------
 
 
-def _reference(*arrays: np.ndarray, kind: str, causal: bool, scale: float, mask: str, dtype: str) -> Any:
+def _reference(*arrays: np.ndarray, kind: str, causal: bool, scale: float, mask: str, dtype: str,
+               softcap: float = 0.0) -> Any:
     q, k, v = (a.astype(np.float32) for a in arrays[:3])
     has_mask = mask != "none"
     m = arrays[3] if has_mask else None
@@ -57,6 +58,10 @@ def _reference(*arrays: np.ndarray, kind: str, causal: bool, scale: float, mask:
     k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         s = np.matmul(q * np.float32(scale), np.swapaxes(k, -1, -2))
+        t = None
+        if softcap:
+            t = np.tanh(s / np.float32(softcap))
+            s = t * np.float32(softcap)
         if mask == "float":
             s = s + m
         elif mask == "bool":
@@ -75,6 +80,8 @@ def _reference(*arrays: np.ndarray, kind: str, causal: bool, scale: float, mask:
         do, lse, delta = rest
         p = np.where(np.isneginf(s) | np.isneginf(lse[..., None]), 0, np.exp(s - lse[..., None]))
         ds = p * (np.matmul(do, np.swapaxes(v, -1, -2)) - delta[..., None])
+        if t is not None:
+            ds = ds * (1 - t * t)
         if kind == "dq":
             return (np.matmul(ds, k) * np.float32(scale)).astype(np.float32)
         lead = q.shape[:-3]
@@ -96,7 +103,7 @@ def _function(kind: str, dtype: str, mask: str) -> Any:
 
     name = f"cv_attention_{kind}_{dtype}_{mask}"
     lib = compile_kernel(cpu_attention_c.source(name, kind, dtype, mask, has_fma()), name)
-    fn = lib.function(name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float])
+    fn = lib.function(name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_float])
     fn.restype = ctypes.c_int  # (nonzero: its scratch memory could not be allocated)
     return fn
 
@@ -109,6 +116,7 @@ class _Program:
         from ..runtime.device import get_device
 
         self.kind, self.causal, self.scale = params["kind"], params["causal"], params["scale"]
+        self.cap = ctypes.c_float(params["softcap"])
         self.mask, self.dtype = params["mask"], params["dtype"]
         self.allocator = get_device(device).allocator
         self.shapes = [tuple(size_function(s) for s in shape) for shape in shapes]
@@ -145,7 +153,8 @@ class _Program:
         out, ins = ptrs[0], ptrs[1:]
         args = [out, *ins[:3], ins[3] if has_mask else None, moff.ctypes.data if moff is not None else None,
                 *ins[4 if has_mask else 3:]]
-        if self.fn(ctypes.cast((ctypes.c_void_p * len(args))(*args), ctypes.c_void_p), ctypes.addressof(dims), scale):
+        if self.fn(ctypes.cast((ctypes.c_void_p * len(args))(*args), ctypes.c_void_p), ctypes.addressof(dims), scale,
+                   self.cap):
             raise MemoryError(f"scaled_dot_product_attention ({self.kind}): the CPU kernel could not allocate its "
                               f"scratch memory (sizes {list(dims)})")
 
@@ -158,50 +167,53 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
     return _Program(device, params, [shape for shape, _ in in_specs])
 
 
-def _op(kind: str, causal: bool, scale: float, mask: str, dtype: str) -> HostOp:
-    return HostOp(f"attention_cpu_{kind}", _reference,
-                  (("kind", kind), ("causal", bool(causal)), ("scale", float(scale)), ("mask", mask), ("dtype", dtype)),
-                  batched=True, native=_native)
+def _op(kind: str, causal: bool, scale: float, mask: str, dtype: str, softcap: float) -> HostOp:
+    params = (("kind", kind), ("causal", bool(causal)), ("scale", float(scale)), ("mask", mask), ("dtype", dtype),
+              ("softcap", float(softcap)))
+    return HostOp(f"attention_cpu_{kind}", _reference, params, batched=True, native=_native)
 
 
 # --- the differentiable function ----------------------------------------------------------------------
 
 
-def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float,
+             softcap: float) -> tuple[Tensor, Tensor]:
     kind = "none" if mask is None else "bool" if mask.dtype.is_bool else "float"
     ins = [q, k, v] + ([mask] if mask is not None else [])
     lead_h_tq = q.shape[:-1]
-    out, lse = host_call(_op("fwd", causal, scale, kind, q.dtype.name), *ins,
+    out, lse = host_call(_op("fwd", causal, scale, kind, q.dtype.name, softcap), *ins,
                          outputs=[(lead_h_tq + (v.shape[-1],), dt.float32), (lead_h_tq, dt.float32)])
     return out, lse
 
 
 @custom_vjp
-def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
-    return _forward(q, k, v, mask, causal, scale)[0]
+def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float,
+               softcap: float) -> Tensor:
+    return _forward(q, k, v, mask, causal, scale, softcap)[0]
 
 
-def _attention_fwd(q, k, v, mask, causal, scale):
-    out, lse = _forward(q, k, v, mask, causal, scale)
-    return out, (q, k, v, mask, causal, scale, out, lse)
+def _attention_fwd(q, k, v, mask, causal, scale, softcap):
+    out, lse = _forward(q, k, v, mask, causal, scale, softcap)
+    return out, (q, k, v, mask, causal, scale, softcap, out, lse)
 
 
 def _attention_bwd(res, g):
-    q, k, v, mask, causal, scale, out, lse = res
+    q, k, v, mask, causal, scale, softcap, out, lse = res
     g = g.astype(dt.float32).contiguous()
     delta = (g * out).sum(-1)
     kind = "none" if mask is None else "bool" if mask.dtype.is_bool else "float"
     ins = [q, k, v] + ([mask] if mask is not None else []) + [g, lse, delta]
-    (dq,) = host_call(_op("dq", causal, scale, kind, q.dtype.name), *ins, outputs=[(q.shape, dt.float32)])
-    dk, dv = host_call(_op("dkdv", causal, scale, kind, q.dtype.name), *ins,
+    (dq,) = host_call(_op("dq", causal, scale, kind, q.dtype.name, softcap), *ins, outputs=[(q.shape, dt.float32)])
+    dk, dv = host_call(_op("dkdv", causal, scale, kind, q.dtype.name, softcap), *ins,
                        outputs=[(k.shape, dt.float32), (v.shape, dt.float32)])
-    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None, None
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
-def _composite(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
+def _composite(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float,
+               softcap: float = 0.0) -> Tensor:
     """The same attention from ordinary ops (the forward-mode tangent's definition)."""
     from .attention import masked_softmax
 
@@ -211,6 +223,8 @@ def _composite(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: boo
 
         k, v = repeat(k, group, axis=-3), repeat(v, group, axis=-3)
     scores = (q.astype(dt.float32) * scale) @ k.astype(dt.float32).mT
+    if softcap:
+        scores = (scores / softcap).tanh() * softcap
     keep = None
     if mask is not None and not mask.dtype.is_bool:
         scores = scores + mask
@@ -226,17 +240,17 @@ def _composite(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: boo
 
 
 @custom_jvp
-def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
-    return _attention(q, k, v, mask, causal, scale)
+def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float, softcap: float) -> Tensor:
+    return _attention(q, k, v, mask, causal, scale, softcap)
 
 
 @_fused.defjvp
 def _fused_jvp(primals, tangents):
-    q, k, v, mask, causal, scale = primals
+    q, k, v, mask, causal, scale, softcap = primals
     tq, tk, tv = tangents[:3]
     zero = [t if t is not None else x.zeros_like() for t, x in zip((tq, tk, tv), (q, k, v))]
-    _, tangent = jvp(lambda a, b, c: _composite(a, b, c, mask, causal, scale), (q, k, v), tuple(zero))
-    return _fused(q, k, v, mask, causal, scale), tangent
+    _, tangent = jvp(lambda a, b, c: _composite(a, b, c, mask, causal, scale, softcap), (q, k, v), tuple(zero))
+    return _fused(q, k, v, mask, causal, scale, softcap), tangent
 
 
 # --- the entry point ----------------------------------------------------------------------------------
@@ -268,11 +282,13 @@ def can_fuse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: fl
     return True
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float,
+              softcap: float | None = None) -> Tensor:
     """The fused ``scaled_dot_product_attention`` (see :func:`can_fuse`): ``q (..., H, Tq, E)``,
     ``k (..., Hk, Tk, E)``, ``v (..., Hk, Tk, Ev)`` with ``H`` a multiple of ``Hk``; ``mask`` a
     boolean (True: the key takes part) or additive float tensor broadcasting to ``(..., H, Tq,
-    Tk)``, or None. The result has ``q``'s dtype."""
+    Tk)``, or None. ``softcap`` caps the scaled scores to ``softcap * tanh(score / softcap)``
+    before the mask (Gemma 2). The result has the operands' promoted dtype."""
     dtype = dt.result_type(q.dtype, k.dtype, v.dtype)
     flat = q.ndim == 2
     if flat:  # (one head)
@@ -283,7 +299,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool
     if mask is not None:
         shape = (1,) * (q.ndim - mask.ndim) + mask.shape
         mask = mask.reshape(shape).expand(shape[:-1] + (k.shape[-2],)).contiguous()  # (the key axis whole)
-    out = _fused(q, k, v, mask, bool(causal), float(scale))
+    out = _fused(q, k, v, mask, bool(causal), float(scale), float(softcap or 0.0))
     if flat:
         out = out[0]
     return out.astype(dtype) if dtype != dt.float32 else out

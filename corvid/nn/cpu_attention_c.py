@@ -150,6 +150,20 @@ static inline void mask_row(float* restrict s, long long j0, long long nk, long 
 # whether any of the R rows of a unit (query i0 + r / G of head hk * G + r % G) sees a key of the
 # block j0 .. j0 + nk through the mask: a block masked out whole (a cache's empty slots, the future
 # of a causal mask given as a mask) is skipped, its scores never computed
+_SOFTCAP = r"""
+/* soft-capping of a row of scores, cap * tanh(s / cap) (Gemma 2; cap 0: none), before the mask;
+   t, when given, gets each tanh (the gradient's factor is 1 - t^2) */
+static inline void softcap_row(float* restrict s, float cap, float* restrict t) {
+  if (cap == 0.0f) return;
+  for (int c = 0; c < KB; c += 8) {
+    const v8 e = exp8(*(const v8*)(s + c) * splat(2.0f / cap));
+    const v8 th = splat(1.0f) - splat(2.0f) / (e + splat(1.0f));
+    if (t) *(v8*)(t + c) = th;
+    *(v8*)(s + c) = th * splat(cap);
+  }
+}
+"""
+
 _BLOCK_SEEN = r"""
 static inline int block_seen(const MASK_T* restrict mask, const long long* restrict moff, long long b, long long hk,
                              long long G, long long i0, long long R, long long msh, long long msi, long long j0,
@@ -213,7 +227,7 @@ static inline void finish_row(float* restrict out, float* restrict lse, long lon
 # key's scores as dot products of its row (no transposed copy of the keys), each value row added
 # into the rows' outputs as it is read; one unit per (batch, key/value head)
 _FWD_FEW = r"""
-static int fwd_few(void* const* p, const long long* dims, float scale) {
+static int fwd_few(void* const* p, const long long* dims, float scale, float cap) {
 COMMON
   float* restrict out = (float*)p[0];
   float* restrict lse = out + B * H * TQ * DV;
@@ -255,6 +269,7 @@ COMMON
           float* restrict s = S + r * KB;
           for (long long jj = nk; jj < KB; jj++) s[jj] = NEG_INF;
           const long long h = hk * G + r % G, i = r / G;
+          softcap_row(s, cap, 0);
           mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
           online_softmax(s, M + r, L + r, Acc + r * DVp, DVp);
         }
@@ -278,11 +293,11 @@ COMMON
 """
 
 _FWD = r"""
-int NAME(void* const* p, const long long* dims, float scale) {
+int NAME(void* const* p, const long long* dims, float scale, float cap) {
 COMMON
   float* restrict out = (float*)p[0];
   float* restrict lse = out + B * H * TQ * DV;
-  if (TQ * G <= FEW_ROWS) return fwd_few(p, dims, scale);
+  if (TQ * G <= FEW_ROWS) return fwd_few(p, dims, scale, cap);
   const long long nqb = (TQ + QB - 1) / QB, units = B * HK * nqb, TKp = (TK + KB - 1) / KB * KB;
   float* KTall = (float*)aligned_alloc(64, sizeof(float) * (size_t)(B * HK * D * TKp + 16));
   if (!KTall) return 1;
@@ -319,6 +334,7 @@ COMMON
           float* restrict s = S + r * KB;
           if (r >= R) { memset(s, 0, sizeof(float) * KB); continue; }
           const long long h = hk * G + r % G, i = i0 + r / G;
+          softcap_row(s, cap, 0);
           mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
           online_softmax(s, M + r, L + r, Acc + r * DVp, DVp);
         }
@@ -336,7 +352,7 @@ COMMON
 
 # p: out (dq), q, k, v, mask, moff, do, lse, delta
 _DQ = r"""
-int NAME(void* const* p, const long long* dims, float scale) {
+int NAME(void* const* p, const long long* dims, float scale, float cap) {
 COMMON
   float* restrict dq = (float*)p[0];
   const float* restrict dout = (const float*)p[6];
@@ -383,10 +399,15 @@ COMMON
           const float* restrict dp = P + r * KB;
           if (r >= R || LS[r] == NEG_INF) { memset(s, 0, sizeof(float) * KB); continue; }
           const long long h = hk * G + r % G, i = i0 + r / G;
+          float tn[KB] __attribute__((aligned(64)));
+          softcap_row(s, cap, tn);
           mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
           const v8 l = splat(LS[r]), dl = splat(DL[r]);
           for (int c = 0; c < KB; c += 8)  /* ds = p * (dp - delta) */
             *(v8*)(s + c) = exp8(*(const v8*)(s + c) - l) * (*(const v8*)(dp + c) - dl);
+          if (cap != 0.0f)  /* (through the cap: times 1 - tanh^2) */
+            for (int c = 0; c < KB; c += 8)
+              *(v8*)(s + c) = *(const v8*)(s + c) * (splat(1.0f) - *(const v8*)(tn + c) * *(const v8*)(tn + c));
         }
         mm(dQ, Dp, S, KB, Ks, Dp, RM, KB, Dp, 1);
       }
@@ -404,7 +425,7 @@ COMMON
 
 # p: out (dk then dv), q, k, v, mask, moff, do, lse, delta
 _DKDV = r"""
-int NAME(void* const* p, const long long* dims, float scale) {
+int NAME(void* const* p, const long long* dims, float scale, float cap) {
 COMMON
   float* restrict dk = (float*)p[0];
   float* restrict dv = dk + B * HK * TK * D;
@@ -455,6 +476,8 @@ COMMON
             continue;
           }
           const long long h = hk * G + r % G, i = i0 + r / G;
+          float tn[KB] __attribute__((aligned(64)));
+          softcap_row(s, cap, tn);
           mask_row(s, j0, nk, i, causal, mask ? mask + moff[b] + h * msh + i * msi : 0);
           const v8 l = splat(LS[r]), dl = splat(DL[r]);
           for (int c = 0; c < KB; c += 8) {
@@ -462,6 +485,9 @@ COMMON
             *(v8*)(s + c) = pr;
             *(v8*)(dp + c) = pr * (*(const v8*)(dp + c) - dl);  /* ds */
           }
+          if (cap != 0.0f)  /* (through the cap: times 1 - tanh^2) */
+            for (int c = 0; c < KB; c += 8)
+              *(v8*)(dp + c) = *(const v8*)(dp + c) * (splat(1.0f) - *(const v8*)(tn + c) * *(const v8*)(tn + c));
           for (long long jj = 0; jj < KB; jj++) { PT[jj * RM + r] = s[jj]; ST[jj * RM + r] = dp[jj]; }
         }
         mm(dV, DVp, PT, RM, Os, DVp, KB, RM, DVp, 1);
@@ -524,6 +550,6 @@ def source(name: str, kind: str, dtype: str, mask: str, fma: bool) -> str:
     parts = [_HEADER, f"#define ROWS {ROWS}\n#define FEW_ROWS {FEW_ROWS}\n#define HAS_MASK {int(mask != 'none')}\n"
              f"typedef {t} T;\ntypedef {mask_t} MASK_T;\n",
              f"#define LOAD(s, d) {load}\n", _COPIES, _fma_source(fma), _matmul_source("fma8"),
-             _MASK_ROW.replace("MASK_APPLY", apply), f"#define SEES(x) ({sees})\n", _BLOCK_SEEN,
+             _MASK_ROW.replace("MASK_APPLY", apply), f"#define SEES(x) ({sees})\n", _BLOCK_SEEN, _SOFTCAP,
              _KINDS[kind].replace("NAME", name).replace("COMMON", _COMMON)]
     return "".join(parts)

@@ -142,9 +142,10 @@ class CausalSelfAttention(Module):
     the queries attend instead to what ``cache.update(keys, values, sliding_window)`` returns:
     the cached keys and values with the new ones stored, and the boolean mask of those each
     query sees. Scores are ``q · k * scale`` (default ``head_dim ** -0.5``), soft-capped to
-    ``softcap * tanh(score / softcap)`` when ``softcap`` is set (Gemma 2), then softmax-ed.
-    Without soft-capping the work goes to ``F.scaled_dot_product_attention`` (one fused kernel
-    on a GPU). ShapeError for an input of another shape; ValueError for head counts that do not
+    ``softcap * tanh(score / softcap)`` when ``softcap`` is set (Gemma 2), then softmax-ed. On
+    the CPU the fused kernels of :mod:`corvid.nn.cpu_attention` do it all, soft-capping included;
+    elsewhere, without soft-capping, the work goes to ``F.scaled_dot_product_attention`` (one
+    fused kernel on a GPU). ShapeError for an input of another shape; ValueError for head counts that do not
     divide.
 
     >>> attn = CausalSelfAttention(16, num_heads=4, num_kv_heads=1, sliding_window=2, softcap=50.0)
@@ -213,9 +214,14 @@ class CausalSelfAttention(Module):
         (1, 2, 1, 4)
         """
         n_q, n_k = q.shape[-2], k.shape[-2]
-        if mask is not None and self.softcap is None and cpu_attention.can_fuse(q, k, v, mask, 0.0):
-            # (the CPU's fused kernels read grouped keys and values once per group themselves)
-            return scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=True)
+        window = self.sliding_window if self.sliding_window is not None and self.sliding_window < n_k else None
+        if self.softcap is not None or mask is not None:
+            # the CPU's fused kernels: grouped keys and values read once per group, soft-capping
+            # inside (the scores are never stored)
+            causal = mask is None and window is None and n_q == n_k
+            keep = mask if mask is not None or causal else causal_mask(n_q, n_k, window, q.device)
+            if cpu_attention.can_fuse(q, k, v, keep, 0.0):
+                return cpu_attention.attention(q, k, v, keep, causal, self.scale, self.softcap)
         if mask is not None and self.num_kv_heads != self.num_heads and q.ndim == 4:
             # grouped-query attention on a cache: the queries of each key/value head as one block
             # of rows, so that the cached keys and values are read as they are, not repeated per head
@@ -227,7 +233,6 @@ class CausalSelfAttention(Module):
             else:
                 out = masked_softmax(softcap((qg @ k.mT) * self.scale, self.softcap), keep) @ v
             return out.reshape(b, self.num_heads, n_q, v.shape[-1])
-        window = self.sliding_window if self.sliding_window is not None and self.sliding_window < n_k else None
         if self.softcap is None:
             if mask is None and window is None and n_q == n_k:
                 return scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=True)
