@@ -372,4 +372,71 @@ class DynamicLossScale:
         return {"scale": scale, "good_steps": where(grow, 0, good).astype(dt.int32)}
 
 
-__all__ = ["DynamicLossScale", "GradScaler", "autocast", "autocast_dtype"]
+# --- float32 matrix products: exact, or on lower-precision tensor cores ------------------------------
+
+PRECISIONS = ("highest", "high", "medium")
+_PRECISION_DEFAULT = ["highest"]  # the process's setting (set_float32_matmul_precision)
+_PRECISION: contextvars.ContextVar[str | None] = contextvars.ContextVar("corvid_matmul_precision", default=None)
+
+
+def _check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"matmul precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}")
+    return precision
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """How float32 matrix products may compute, for the whole process (PyTorch's
+    ``torch.set_float32_matmul_precision``, JAX's ``jax_default_matmul_precision``):
+
+    * ``"highest"`` (the default): exact float32 products and sums, on every device.
+    * ``"high"``: on a CUDA GPU, TF32 tensor cores (operands rounded to 10 mantissa bits, sums in
+      float32): several times faster, about 1e-3 relative error.
+    * ``"medium"``: on a CUDA GPU, bfloat16 tensor cores (operands rounded to 7 bits).
+
+    The CPU and the other devices compute exact float32 products at every setting. float16,
+    bfloat16 and float64 products are not affected. The setting is read when a product builds its
+    graph; a ``cv.jit`` function is traced again under another setting.
+
+    >>> cv.set_float32_matmul_precision("high"); cv.get_float32_matmul_precision()
+    'high'
+    >>> cv.set_float32_matmul_precision("highest")
+    """
+    _PRECISION_DEFAULT[0] = _check_precision(precision)
+
+
+def get_float32_matmul_precision() -> str:
+    """The precision float32 products use here: an enclosing :class:`matmul_precision`'s, else the
+    process's (:func:`set_float32_matmul_precision`)."""
+    return _PRECISION.get() or _PRECISION_DEFAULT[0]
+
+
+class matmul_precision:
+    """:func:`set_float32_matmul_precision` for a ``with`` block only, in this thread (JAX's
+    ``jax.default_matmul_precision``).
+
+    >>> with cv.matmul_precision("high"):
+    ...     cv.get_float32_matmul_precision()
+    'high'
+    """
+
+    def __init__(self, precision: str):
+        self.precision = _check_precision(precision)
+        self._tokens: list[contextvars.Token] = []
+
+    def __enter__(self) -> "matmul_precision":
+        self._tokens.append(_PRECISION.set(self.precision))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _PRECISION.reset(self._tokens.pop())
+
+
+def policy() -> tuple[dt.DType | None, str]:
+    """What a traced program's products depend on besides its inputs: the autocast dtype and the
+    float32 matmul precision (``jit`` keys its traces on it)."""
+    return _AUTOCAST.get(), _PRECISION.get() or _PRECISION_DEFAULT[0]
+
+
+__all__ = ["DynamicLossScale", "GradScaler", "autocast", "autocast_dtype", "get_float32_matmul_precision",
+           "matmul_precision", "set_float32_matmul_precision"]

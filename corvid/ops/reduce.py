@@ -148,6 +148,12 @@ def _matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
     forward: the gradient of ``x @ w.T`` with respect to ``x`` would read the transposed copy of
     ``w`` along its rows, a dot product per output that the heuristics do not tile (a GPT training
     step, 4 layers of width 128: the four such kernels per layer took 60% of the step)."""
+    if not _on_cpu(b):  # (a GPU's library: cuBLASLt on CUDA, with rules of its own; see ops/blas.py)
+        from . import blas
+
+        product = blas.matmul(a, b, common)
+        if product is not None:
+            return product
     if common.is_float and (a.node.traced or b.node.traced):
         rule = _MATMUL_RULE or _matmul_rule()
         return rule(a.astype(common), b.astype(common))

@@ -51,6 +51,7 @@ import math
 import os
 import pathlib
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -70,6 +71,7 @@ EXECUTABLES = 2  # instantiations of one CUDA graph that a call chooses from (se
 # NVRTC options of every kernel (with --gpu-architecture): no fast math, no contraction of a*b+c
 # into fma beyond the IR's own, no warnings (unused helpers of the prelude)
 NVRTC_OPTIONS = ("--fmad=false", "-w")
+_UNSET = object()
 _INSTALL = 'pip install "corvid[cuda]" (cuda-bindings and the nvidia-cuda-nvrtc wheel; no CUDA toolkit needed)'
 
 
@@ -469,6 +471,37 @@ class CUDAGraph:
         done.atexit = False  # (at exit the driver releases everything itself)
 
 
+class SegmentedGraph:
+    """A fixed sequence of kernels and library calls (cuBLASLt's products): each run of kernels
+    between library calls is a :class:`CUDAGraph` of its own (a run whose launches are all empty
+    is launched directly), and each library call is made as it is, on the device's stream, so the
+    order is the sequence's. A library's kernels cannot be pointed at new buffers as a graph's own
+    kernels can (their parameters are the library's), so they are not captured: a product's
+    operands change at every call where they are the step's inputs."""
+
+    def __init__(self, device: CUDADevice, programs: list[Any]):
+        self.device = device
+        self.parts: list[tuple[Any, int, int]] = []  # (a graph or a program, first index, end)
+        start = 0
+        for i, p in enumerate(programs + [None]):
+            if p is None or not isinstance(p, CUDAProgram):
+                run = programs[start:i]
+                if run and any(q.dims.blocks for q in run):
+                    self.parts.append((CUDAGraph(device, run), start, i))
+                else:
+                    self.parts.extend((q, j, j + 1) for j, q in enumerate(run, start))
+                if p is not None:
+                    self.parts.append((p, i, i + 1))
+                start = i + 1
+
+    def __call__(self, handles: list[list[int]]) -> None:
+        for part, start, end in self.parts:
+            if isinstance(part, CUDAGraph):
+                part(handles[start:end])
+            else:
+                part(handles[start])
+
+
 def _destroy_graph(device: CUDADevice, graph: Any, executables: list[Any]) -> None:
     with contextlib.suppress(Exception):  # (collected while the driver is shutting down)
         for executable in executables:
@@ -531,6 +564,9 @@ class CUDADevice(Device):
         self._functions: dict[bytes, tuple[Any, Any]] = {}  # cubin -> (module, function)
         self._timing: tuple[Any, Any] | None = None  # the two events of elapsed()
         self._capture: Any = None  # the stream graphs are recorded on (created by the first)
+        self._blas: Any = _UNSET  # cuBLASLt's state (blas()), made on first use
+        self.blas_error: str | None = None  # why blas() is None
+        self._blas_lock = threading.Lock()
 
     def call(self, fn: str, *args: Any) -> Any:
         """``cuda.bindings.driver.<fn>(*args)`` in this device's context; its values (see
@@ -575,6 +611,35 @@ class CUDADevice(Device):
             found = self._functions[cubin] = (module, self.call("cuModuleGetFunction", module, kernel.name.encode()))
         return CUDAProgram(self, found[1], dims)
 
+    def blas(self) -> Any:
+        """cuBLASLt on this device (:class:`corvid.runtime.cublaslt.Blas`: large matrix products go
+        to it, see :mod:`corvid.ops.blas`), or None, with the reason in ``blas_error``: when
+        ``CORVID_CUBLAS=0``, or the library is not installed or does not start (a warning says so
+        once; products then run as corvid's own kernels)."""
+        if self._blas is _UNSET:
+            with self._blas_lock:
+                if self._blas is _UNSET:
+                    self._blas = self._start_blas()
+        return self._blas
+
+    def _start_blas(self) -> Any:
+        from .cublaslt import Blas, CublasError, CublasLt, load
+
+        if os.environ.get("CORVID_CUBLAS", "1").strip() == "0":
+            self.blas_error = "CORVID_CUBLAS=0"
+            return None
+        try:
+            return Blas(self, CublasLt(self._blas_library() or load()))
+        except (ImportError, OSError, AttributeError, CublasError) as e:
+            self.blas_error = f"{type(e).__name__}: {e}"
+            warnings.warn(f"the CUDA device computes matrix products with its own kernels, without cuBLASLt "
+                          f"({self.blas_error}); they are many times slower at tensor-core sizes", stacklevel=3)
+            return None
+
+    def _blas_library(self) -> Any:
+        """The cuBLASLt library to use instead of the installed one (tests give a stand-in)."""
+        return None
+
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
         larger than this GPU allows."""
@@ -593,17 +658,23 @@ class CUDADevice(Device):
         found on one model are searched again on another."""
         return f"CUDA:{self.gpu_name}:{self.arch}:nvrtc{self.compiler.version}"
 
-    def graph(self, programs: list[Program]) -> CUDAGraph | None:
+    def graph(self, programs: list[Program]) -> CUDAGraph | SegmentedGraph | None:
         """A :class:`CUDAGraph` replaying ``programs`` (this device's kernels) as one CUDA graph;
-        None when ``CORVID_CUDA_GRAPHS=0``, when one of them is not a kernel of this device (a
-        copy between devices), or when every launch is empty (a graph needs a node)."""
+        a :class:`SegmentedGraph` when library calls (cuBLASLt's products) come between them; None
+        when ``CORVID_CUDA_GRAPHS=0``, when one of them is neither a kernel nor a library call of
+        this device (a copy between devices), or when no run of kernels has a non-empty launch (a
+        graph needs a node)."""
+        from .cublaslt import GemmProgram
+
         if os.environ.get("CORVID_CUDA_GRAPHS", "1").strip() == "0":
             return None
-        if not all(isinstance(p, CUDAProgram) and p.device is self for p in programs):
+        if not all(isinstance(p, (CUDAProgram, GemmProgram)) and p.device is self for p in programs):
             return None
-        if not any(p.dims.blocks for p in programs):
+        if not any(isinstance(p, CUDAProgram) and p.dims.blocks for p in programs):
             return None
-        return CUDAGraph(self, list(programs))
+        if all(isinstance(p, CUDAProgram) for p in programs):
+            return CUDAGraph(self, list(programs))
+        return SegmentedGraph(self, list(programs))
 
     def capture_stream(self) -> Any:
         """The stream graphs are recorded on: a stream of their own, so that nothing else is

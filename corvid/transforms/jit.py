@@ -57,7 +57,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..amp import _AUTOCAST
+from ..amp import policy as _policy
 from ..engine.capture import Recorder as _Recorder, recording as _recording, symbolic_sizes as _symbolic_sizes
 from ..graph.symbolic import Dim, Num, Sym, SymbolicSizeError, assuming_hints as _assuming_hints, compare as _compare
 from ..graph.symbolic import size_function as _size_function
@@ -500,7 +500,7 @@ class Jitted:
             if n.traced:  # a requires_grad leaf, or a value of an enclosing transform: the general path
                 return None
             sig.append((n.shape, n.dtype, a.device))
-        return (*sig, _AUTOCAST.get())  # (a trace under autocast computes in another dtype)
+        return (*sig, _policy())  # (a trace under autocast or another matmul precision computes otherwise)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast_key(args, kwargs)
@@ -524,7 +524,7 @@ class Jitted:
         dyn = [x for x in leaves if is_t(x)]
         if any(_under_transform(t) for t in dyn):
             return self.fun(*args, **kwargs)  # inside grad/jvp/vmap tracing: become part of that trace
-        key = (tree, tuple(_leaf_key(x) for x in leaves), _AUTOCAST.get())
+        key = (tree, tuple(_leaf_key(x) for x in leaves), _policy())
         cap = self._program(key)
         if cap is None and self.dynamic is not False:
             cap = self._symbolic_program(leaves, tree, dyn, fast)
@@ -769,7 +769,7 @@ def _rank_key(leaves: list[Any], tree: Any) -> tuple:
     from ..tensor import Tensor
 
     return (tree, tuple(("T", len(x.shape), x.dtype, x.device) if isinstance(x, Tensor) else _leaf_key(x)
-                        for x in leaves), _AUTOCAST.get())
+                        for x in leaves), _policy())
 
 
 def _matches(pattern: list[tuple], dyn: list[Any], cap: _Captured | None = None) -> bool:

@@ -1,0 +1,192 @@
+"""Matrix products by a device's BLAS library: cuBLASLt on the CUDA device
+(:mod:`corvid.runtime.cublaslt`).
+
+``a @ b`` (and everything built on it: ``linear``, attention's products, the gradients of all of
+them) on a device that offers a library (``device.blas()`` returns one) becomes one host op,
+``gemm``, when both operands are float32, float64, float16 or bfloat16, the sizes are constant and
+the product is large enough (:data:`MIN_WORK` multiply-adds) to pay for a kernel of its own. The
+op reads its operands as they are stored: a transposed view (``w.T``) is passed as the matrix
+under it with a transpose flag, a 2-d operand under a batched one is shared by the batch (a
+stride of 0), and a batched ``a`` times a 2-d ``b`` is one product over all rows. On any other
+device (or where the library is missing) the op's numpy function computes the same values.
+
+What it costs: the product is no longer fused with the elementwise work around it (a bias or an
+activation after it is a kernel of its own; a cast before it is stored). For large products the
+library's tensor-core kernels are worth far more than the fusion.
+
+* Gradients: the matmul rule's backward (:func:`corvid.ops.reduce._matmul_bwd`) is products
+  again, so they take this route too.
+* Forward mode: a ``custom_jvp`` whose tangent is ``ta @ b + a @ tb`` (products again).
+* ``vmap``: the op takes leading batch axes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import dtype as dt
+from ..engine.host import HostOp, host_call
+from ..graph.symbolic import is_symbolic
+from ..tensor import Tensor, broadcast_shapes
+from ..transforms.custom import custom_vjp
+from ..transforms.forward import custom_jvp
+
+MIN_WORK = 1 << 18  # multiply-adds (batch*n*m*k): four 64x64x64 products; below it corvid's fused kernel stays
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def _reference(a: np.ndarray, b: np.ndarray, ta: bool, tb: bool, precision: str) -> np.ndarray:
+    """What the library computes, in numpy: narrow operands in float32 (the library's sums), the
+    result in the operands' dtype."""
+    wide = np.float64 if a.dtype == np.float64 else np.float32
+    x = np.swapaxes(a, -1, -2) if ta else a
+    y = np.swapaxes(b, -1, -2) if tb else b
+    return np.matmul(x.astype(wide), y.astype(wide)).astype(a.dtype)
+
+
+def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
+    """The library's program on a device that offers one; None elsewhere (numpy computes)."""
+    from ..runtime.device import get_device
+
+    dev = get_device(device)
+    blas = dev.blas() if hasattr(dev, "blas") else None
+    if blas is None or any(is_symbolic(s) for shape, _ in in_specs for s in shape):
+        return None
+    from ..runtime.cublaslt import GemmProgram
+
+    return GemmProgram(dev, blas, params, in_specs)
+
+
+def _op(ta: bool, tb: bool, precision: str) -> HostOp:
+    return HostOp("gemm", _reference, (("ta", ta), ("tb", tb), ("precision", precision)), batched=True,
+                  native=_native)
+
+
+def available(device: str) -> bool:
+    """Whether ``device`` runs products through a library (starting it if need be)."""
+    if device.partition(":")[0] == "CPU":
+        return False
+    from ..runtime.device import get_device
+
+    try:
+        dev = get_device(device)
+    except Exception:
+        return False
+    return hasattr(dev, "blas") and dev.blas() is not None
+
+
+def _stored(t: Tensor) -> tuple[Tensor, bool]:
+    """``t`` as the matrix the op reads and whether it is transposed: the tensor under a view
+    that swaps the last two axes (``w.T``), with the flag."""
+    from .reduce import _transposed_view
+
+    if _transposed_view(t):
+        return t._new(t.node.src[0]), True
+    return t, False
+
+
+def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
+    """``a @ b`` in ``common`` through the device's library, or None where it does not apply
+    (see the module docstring)."""
+    if common.name not in DTYPES or a.device != b.device or not available(a.device):
+        return None
+    if any(is_symbolic(s) for s in a.shape + b.shape):
+        return None
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if math.prod(batch) * n * m * k < MIN_WORK or 0 in (n, k, m) or 0 in batch:
+        return None
+    return _gemm(a.astype(common), b.astype(common), batch)
+
+
+def _fit(t: Tensor, batch: tuple[int, ...]) -> Tensor:
+    """``t``'s leading axes as the op takes them: the batch's, or none (one matrix for all); a
+    partial broadcast is expanded (stored once by the op)."""
+    lead = t.shape[:-2]
+    if lead == batch:
+        return t
+    if math.prod(lead) == 1:
+        return t.reshape(t.shape[-2:])
+    return t.broadcast_to(batch + t.shape[-2:])
+
+
+def _stored(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, bool]:
+    """``t`` as the matrix the op reads, and whether it is read transposed: the tensor under a view
+    that swaps the last two axes (``w.T``) with the flag, its leading axes fitted (:func:`_fit`)."""
+    from .reduce import _transposed_view
+
+    if _transposed_view(t):
+        under = t._new(t.node.src[0])
+        return _fit(under, batch), True
+    return _fit(t, batch), False
+
+
+def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...]) -> Tensor:
+    n, m = a.shape[-2], b.shape[-1]
+    if b.ndim == 2 and a.ndim > 2 and batch and not _transposed_view_of(a):  # (every batch entry's rows times one b)
+        return _gemm(a.reshape(-1, a.shape[-1]), b, ()).reshape(batch + (n, m))
+    (x, ta), (y, tb) = _stored(a, batch), _stored(b, batch)
+    return _product(x, y, ta, tb, batch)
+
+
+def _transposed_view_of(t: Tensor) -> bool:
+    from .reduce import _transposed_view
+
+    return _transposed_view(t)
+
+
+def _op_of(x: Tensor, t: bool) -> Tensor:
+    """``op(x)``: the matrix the product reads from the stored ``x``."""
+    return x.mT if t else x
+
+
+def _call(x: Tensor, y: Tensor, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+    from ..amp import get_float32_matmul_precision
+
+    n = x.shape[-1] if ta else x.shape[-2]
+    m = y.shape[-2] if tb else y.shape[-1]
+    precision = get_float32_matmul_precision() if x.dtype is dt.float32 else "highest"
+    (out,) = host_call(_op(ta, tb, precision), x, y, outputs=[(batch + (n, m), x.dtype)])
+    return out
+
+
+@custom_vjp
+def _product_vjp(x: Tensor, y: Tensor, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+    return _call(x, y, ta, tb, batch)
+
+
+def _product_fwd(x, y, ta, tb, batch):
+    return _call(x, y, ta, tb, batch), (x, y, ta, tb)
+
+
+def _product_bwd(res, g):
+    """``op(a)``'s gradient ``g @ op(b).mT`` and ``op(b)``'s ``op(a).mT @ g``, each turned back
+    into the stored operand's layout and summed over a batch it was shared by."""
+    from .reduce import _sum_to
+
+    x, y, ta, tb = res
+    da = g @ _op_of(y, tb).mT
+    db = _op_of(x, ta).mT @ g
+    dx = da.mT if ta else da
+    dy = db.mT if tb else db
+    return _sum_to(dx, x.shape), _sum_to(dy, y.shape), None, None, None
+
+
+_product_vjp.defvjp(_product_fwd, _product_bwd)
+
+
+@custom_jvp
+def _product(x: Tensor, y: Tensor, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+    return _product_vjp(x, y, ta, tb, batch)
+
+
+@_product.defjvp
+def _product_jvp(primals: tuple, tangents: tuple) -> tuple[Tensor, Tensor]:
+    x, y, ta, tb, batch = primals
+    tx, ty = tangents[:2]
+    out = _product(x, y, ta, tb, batch)
+    tangent = _op_of(tx, ta) @ _op_of(y, tb) + _op_of(x, ta) @ _op_of(ty, tb)
+    return out, tangent

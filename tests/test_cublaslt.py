@@ -1,0 +1,483 @@
+"""Matrix products through cuBLASLt on the CUDA device, without a GPU (corvid/runtime/cublaslt.py,
+corvid/ops/blas.py).
+
+Three layers, each checkable here:
+
+* **The C interface**: the constants and the ctypes prototypes against the ``cublasLt.h`` of
+  NVIDIA's ``nvidia-cublas`` wheel (compiled with the C compiler, so the values are the header's own);
+  skipped with the reason where the header is not installed.
+* **The descriptors**: built by the real library (which needs no GPU for them) and read back
+  through its own ``GetAttribute`` calls; skipped where the library is not installed.
+* **The products**: the real :class:`CUDADevice` on the stand-in driver of test_cuda_runtime, with
+  the stand-in library of ``tests/cublaslt_standin.py``, which computes what the descriptors
+  describe on the stand-in's (host) memory. So every layout, transpose, batch stride and compute
+  type that corvid chooses is checked against numpy, and gradients, jit, vmap and jvp run through
+  the route.
+
+What is not checked: that the real library, on a GPU, computes what its documentation says.
+"""
+
+import ctypes
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.engine import schedule as sched
+from corvid.ops import blas as blas_ops
+from corvid.runtime import cublaslt as L
+from corvid.runtime import device as registry
+from tests.cublaslt_standin import StandInLt
+from tests.test_cuda_runtime import FakeCUDA
+
+DEV = "FAKEBLAS"
+
+
+class BlasCUDA(FakeCUDA):
+    """The stand-in CUDA device with the stand-in cuBLASLt."""
+
+    name = DEV
+
+    def _blas_library(self):
+        self.standin = StandInLt()
+        return self.standin
+
+
+@pytest.fixture
+def dev():
+    saved = dict(sched._cache), dict(sched._plans)
+    registry.register_backend(DEV, f"{__name__}:BlasCUDA")
+    try:
+        d = registry.get_device(DEV)
+        assert d.blas() is not None, d.blas_error
+        yield d
+    finally:
+        registry._BACKENDS.pop(DEV, None)
+        registry._devices.pop(DEV, None)
+        for spelling in [s for s, c in registry._canonical.items() if c == DEV]:
+            registry._canonical.pop(spelling)
+        sched._cache.clear()
+        sched._plans.clear()
+        sched._cache.update(saved[0])
+        sched._plans.update(saved[1])
+
+
+def _t(a):
+    return cv.Tensor(a, device=DEV)
+
+
+def _rand(*shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed + len(shape) + sum(shape)).standard_normal(shape).astype(dtype)
+
+
+# --- the product: layouts, transposes, batches --------------------------------------------------------
+
+CASES = [  # (a's shape, b's shape, transpose a (stored as a.mT), transpose b)
+    ((64, 96), (96, 80), False, False),
+    ((64, 96), (96, 80), False, True),  # x @ w.T: a Linear layer
+    ((64, 96), (96, 80), True, False),  # a.T @ g: a weight's gradient
+    ((64, 96), (96, 80), True, True),
+    ((3, 40, 72), (72, 48), False, False),  # batched rows times one matrix: folded into one product
+    ((3, 40, 72), (72, 48), True, False),  # (a transposed batch cannot fold: a stride-0 b)
+    ((40, 72), (3, 72, 48), False, True),  # one a for a batch of b: a's stride 0
+    ((2, 3, 40, 72), (2, 3, 72, 48), False, True),  # attention's q @ k.mT
+    ((2, 1, 40, 72), (1, 3, 72, 48), False, False),  # partial broadcasts: expanded
+    ((5, 1, 40, 72), (5, 72, 48), False, False),
+]
+
+
+def _operands(a_shape, b_shape, ta, tb, dtype=np.float32):
+    a, b = _rand(*a_shape, dtype=dtype), _rand(*b_shape, dtype=dtype, seed=1)
+    ca = _t(np.ascontiguousarray(np.swapaxes(a, -1, -2))).mT if ta else _t(a)
+    cb = _t(np.ascontiguousarray(np.swapaxes(b, -1, -2))).mT if tb else _t(b)
+    return a, b, ca, cb
+
+
+@pytest.mark.parametrize("a_shape,b_shape,ta,tb", CASES)
+def test_products_match_numpy_with_the_operands_as_stored(dev, a_shape, b_shape, ta, tb):
+    a, b, ca, cb = _operands(a_shape, b_shape, ta, tb)
+    got = (ca @ cb).numpy()
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    calls = dev.standin.matmuls()
+    assert calls, "the product did not go to the library"
+    # a transposed view is read in place, with the library's flag (cuBLASLt's A is corvid's b)
+    assert {c["transa"] for c in calls} == {int(tb)} and {c["transb"] for c in calls} == {int(ta)}
+    assert {c["compute"] for c in calls} == {L.COMPUTE_32F}
+
+
+def test_rows_of_a_batch_times_one_matrix_are_one_product(dev):
+    _, _, ca, cb = _operands((4, 50, 64), (64, 96), False, True)
+    (ca @ cb).numpy()
+    (call,) = dev.standin.matmuls()
+    assert call["d"]["cols"] == 200 and call["d"].get(L.LAYOUT_BATCH_COUNT, 1) == 1
+
+
+def test_a_shared_operand_has_batch_stride_zero(dev):
+    _, _, ca, cb = _operands((40, 72), (6, 72, 48), False, False)
+    (ca @ cb).numpy()
+    (call,) = dev.standin.matmuls()
+    assert call["b"][L.LAYOUT_BATCH_COUNT] == 6 and call["b"][L.LAYOUT_STRIDED_BATCH_OFFSET] == 0  # corvid's a
+    assert call["a"][L.LAYOUT_STRIDED_BATCH_OFFSET] == 72 * 48
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float16", 2e-3), ("bfloat16", 1.6e-2)])
+def test_each_dtype_keeps_its_own_and_sums_wide(dev, dtype, rtol):
+    import ml_dtypes
+
+    npd = {"float64": np.float64, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    a, b = _rand(48, 160).astype(npd), _rand(160, 64, seed=3).astype(npd)
+    out = _t(a) @ _t(b).astype(getattr(cv, dtype))
+    assert out.dtype == getattr(cv, dtype)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), want, rtol=rtol, atol=rtol * np.abs(want).max())
+    (call,) = dev.standin.matmuls()
+    assert call["compute"] == (L.COMPUTE_64F if dtype == "float64" else L.COMPUTE_32F)
+
+
+def test_mixed_dtypes_promote_before_the_product(dev):
+    a = _rand(64, 64)
+    b = _rand(64, 64, seed=5).astype(np.float16)
+    got = (_t(a) @ _t(b)).numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_small_products_stay_corvid_kernels(dev):
+    a, b = _rand(8, 16), _rand(16, 32, seed=1)
+    np.testing.assert_allclose((_t(a) @ _t(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    assert not dev.standin.matmuls()
+    assert blas_ops.matmul(_t(a), _t(b), cv.float32) is None
+
+
+def test_integers_stay_corvid_kernels(dev):
+    a = np.arange(64 * 64, dtype=np.int32).reshape(64, 64) % 7
+    np.testing.assert_array_equal((_t(a) @ _t(a)).numpy(), a @ a)
+    assert not dev.standin.matmuls()
+
+
+def test_empty_products(dev):
+    a, b = np.zeros((64, 0), np.float32), np.zeros((0, 4096), np.float32)
+    np.testing.assert_array_equal((_t(a) @ _t(b)).numpy(), np.zeros((64, 4096), np.float32))
+    assert (_t(np.zeros((0, 64, 64), np.float32)) @ _t(_rand(64, 64))).shape == (0, 64, 64)
+    assert not dev.standin.matmuls()
+
+
+# --- precision ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision,compute,bits", [("highest", L.COMPUTE_32F, None),
+                                                    ("high", L.COMPUTE_32F_FAST_TF32, 10),
+                                                    ("medium", L.COMPUTE_32F_FAST_16BF, 7)])
+def test_float32_precision_chooses_the_compute_type(dev, precision, compute, bits):
+    a, b = _rand(64, 256), _rand(256, 64, seed=7)
+    with cv.matmul_precision(precision):
+        got = (_t(a) @ _t(b)).numpy()
+    (call,) = dev.standin.matmuls()
+    assert call["compute"] == compute
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    if bits is None:
+        assert err < 1e-6
+    else:  # rounded operands: visibly less exact, within what the mantissa allows
+        assert 2.0 ** -(bits + 6) < err < 2.0 ** -(bits - 2)
+
+
+def test_precision_leaves_other_dtypes_and_is_validated(dev):
+    a = _rand(64, 128).astype(np.float64)
+    with cv.matmul_precision("medium"):
+        (_t(a) @ _t(a.T.copy())).numpy()
+    assert dev.standin.matmuls()[0]["compute"] == L.COMPUTE_64F
+    with pytest.raises(ValueError, match="highest"):
+        cv.set_float32_matmul_precision("tf32")
+    with pytest.raises(ValueError):
+        cv.matmul_precision("low")
+
+
+def test_process_precision_and_jit_retraces(dev):
+    a, b = _t(_rand(64, 128)), _t(_rand(128, 64, seed=2))
+    f = cv.jit(lambda x, y: x @ y)
+    try:
+        f(a, b).numpy()
+        cv.set_float32_matmul_precision("high")
+        assert cv.get_float32_matmul_precision() == "high"
+        f(a, b).numpy()
+    finally:
+        cv.set_float32_matmul_precision("highest")
+    assert f.traces == 2
+    assert [c["compute"] for c in dev.standin.matmuls()] == [L.COMPUTE_32F, L.COMPUTE_32F_FAST_TF32]
+
+
+# --- transforms ---------------------------------------------------------------------------------------
+
+def _mlp(x, w1, w2):
+    return ((x @ w1.T).relu() @ w2).square().mean()
+
+
+def test_gradients_go_through_the_library_and_match_the_cpu(dev):
+    x, w1, w2 = _rand(64, 96), _rand(128, 96, seed=1), _rand(128, 80, seed=2)
+    want = cv.grad(_mlp, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w1), cv.Tensor(w2))
+    got = cv.grad(_mlp, argnums=(0, 1, 2))(_t(x), _t(w1), _t(w2))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5 * np.abs(w.numpy()).max())
+    assert len(dev.standin.matmuls()) >= 5  # 2 forward, 3 backward (x's gradient needs none of w2's)
+
+
+def test_backward_on_module_parameters(dev):
+    cv.manual_seed(0)
+    with cv.default_device(DEV):
+        lin = cv.nn.Linear(128, 96)
+    x = _t(_rand(64, 128))
+    lin(x).square().sum().backward()
+    ref = cv.nn.Linear(128, 96)
+    ref.load_state_dict({k: cv.Tensor(v.numpy()) for k, v in lin.state_dict().items()})
+    ref(cv.Tensor(x.numpy())).square().sum().backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lin.bias.grad.numpy(), ref.bias.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_jit_replays_the_product_between_graphs_of_the_kernels(dev):
+    from corvid.runtime.cuda import CUDAGraph, SegmentedGraph
+
+    f = cv.jit(lambda x, w: ((x @ w.T + 1).relu() @ w) * 2)
+    cu = dev.cu
+    for seed in range(4):
+        x, w = _rand(64, 96, seed=seed), _rand(80, 96, seed=seed + 9)
+        cu.calls.clear()
+        got = f(_t(x), _t(w)).numpy()
+        np.testing.assert_allclose(got, (np.maximum(x @ w.T + 1, 0) @ w) * 2, rtol=1e-4, atol=1e-4)
+        if seed >= 2:  # recorded at the second call: two graphs (the elementwise kernels), two products between
+            assert len(cu.named("cuGraphLaunch")) == 2 and not cu.named("cuStreamBeginCapture")
+    assert f.traces == 1 and len(dev.standin.matmuls()) == 8
+    (caps,) = f._cache.values()
+    graph = caps[0]._graph
+    assert isinstance(graph, SegmentedGraph)
+    assert [type(p).__name__ for p, _, _ in graph.parts] == ["GemmProgram", "CUDAGraph", "GemmProgram", "CUDAGraph"]
+    assert all(isinstance(p, CUDAGraph) == (i % 2 == 1) for i, (p, _, _) in enumerate(graph.parts))
+
+
+def test_graphs_off_launch_everything_directly(dev, monkeypatch):
+    monkeypatch.setenv("CORVID_CUDA_GRAPHS", "0")
+    f = cv.jit(lambda x, w: (x @ w.T + 1).relu())
+    for seed in range(3):
+        x, w = _rand(64, 96, seed=seed), _rand(80, 96, seed=seed + 9)
+        np.testing.assert_allclose(f(_t(x), _t(w)).numpy(), np.maximum(x @ w.T + 1, 0), rtol=1e-5, atol=1e-5)
+    assert not dev.cu.named("cuGraphLaunch") and len(dev.standin.matmuls()) == 3
+
+
+def test_vmap_matches_a_loop(dev):
+    xs, w = _rand(4, 64, 96), _rand(96, 80, seed=4)
+    got = cv.vmap(lambda x: x @ _t(w))(_t(xs)).numpy()
+    np.testing.assert_allclose(got, np.stack([x @ w for x in xs]), rtol=2e-5, atol=2e-5)
+    assert dev.standin.matmuls()
+
+
+def test_vmap_over_both_operands_of_a_batched_product(dev):
+    a, b = _rand(3, 2, 40, 72), _rand(3, 72, 48, seed=2)
+    got = cv.vmap(lambda x, y: x @ y)(_t(a), _t(b)).numpy()
+    np.testing.assert_allclose(got, np.stack([x @ y for x, y in zip(a, b)]), rtol=2e-5, atol=2e-5)
+
+
+def test_jvp_is_the_product_rule(dev):
+    a, b, ta, tb = _rand(64, 96), _rand(96, 80, seed=1), _rand(64, 96, seed=2), _rand(96, 80, seed=3)
+    out, tangent = cv.jvp(lambda x, y: x @ y, (_t(a), _t(b)), (_t(ta), _t(tb)))
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(tangent.numpy(), ta @ b + a @ tb, rtol=2e-5, atol=2e-5)
+
+
+def test_second_order_gradient(dev):
+    x, w = _rand(64, 64), _rand(64, 64, seed=1)
+
+    def f(x):
+        return cv.grad(lambda y: (y @ _t(w)).tanh().sum())(x).square().sum()
+
+    want = cv.grad(lambda y: cv.grad(lambda z: (z @ cv.Tensor(w)).tanh().sum())(y).square().sum())(cv.Tensor(x))
+    want = want.numpy()
+    np.testing.assert_allclose(cv.grad(f)(_t(x)).numpy(), want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+# --- the device without the library ---------------------------------------------------------------------
+
+def test_without_the_library_products_are_corvid_kernels(monkeypatch):
+    monkeypatch.setenv("CORVID_CUBLAS", "0")
+    d = FakeCUDA()
+    assert d.blas() is None and d.blas_error == "CORVID_CUBLAS=0"
+
+
+def test_a_library_that_does_not_start_warns_once_and_falls_back():
+    class Failing(FakeCUDA):
+        def _blas_library(self):
+            return StandInLt(fail_create=True)
+
+    d = Failing()
+    with pytest.warns(UserWarning, match="own kernels"):
+        assert d.blas() is None
+    assert "cublasLtCreate" in d.blas_error and "not initialized" in d.blas_error
+    assert d.blas() is None  # (decided once)
+
+
+def test_a_named_library_that_is_missing_says_so(monkeypatch):
+    monkeypatch.setenv("CORVID_CUBLASLT", "/nonexistent/libcublasLt.so")
+    with pytest.raises(ImportError, match="CORVID_CUBLASLT"):
+        L.library_path()
+
+
+def test_a_refused_attribute_names_the_call_and_the_product():
+    lt = L.CublasLt(StandInLt())
+    with pytest.raises(L.CublasError, match=r"cublasLtMatrixLayoutCreate failed with status 7.*float32"):
+        lt.layout(L.R_32F, 8, 4, 2, 1, 0, "float32 (8x4)")
+
+
+# --- batch splitting ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("out_lead,a,b,want", [
+    ((), [], [], (0, 1, 0, 0)),
+    ((6,), [12], [0], (0, 6, 12, 0)),
+    ((2, 3), [36, 12], [60, 20], (0, 6, 12, 20)),
+    ((2, 3), [12, 0], [60, 20], (1, 3, 0, 20)),  # a broadcast inside the batch: the outer axis is looped
+    ((2, 1, 3), [36, 0, 12], [0, 0, 0], (0, 6, 12, 0)),
+    ((4, 5), [0, 0], [20, 4], (0, 20, 0, 4)),
+])
+def test_split_batch(out_lead, a, b, want):
+    assert L.split_batch(out_lead, a, b) == want
+
+
+# --- the C interface, against the header -----------------------------------------------------------------
+
+def _header_dirs():
+    dirs = []
+    for base in sys.path:
+        for sub in ("nvidia/cu13/include", "nvidia/cublas/include"):
+            if os.path.isfile(os.path.join(base, sub, "cublasLt.h")):
+                dirs.append(os.path.join(base, sub))
+    runtime = sorted(glob.glob("/usr/local/cuda*/include/library_types.h")) + \
+        [os.path.join(d, "library_types.h") for d in dirs if os.path.isfile(os.path.join(d, "library_types.h"))]
+    return dirs[:1], [os.path.dirname(p) for p in runtime[:1]]
+
+
+CONSTANTS = {
+    "CUBLAS_STATUS_SUCCESS": L.STATUS_SUCCESS, "CUBLAS_OP_N": L.OP_N, "CUBLAS_OP_T": L.OP_T,
+    "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE": L.DESC_COMPUTE_TYPE, "CUBLASLT_MATMUL_DESC_SCALE_TYPE": L.DESC_SCALE_TYPE,
+    "CUBLASLT_MATMUL_DESC_TRANSA": L.DESC_TRANSA, "CUBLASLT_MATMUL_DESC_TRANSB": L.DESC_TRANSB,
+    "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT": L.LAYOUT_BATCH_COUNT,
+    "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET": L.LAYOUT_STRIDED_BATCH_OFFSET,
+    "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": L.PREF_MAX_WORKSPACE_BYTES,
+    "CUBLAS_COMPUTE_32F": L.COMPUTE_32F, "CUBLAS_COMPUTE_32F_FAST_16BF": L.COMPUTE_32F_FAST_16BF,
+    "CUBLAS_COMPUTE_32F_FAST_TF32": L.COMPUTE_32F_FAST_TF32, "CUBLAS_COMPUTE_64F": L.COMPUTE_64F,
+    "CUDA_R_32F": L.R_32F, "CUDA_R_64F": L.R_64F, "CUDA_R_16F": L.R_16F, "CUDA_R_16BF": L.R_16BF,
+}
+
+
+def test_constants_and_struct_match_the_header(tmp_path):
+    lt_dirs, rt_dirs = _header_dirs()
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not lt_dirs or not rt_dirs or not cc:
+        pytest.skip("needs cublasLt.h (pip install nvidia-cublas), CUDA's library_types.h and a C compiler")
+    lines = [f'printf("{k} %d\\n", (int)({k}));' for k in CONSTANTS]
+    src = tmp_path / "c.c"
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <cublasLt.h>\nint main(void){\n" +
+                   "\n".join(lines) +
+                   '\nprintf("SIZE %zu %zu %zu %zu %zu\\n", sizeof(cublasLtMatmulHeuristicResult_t), '
+                   "offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize), "
+                   "offsetof(cublasLtMatmulHeuristicResult_t, state), "
+                   "offsetof(cublasLtMatmulHeuristicResult_t, wavesCount), sizeof(cublasLtMatmulAlgo_t));\n"
+                   "return 0;}\n")
+    exe = tmp_path / "c"
+    subprocess.run([cc, str(src), *(f"-I{d}" for d in lt_dirs + rt_dirs), "-o", str(exe)], check=True,
+                   capture_output=True)
+    out = dict(line.split(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                              check=True).stdout.splitlines())
+    for k, v in CONSTANTS.items():
+        assert int(out[k]) == v, k
+    H = L.HeuristicResult
+    assert [int(x) for x in out["SIZE"].split()] == [ctypes.sizeof(H), H.workspaceSize.offset, H.state.offset,
+                                                     H.wavesCount.offset, H.algo.size]
+
+
+_C_KINDS = {"size_t": ctypes.c_size_t, "uint64_t": ctypes.c_uint64, "int64_t": ctypes.c_int64, "int": ctypes.c_int,
+            "int32_t": ctypes.c_int}
+
+
+def _c_kind(param: str):
+    """The ctypes type a parameter of the header is passed as: a pointer (or an opaque handle, a
+    stream), an integer of its width, or an enum (int)."""
+    param = re.sub(r"\b(const|CUBLASWINAPI)\b", "", param).strip()
+    handles = (r"\b(cublasLtHandle_t|cublasLtMatmulDesc_t|cublasLtMatrixLayout_t|cublasLtMatmulPreference_t"
+               r"|cudaStream_t)\b")
+    if "*" in param or "[" in param or re.search(handles, param):
+        return ctypes.c_void_p
+    base = param.rsplit(None, 1)[0] if " " in param else param
+    return _C_KINDS.get(base, ctypes.c_int)  # (the rest are enums: int)
+
+
+def test_prototypes_match_the_header():
+    lt_dirs, _ = _header_dirs()
+    if not lt_dirs:
+        pytest.skip("needs cublasLt.h: pip install nvidia-cublas")
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", open(os.path.join(lt_dirs[0], "cublasLt.h")).read(), flags=re.S)
+    for name, (restype, argtypes) in L.PROTOTYPES.items():
+        m = re.search(r"(\w[\w\s\*]*?)\s*CUBLASWINAPI\s+" + name + r"\s*\(([^)]*)\)\s*;", text)
+        assert m, name
+        params = [p.strip() for p in m.group(2).split(",") if p.strip() and p.strip() != "void"]
+        assert [_c_kind(p) for p in params] == argtypes, (name, params)
+        ret = m.group(1).split()[-1]
+        assert {"cublasStatus_t": ctypes.c_int, "size_t": ctypes.c_size_t,
+                "char": ctypes.c_char_p}.get(ret.strip("*"), None) == restype, (name, ret)
+
+
+# --- the descriptors, built by the real library -----------------------------------------------------------
+
+def _real_library():
+    try:
+        return L.load()
+    except (ImportError, OSError) as e:
+        pytest.skip(f"the real cuBLASLt is not installed ({e})")
+
+
+def _get(lib, fn, obj, attr, ctype):
+    v, written = ctype(), ctypes.c_size_t()
+    getter = getattr(lib, fn)
+    getter.restype, getter.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                                     ctypes.c_size_t, ctypes.c_void_p]
+    assert getter(obj.value, attr, ctypes.byref(v), ctypes.sizeof(v), ctypes.byref(written)) == 0
+    assert written.value == ctypes.sizeof(v)
+    return v.value
+
+
+@pytest.mark.parametrize("g", [
+    L.Gemm("float32", 64, 80, 96, False, False),
+    L.Gemm("bfloat16", 64, 80, 96, False, True, batch=6, a_stride=64 * 96, b_stride=0),
+    L.Gemm("float16", 10, 20, 30, True, False, batch=3, a_stride=0, b_stride=600),
+    L.Gemm("float32", 64, 80, 96, True, True, precision="high"),
+    L.Gemm("float64", 7, 5, 3, False, False),
+])
+def test_the_real_library_holds_the_descriptors_as_meant(g):
+    lib = _real_library()
+    lt = L.CublasLt(lib)
+    assert lt.version >= 120000
+    p = L.Plan(lt, None, g, L.WORKSPACE_BYTES)  # (no handle: no GPU, so no algorithm is asked for)
+    compute, scale, _ = g.compute()
+    i32, i64, u64 = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64
+    desc = "cublasLtMatmulDescGetAttribute"
+    assert _get(lib, desc, p.desc, L.DESC_COMPUTE_TYPE, i32) == compute
+    assert _get(lib, desc, p.desc, L.DESC_SCALE_TYPE, i32) == scale
+    assert _get(lib, desc, p.desc, L.DESC_TRANSA, i32) == int(g.tb)
+    assert _get(lib, desc, p.desc, L.DESC_TRANSB, i32) == int(g.ta)
+    lay = "cublasLtMatrixLayoutGetAttribute"
+    rows, cols, ld = 2, 3, 4  # CUBLASLT_MATRIX_LAYOUT_ROWS, _COLS, _LD
+    for layout, want, stride in ((p.x, (g.k, g.m, g.k) if g.tb else (g.m, g.k, g.m), g.b_stride),
+                                 (p.y, (g.n, g.k, g.n) if g.ta else (g.k, g.n, g.k), g.a_stride),
+                                 (p.d, (g.m, g.n, g.m), g.m * g.n)):
+        assert (_get(lib, lay, layout, rows, u64), _get(lib, lay, layout, cols, u64),
+                _get(lib, lay, layout, ld, i64)) == want
+        assert _get(lib, lay, layout, 0, ctypes.c_uint32) == L.DATA_TYPES[g.dtype]  # CUBLASLT_MATRIX_LAYOUT_TYPE
+        assert _get(lib, lay, layout, L.LAYOUT_BATCH_COUNT, i32) == g.batch
+        if g.batch > 1:
+            assert _get(lib, lay, layout, L.LAYOUT_STRIDED_BATCH_OFFSET, i64) == stride
+    assert _get(lib, "cublasLtMatmulPreferenceGetAttribute", p.pref, L.PREF_MAX_WORKSPACE_BYTES, u64) == \
+        L.WORKSPACE_BYTES
