@@ -84,7 +84,7 @@ UNCHECKED = "unchecked"  # a row's check when there is nothing to check against 
 TEST_FILES = ("tests/test_backends.py", "tests/test_gpu_style.py", "tests/test_fp8.py", "tests/test_narrow_rounding.py",
               "tests/test_sharding.py", "tests/test_cuda.py", "tests/test_cuda_runtime.py",
               "tests/test_cuda_scatter.py", "tests/test_data_devices.py", "tests/test_indexing.py",
-              "tests/test_devices.py", "tests/test_jit_symbolic.py")
+              "tests/test_devices.py", "tests/test_jit_symbolic.py", "tests/test_cublaslt.py")
 QUICK_TEST_FILES = ("tests/test_cuda_runtime.py", "tests/test_data_devices.py")  # (seconds, not a minute)
 TEST_FILTER = "CUDA or cuda"
 
@@ -312,6 +312,10 @@ def part_environment(report: Report, args: argparse.Namespace, env: dict[str, st
         report(f"corvid's device {args.device} did not start: {why}")
         return None
     report(f"corvid device: {info['device_line']}")
+    if info.get("blas_line"):
+        report(info["blas_line"])
+        if info["blas_line"].startswith("FAIL"):
+            report.problem("cuBLASLt's first product failed")
     if info.get("smoke_error"):
         report(f"FAIL first kernel on {info['device']}: {info['smoke_error']}")
         report.problem("the first kernel on the device failed")
@@ -899,6 +903,32 @@ def _torch_info() -> tuple[Any, str]:
     return torch, line
 
 
+def _blas_line(dev: Any) -> str:
+    """The CUDA device's matrix-product route: cuBLASLt's version and a first product checked
+    against numpy, or why the library is not used."""
+    import corvid as cv
+
+    try:
+        blas = dev.blas()
+    except Exception as e:  # (blas() itself reports failures as None; this is a bug's trace)
+        return f"FAIL cuBLASLt: {type(e).__name__}: {e}"
+    if blas is None:
+        return f"matrix products: corvid's own kernels (no cuBLASLt: {dev.blas_error})"
+    v = blas.lt.version
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 192)).astype(np.float32), rng.standard_normal((160, 192)).astype(np.float32)
+    try:
+        t0 = time.perf_counter()
+        got = (cv.Tensor(a, device=dev.name) @ cv.Tensor(b, device=dev.name).T).numpy()
+        seconds = time.perf_counter() - t0
+        err = float(np.abs(got - a.astype(np.float64) @ b.T.astype(np.float64)).max())
+    except Exception as e:
+        return f"FAIL cuBLASLt {v // 10000}.{v // 100 % 100}.{v % 100}: first product: {type(e).__name__}: {e}"
+    verdict = "ok" if err < 1e-3 else f"FAIL (max error {err:.3g})"
+    return (f"matrix products: cuBLASLt {v // 10000}.{v // 100 % 100}.{v % 100}; first product (256x192 @ 192x160 "
+            f"float32) {verdict}, {seconds * 1e3:.0f} ms")
+
+
 def worker_env(args: argparse.Namespace) -> int:
     import corvid as cv
     from corvid.runtime.device import canonical_device, get_device
@@ -927,6 +957,7 @@ def worker_env(args: argparse.Namespace) -> int:
         info.update(gpu_name=dev.gpu_name, device_line=(
             f"CUDA: {dev.gpu_name}, {dev.arch}, {int(total) / 2 ** 30:.0f} GiB; driver API "
             f"{version // 1000}.{version % 1000 // 10}; NVRTC {dev.compiler.version}; cuda-bindings {bindings}"))
+        info["blas_line"] = _blas_line(dev)
     else:
         what = getattr(dev, "cl_device", None)
         detail = f"{what.name.strip()} ({what.platform.name.strip()})" if what is not None else ""

@@ -481,3 +481,44 @@ def test_the_real_library_holds_the_descriptors_as_meant(g):
             assert _get(lib, lay, layout, L.LAYOUT_STRIDED_BATCH_OFFSET, i64) == stride
     assert _get(lib, "cublasLtMatmulPreferenceGetAttribute", p.pref, L.PREF_MAX_WORKSPACE_BYTES, u64) == \
         L.WORKSPACE_BYTES
+
+
+# --- on a real GPU (skipped without one) -------------------------------------------------------------------
+
+def _real_cuda():
+    try:
+        d = registry.get_device("CUDA")
+    except Exception as e:
+        pytest.skip(f"CUDA not available: {e}")
+    if d.blas() is None:
+        pytest.skip(f"cuBLASLt not available: {d.blas_error}")
+    return d
+
+
+@pytest.mark.parametrize("a_shape,b_shape,ta,tb", CASES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_real_cuda_products_match_numpy(a_shape, b_shape, ta, tb, dtype):
+    import ml_dtypes
+
+    _real_cuda()
+    npd = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    a, b = _rand(*a_shape).astype(npd), _rand(*b_shape, seed=1).astype(npd)
+
+    def on_gpu(v, t):
+        if t:
+            return cv.Tensor(np.ascontiguousarray(np.swapaxes(v, -1, -2)), device="CUDA").mT
+        return cv.Tensor(v, device="CUDA")
+
+    ca, cb = on_gpu(a, ta), on_gpu(b, tb)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 2e-5 if dtype == "float32" else 1e-2
+    np.testing.assert_allclose((ca @ cb).numpy().astype(np.float64), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_real_cuda_training_step_gradients_match_the_cpu():
+    _real_cuda()
+    x, w1, w2 = _rand(64, 96), _rand(128, 96, seed=1), _rand(128, 80, seed=2)
+    want = cv.grad(_mlp, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w1), cv.Tensor(w2))
+    got = cv.grad(_mlp, argnums=(0, 1, 2))(*(cv.Tensor(v, device="CUDA") for v in (x, w1, w2)))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5 * np.abs(w.numpy()).max())
