@@ -522,3 +522,30 @@ def test_real_cuda_training_step_gradients_match_the_cpu():
     got = cv.grad(_mlp, argnums=(0, 1, 2))(*(cv.Tensor(v, device="CUDA") for v in (x, w1, w2)))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5 * np.abs(w.numpy()).max())
+
+
+# --- convolutions as products --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 1, 1), (2, 0, 1), (1, 2, 2)])
+def test_conv2d_and_its_gradients_through_the_library(dev, stride, padding, dilation):
+    F = cv.nn.functional
+    x, w, b = _rand(4, 16, 20, 20), _rand(24, 16, 3, 3, seed=1), _rand(24, seed=2)
+
+    def loss(x, w, b):
+        return F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation).tanh().sum()
+
+    want = cv.value_and_grad(loss, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(b))
+    got = cv.value_and_grad(loss, argnums=(0, 1, 2))(_t(x), _t(w), _t(b))
+    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-4)
+    for g, r in zip(got[1], want[1]):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=1e-5 * np.abs(r.numpy()).max())
+    shapes = [(c["a"]["rows"], c["a"]["cols"]) for c in dev.standin.matmuls()]
+    assert len(shapes) >= 3  # forward, the input's gradient (a transposed convolution) and the weight's
+
+
+def test_grouped_and_small_convolutions_stay_corvid_kernels(dev):
+    F = cv.nn.functional
+    x, w = _rand(2, 8, 10, 10), _rand(8, 2, 3, 3, seed=1)
+    np.testing.assert_allclose(F.conv2d(_t(x), _t(w), groups=4).numpy(),
+                               F.conv2d(cv.Tensor(x), cv.Tensor(w), groups=4).numpy(), rtol=1e-5, atol=1e-5)
+    assert not dev.standin.matmuls()

@@ -292,6 +292,17 @@ def _conv_forward(x: Tensor, w: Tensor, bias: Tensor | None, spec: tuple) -> Ten
         xp = xp.contiguous()
     win = sliding_windows(xp, kernel, st, dil)                               # (N, C_in, *out, *kernel)
     out_sz = win.shape[2:2 + nd]
+    if g == 1 and _library_route(x, w, n * c_out * math.prod(out_sz) * c_in * math.prod(kernel)):
+        # a device's BLAS library (cuBLASLt on CUDA): the windows stored as rows (im2col), times
+        # the weights read in place; the result is channels-last, read back through a permute
+        from ..tensor import result_type
+
+        common = result_type(x, w)
+        out = _im2col(win).astype(common) @ w.astype(common).reshape(c_out, -1).T  # (N * out, C_out)
+        out = out.reshape((n,) + out_sz + (c_out,))
+        if bias is not None:
+            out = out + bias
+        return out.permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
     red = tuple(range(-1 - nd, 0))                                           # (C_in/groups, *kernel)
     sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
     win = win.reshape((n, g, cg) + out_sz + kernel)
@@ -311,6 +322,26 @@ def _conv_forward(x: Tensor, w: Tensor, bias: Tensor | None, spec: tuple) -> Ten
     if bias is not None:
         out = out + bias
     return out.contiguous().permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
+
+
+def _library_route(x: Tensor, w: Tensor, macs: int) -> bool:
+    """Whether a convolution of ``macs`` multiply-adds runs as a matrix product through the
+    device's BLAS library (:mod:`corvid.ops.blas`: cuBLASLt on CUDA)."""
+    from ..tensor import result_type
+    from . import blas
+    from .reduce import _on_cpu
+
+    return not _on_cpu(x) and macs >= blas.MIN_WORK and result_type(x, w).name in blas.DTYPES and \
+        blas.available(x.device)
+
+
+def _im2col(win: Tensor) -> Tensor:
+    """The window view ``(N, C, *out, *kernel)`` as a matrix of one row per output position:
+    ``(N * prod(out), C * prod(kernel))`` (a copy: the windows overlap)."""
+    nd = (win.ndim - 2) // 2
+    n, c = win.shape[:2]
+    cols = win.permute((0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd)))
+    return cols.reshape(n * math.prod(win.shape[2:2 + nd]), c * math.prod(win.shape[2 + nd:]))
 
 
 def _conv_fwd(x: Tensor, w: Tensor, bias: Tensor | None, spec: tuple) -> tuple[Tensor, Any]:
@@ -349,6 +380,14 @@ def _conv_weight_grad(x: Tensor, g: Tensor, w_shape: tuple[int, ...], spec: tupl
     xp = x.pad(((0, 0), (0, 0)) + pads) if any(p != (0, 0) for p in pads) else x
     win = sliding_windows(xp, kernel, st, dil)                               # (N, C_in, *out, *kernel)
     out_sz = win.shape[2:2 + nd]
+    if groups == 1 and _library_route(x, g, n * c_out * math.prod(out_sz) * c_in * math.prod(kernel)):
+        # the library's product (see _conv_forward): dw = g's rows (channels-last) transposed times im2col(x)
+        from ..tensor import result_type
+
+        common = result_type(x, g)
+        rows = last if last is not None else g.permute((0,) + tuple(range(2, 2 + nd)) + (1,))  # (N, *out, C_out)
+        rows = rows.astype(common).reshape(-1, c_out)
+        return (rows.T @ _im2col(win).astype(common)).reshape(w_shape)
     sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
     win = win.reshape((n, groups, cg) + out_sz + kernel).permute((1,) + ks + (2, 0) + sp)
     win = win.unsqueeze(2 + nd)                                              # (G, *kernel, Cg, 1, N, *out)
