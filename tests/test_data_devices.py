@@ -116,7 +116,7 @@ def test_the_gpu_page_runs_as_written(tmp_path):
 
     text = open(os.path.join(ROOT, "docs", "gpu.md")).read()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "docs/gpu.md", "exec"), namespace)
