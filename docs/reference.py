@@ -67,7 +67,7 @@ PAGES: list[Page] = [
                 "float32 float64 float8_e4m3fn float8_e5m2 complex64 complex128 ALL_DTYPES astype can_cast "
                 "result_type promote_types finfo iinfo isdtype"),
              _s("Devices and execution", "devices default_device get_default_device set_default_device empty_cache beam "
-                "autocast"),
+                "autocast set_float32_matmul_precision get_float32_matmul_precision matmul_precision"),
              _s("Constants", "e pi inf nan newaxis"),
              _s("Errors", "ShapeError AxisError ArgumentError"),
          ]),
@@ -262,6 +262,7 @@ PAGES: list[Page] = [
          "``autocast`` runs matrix products and convolutions in bfloat16 or float16 and keeps norms, softmax "
          "and losses in float32; the scalers keep float16 gradients from underflowing.", [
              _s("Mixed precision", "autocast autocast_dtype GradScaler DynamicLossScale"),
+             _s("Float32 products", "set_float32_matmul_precision get_float32_matmul_precision matmul_precision"),
          ]),
     Page("data", "Data: corvid.data", "corvid.data",
          "Datasets and a loader as PyTorch's; see the :doc:`../tutorials/own-data` tutorial.", [
@@ -410,6 +411,10 @@ EQUIVALENTS: dict[str, tuple[str, str, str]] = {
     "corvid.empty_cache": ("", "torch.cuda.empty_cache", ""),
     "corvid.default_device": ("", "torch.device", "jax.default_device"),
     "corvid.autocast": ("", "torch.autocast", ""),
+    "corvid.set_float32_matmul_precision": ("", "torch.set_float32_matmul_precision",
+                                            "jax.config.update('jax_default_matmul_precision', ...)"),
+    "corvid.get_float32_matmul_precision": ("", "torch.get_float32_matmul_precision", ""),
+    "corvid.matmul_precision": ("", "", "jax.default_matmul_precision"),
     "corvid.gather": ("", "torch.gather", ""),
     "corvid.scatter": ("", "torch.scatter", ""),
     "corvid.index_select": ("", "torch.index_select", ""),

@@ -66,8 +66,9 @@ def _op(ta: bool, tb: bool, precision: str) -> HostOp:
 
 
 def available(device: str) -> bool:
-    """Whether ``device`` runs products through a library (starting it if need be)."""
-    if device.partition(":")[0] == "CPU":
+    """Whether ``device`` runs products through a library (starting it if need be); never for a
+    sharded value (a tuple of devices)."""
+    if not isinstance(device, str) or device.partition(":")[0] == "CPU":
         return False
     from ..runtime.device import get_device
 
