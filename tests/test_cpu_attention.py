@@ -311,3 +311,19 @@ def test_fuzz_against_float64(b, heads, tq, tk, d, masked, seed):
     out = F.scaled_dot_product_attention(cv.Tensor(q), cv.Tensor(k), cv.Tensor(v),
                                          attn_mask=None if mask is None else cv.Tensor(mask), enable_gqa=True)
     np.testing.assert_allclose(out.numpy(), reference(q, k, v, mask), rtol=5e-5, atol=5e-6)
+
+
+def test_the_composite_route_can_be_chosen_and_gives_the_same_values(monkeypatch):
+    from corvid.nn import cpu_attention, flash
+
+    rng = np.random.default_rng(0)
+    q, k, v = (cv.Tensor(rng.standard_normal((2, 3, 40, 16)).astype(np.float32)) for _ in range(3))
+    fused = F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy()
+    assert cpu_attention.can_fuse(q, k, v, None, 0.0)
+    monkeypatch.setenv("CORVID_ATTENTION", "composite")
+    assert not cpu_attention.can_fuse(q, k, v, None, 0.0) and flash.route() == "composite"
+    np.testing.assert_allclose(F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy(), fused,
+                               rtol=1e-5, atol=1e-6)
+    monkeypatch.setenv("CORVID_ATTENTION", "flash")
+    with pytest.raises(ValueError, match="CORVID_ATTENTION"):
+        F.scaled_dot_product_attention(q, k, v)

@@ -263,6 +263,10 @@ def can_fuse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: fl
     (boolean or float) that broadcasts to the scores."""
     if dropout_p > 0.0 or q.device.partition(":")[0] != "CPU" or k.device != q.device or v.device != q.device:
         return False
+    from .flash import route
+
+    if route() == "composite":
+        return False
     if not all(t.dtype.name in ("float32", "bfloat16", "float16") for t in (q, k, v)):
         return False
     if q.ndim < 2 or not (q.ndim == k.ndim == v.ndim):

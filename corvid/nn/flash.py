@@ -103,6 +103,19 @@ def _attention_bwd(res, g):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
+def route() -> str:
+    """``$CORVID_ATTENTION``: ``fused`` (the default: the fused kernels wherever they serve the
+    call, on the CPU and on GPU-style devices) or ``composite`` (never: the score matrix from
+    products, a softmax kernel, a product again; on a GPU whose products go to a library, that
+    is the library's tensor cores against the fused kernels' float32 arithmetic)."""
+    import os
+
+    value = os.environ.get("CORVID_ATTENTION", "fused").strip().lower() or "fused"
+    if value not in ("fused", "composite"):
+        raise ValueError(f"CORVID_ATTENTION={value!r}: expected 'fused' or 'composite'")
+    return value
+
+
 def fused(device: str) -> bool:
     """Whether ``device``'s renderer runs the attention template (CL, CUDA)."""
     from ..runtime.device import get_device
@@ -117,7 +130,7 @@ def can_fuse(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, add: Tensor |
     """Whether the fused kernels serve this call: a device that has them, float operands of equal
     leading shape, heads of at most :data:`MAX_HEAD`, no dropout and no float mask (its gradient
     is the composite's business)."""
-    if dropout_p > 0.0 or add is not None or not fused(q.device):
+    if dropout_p > 0.0 or add is not None or not fused(q.device) or route() == "composite":
         return False
     if not all(t.dtype.is_float and t.dtype.name != "float64" for t in (q, k, v)):
         return False
