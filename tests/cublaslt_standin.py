@@ -24,7 +24,7 @@ from corvid.runtime import cublaslt as L
 INVALID_VALUE, NOT_INITIALIZED = 7, 1
 NP = {L.R_32F: np.float32, L.R_64F: np.float64, L.R_16F: np.float16, L.R_16BF: ml_dtypes.bfloat16}
 # attribute -> its C type's size (cublasLt.h)
-DESC_SIZES = {L.DESC_TRANSA: 4, L.DESC_TRANSB: 4}
+DESC_SIZES = {L.DESC_TRANSA: 4, L.DESC_TRANSB: 4, L.DESC_EPILOGUE: 4, L.DESC_BIAS_POINTER: 8, L.DESC_BIAS_DATA_TYPE: 4}
 LAYOUT_SIZES = {L.LAYOUT_BATCH_COUNT: 4, L.LAYOUT_STRIDED_BATCH_OFFSET: 8}
 PREF_SIZES = {L.PREF_MAX_WORKSPACE_BYTES: 8}
 ALGO_MARK = 0x5EED
@@ -133,8 +133,13 @@ class StandInLt:
             return INVALID_VALUE
         desc = o[k(desc)]
         la, lb, lc, ld_ = o[k(adesc)], o[k(bdesc)], o[k(cdesc)], o[k(ddesc)]
+        epilogue = desc.get(L.DESC_EPILOGUE, L.EPILOGUE_DEFAULT)
         self.calls.append(("matmul", dict(compute=desc["compute"], transa=desc.get(L.DESC_TRANSA, 0),
-                                          transb=desc.get(L.DESC_TRANSB, 0), a=dict(la), b=dict(lb), d=dict(ld_))))
+                                          transb=desc.get(L.DESC_TRANSB, 0), a=dict(la), b=dict(lb), d=dict(ld_),
+                                          epilogue=epilogue)))
+        if epilogue not in (L.EPILOGUE_DEFAULT, L.EPILOGUE_BIAS) or \
+                (epilogue == L.EPILOGUE_BIAS and not desc.get(L.DESC_BIAS_POINTER)):
+            return INVALID_VALUE
         if int(workspace_size.value) and not workspace.value:
             return INVALID_VALUE
         opa, opb = desc.get(L.DESC_TRANSA, 0), desc.get(L.DESC_TRANSB, 0)
@@ -160,6 +165,11 @@ class StandInLt:
             res = al * (x @ y)
             if be:
                 res = res + be * self._read(c.value, lc, i).astype(wide)
+            if epilogue == L.EPILOGUE_BIAS:  # a vector of D's rows, in the bias type (default: D's), every batch
+                kind = desc.get(L.DESC_BIAS_DATA_TYPE, ld_["dtype"])
+                vec = self._read(desc[L.DESC_BIAS_POINTER], dict(dtype=kind, rows=res.shape[0], cols=1,
+                                                                 ld=res.shape[0]), 0)
+                res = res + vec.astype(wide)
             self._view(d.value, ld_, i)[...] = res.astype(NP[ld_["dtype"]])
         return 0
 

@@ -367,6 +367,9 @@ CONSTANTS = {
     "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT": L.LAYOUT_BATCH_COUNT,
     "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET": L.LAYOUT_STRIDED_BATCH_OFFSET,
     "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": L.PREF_MAX_WORKSPACE_BYTES,
+    "CUBLASLT_MATMUL_DESC_EPILOGUE": L.DESC_EPILOGUE, "CUBLASLT_MATMUL_DESC_BIAS_POINTER": L.DESC_BIAS_POINTER,
+    "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE": L.DESC_BIAS_DATA_TYPE, "CUBLASLT_EPILOGUE_DEFAULT": L.EPILOGUE_DEFAULT,
+    "CUBLASLT_EPILOGUE_BIAS": L.EPILOGUE_BIAS,
     "CUBLAS_COMPUTE_32F": L.COMPUTE_32F, "CUBLAS_COMPUTE_32F_FAST_16BF": L.COMPUTE_32F_FAST_16BF,
     "CUBLAS_COMPUTE_32F_FAST_TF32": L.COMPUTE_32F_FAST_TF32, "CUBLAS_COMPUTE_64F": L.COMPUTE_64F,
     "CUDA_R_32F": L.R_32F, "CUDA_R_64F": L.R_64F, "CUDA_R_16F": L.R_16F, "CUDA_R_16BF": L.R_16BF,
@@ -455,6 +458,7 @@ def _get(lib, fn, obj, attr, ctype):
     L.Gemm("float16", 10, 20, 30, True, False, batch=3, a_stride=0, b_stride=600),
     L.Gemm("float32", 64, 80, 96, True, True, precision="high"),
     L.Gemm("float64", 7, 5, 3, False, False),
+    L.Gemm("bfloat16", 64, 80, 96, False, True, bias=True),
 ])
 def test_the_real_library_holds_the_descriptors_as_meant(g):
     lib = _real_library()
@@ -468,6 +472,12 @@ def test_the_real_library_holds_the_descriptors_as_meant(g):
     assert _get(lib, desc, p.desc, L.DESC_SCALE_TYPE, i32) == scale
     assert _get(lib, desc, p.desc, L.DESC_TRANSA, i32) == int(g.tb)
     assert _get(lib, desc, p.desc, L.DESC_TRANSB, i32) == int(g.ta)
+    assert _get(lib, desc, p.desc, L.DESC_EPILOGUE, ctypes.c_uint32) == \
+        (L.EPILOGUE_BIAS if g.bias else L.EPILOGUE_DEFAULT)
+    if g.bias:
+        assert _get(lib, desc, p.desc, L.DESC_BIAS_DATA_TYPE, i32) == L.DATA_TYPES[g.dtype]
+        lt.bias(p.desc, 0x7F0000001000, "test")
+        assert _get(lib, desc, p.desc, L.DESC_BIAS_POINTER, ctypes.c_uint64) == 0x7F0000001000
     lay = "cublasLtMatrixLayoutGetAttribute"
     rows, cols, ld = 2, 3, 4  # CUBLASLT_MATRIX_LAYOUT_ROWS, _COLS, _LD
     for layout, want, stride in ((p.x, (g.k, g.m, g.k) if g.tb else (g.m, g.k, g.m), g.b_stride),
@@ -549,3 +559,55 @@ def test_grouped_and_small_convolutions_stay_corvid_kernels(dev):
     np.testing.assert_allclose(F.conv2d(_t(x), _t(w), groups=4).numpy(),
                                F.conv2d(cv.Tensor(x), cv.Tensor(w), groups=4).numpy(), rtol=1e-5, atol=1e-5)
     assert not dev.standin.matmuls()
+
+
+# --- the bias epilogue ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("x_shape", [(64, 96), (4, 32, 96)])
+def test_linear_adds_its_bias_in_the_product(dev, x_shape):
+    F = cv.nn.functional
+    x, w, b = _rand(*x_shape), _rand(80, 96, seed=1), _rand(80, seed=2)
+    got = F.linear(_t(x), _t(w), _t(b)).numpy()
+    np.testing.assert_allclose(got, x @ w.T + b, rtol=2e-5, atol=2e-5)
+    (call,) = dev.standin.matmuls()
+    assert call["epilogue"] == L.EPILOGUE_BIAS
+
+
+def test_linear_bias_gradients_and_jvp(dev):
+    F = cv.nn.functional
+    x, w, b = _rand(64, 96), _rand(80, 96, seed=1), _rand(80, seed=2)
+
+    def loss(x, w, b):
+        return F.linear(x, w, b).tanh().square().sum()
+
+    want = cv.grad(loss, argnums=(0, 1, 2))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(b))
+    got = cv.grad(loss, argnums=(0, 1, 2))(_t(x), _t(w), _t(b))
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=1e-5 * np.abs(r.numpy()).max())
+    tb = _rand(80, seed=5)
+    _, tangent = cv.jvp(lambda bb: F.linear(_t(x), _t(w), bb), (_t(b),), (_t(tb),))
+    np.testing.assert_allclose(tangent.numpy(), np.broadcast_to(tb, (64, 80)), rtol=1e-6)
+
+
+def test_linear_under_autocast_keeps_the_bias_in_the_product(dev):
+    import ml_dtypes
+
+    F = cv.nn.functional
+    x, w, b = _rand(64, 96), _rand(80, 96, seed=1), _rand(80, seed=2)
+    with cv.autocast(cv.bfloat16):
+        out = F.linear(_t(x), _t(w), _t(b))
+    assert out.dtype == cv.bfloat16
+    bf = ml_dtypes.bfloat16
+    want = x.astype(bf).astype(np.float64) @ w.astype(bf).astype(np.float64).T + b.astype(bf).astype(np.float64)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    (call,) = dev.standin.matmuls()
+    assert call["epilogue"] == L.EPILOGUE_BIAS and call["d"]["dtype"] == L.R_16BF
+
+
+def test_a_bias_of_another_dtype_is_added_after_the_product(dev):
+    F = cv.nn.functional
+    x, w, b = _rand(64, 96), _rand(80, 96, seed=1), _rand(80, seed=2).astype(np.float64)
+    got = F.linear(_t(x), _t(w), _t(b))
+    assert got.dtype == cv.float64
+    np.testing.assert_allclose(got.numpy(), x.astype(np.float64) @ w.T.astype(np.float64) + b, rtol=2e-5, atol=2e-5)
+    assert [c["epilogue"] for c in dev.standin.matmuls()] == [L.EPILOGUE_DEFAULT]

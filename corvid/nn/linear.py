@@ -17,6 +17,7 @@ from ..amp import narrow
 from ..creation import empty
 from ..tensor import Tensor
 from ..dtype import bfloat16
+from ..ops.reduce import _on_cpu
 from . import cpu_matmul, init
 from .module import Module, shape_error
 from .parameter import Parameter
@@ -34,6 +35,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
         raise ShapeError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
                          "(expected input (*, in) and weight (out, in))")
+    if bias is not None and not _on_cpu(x):  # (a GPU's library adds the bias as it writes the product)
+        from ..ops import blas
+
+        out = blas.linear(*narrow(x, weight, bias))  # (under autocast: all three in bfloat16/float16)
+        if out is not None:
+            return out
     out = cpu_matmul.linear(x, weight) if x.dtype == weight.dtype == bfloat16 else None  # (AVX512-BF16)
     if out is None:
         out = x @ weight.T

@@ -38,13 +38,16 @@ MIN_WORK = 1 << 18  # multiply-adds (batch*n*m*k): four 64x64x64 products; below
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
-def _reference(a: np.ndarray, b: np.ndarray, ta: bool, tb: bool, precision: str) -> np.ndarray:
+def _reference(a: np.ndarray, b: np.ndarray, *bias: np.ndarray, ta: bool, tb: bool, precision: str) -> np.ndarray:
     """What the library computes, in numpy: narrow operands in float32 (the library's sums), the
-    result in the operands' dtype."""
+    bias added before the one rounding to the operands' dtype."""
     wide = np.float64 if a.dtype == np.float64 else np.float32
     x = np.swapaxes(a, -1, -2) if ta else a
     y = np.swapaxes(b, -1, -2) if tb else b
-    return np.matmul(x.astype(wide), y.astype(wide)).astype(a.dtype)
+    out = np.matmul(x.astype(wide), y.astype(wide))
+    if bias:
+        out = out + bias[0].astype(wide)
+    return out.astype(a.dtype)
 
 
 def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
@@ -89,9 +92,9 @@ def _stored(t: Tensor) -> tuple[Tensor, bool]:
     return t, False
 
 
-def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
-    """``a @ b`` in ``common`` through the device's library, or None where it does not apply
-    (see the module docstring)."""
+def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
+    """The batch shape of ``a @ b`` where the library computes it (see the module docstring),
+    else None."""
     if common.name not in DTYPES or a.device != b.device or not available(a.device):
         return None
     if any(is_symbolic(s) for s in a.shape + b.shape):
@@ -100,7 +103,30 @@ def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if math.prod(batch) * n * m * k < MIN_WORK or 0 in (n, k, m) or 0 in batch:
         return None
-    return _gemm(a.astype(common), b.astype(common), batch)
+    return batch
+
+
+def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
+    """``a @ b`` in ``common`` through the device's library, or None where it does not apply
+    (see the module docstring)."""
+    batch = _applies(a, b, common)
+    return None if batch is None else _gemm(a.astype(common), b.astype(common), batch)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor | None:
+    """``x @ weight.T + bias`` with the bias added by the library as it writes the product (its
+    bias epilogue: no pass of its own over the result), or None where the library does not
+    compute the product or the bias has another dtype than it (promotion: the product, then the
+    sum)."""
+    from ..tensor import result_type
+
+    if x.ndim < 2 or bias.ndim != 1 or bias.device != x.device:
+        return None
+    common = result_type(x, weight)
+    batch = _applies(x, weight.T, common)
+    if batch is None or bias.dtype != common:
+        return None
+    return _gemm(x.astype(common), weight.astype(common).T, batch, bias)
 
 
 def _fit(t: Tensor, batch: tuple[int, ...]) -> Tensor:
@@ -125,12 +151,12 @@ def _stored(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, bool]:
     return _fit(t, batch), False
 
 
-def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...]) -> Tensor:
+def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...], bias: Tensor | None = None) -> Tensor:
     n, m = a.shape[-2], b.shape[-1]
     if b.ndim == 2 and a.ndim > 2 and batch and not _transposed_view_of(a):  # (every batch entry's rows times one b)
-        return _gemm(a.reshape(-1, a.shape[-1]), b, ()).reshape(batch + (n, m))
+        return _gemm(a.reshape(-1, a.shape[-1]), b, (), bias).reshape(batch + (n, m))
     (x, ta), (y, tb) = _stored(a, batch), _stored(b, batch)
-    return _product(x, y, ta, tb, batch)
+    return _product(x, y, bias, ta, tb, batch)
 
 
 def _transposed_view_of(t: Tensor) -> bool:
@@ -144,50 +170,55 @@ def _op_of(x: Tensor, t: bool) -> Tensor:
     return x.mT if t else x
 
 
-def _call(x: Tensor, y: Tensor, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+def _call(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
     from ..amp import get_float32_matmul_precision
 
     n = x.shape[-1] if ta else x.shape[-2]
     m = y.shape[-2] if tb else y.shape[-1]
     precision = get_float32_matmul_precision() if x.dtype is dt.float32 else "highest"
-    (out,) = host_call(_op(ta, tb, precision), x, y, outputs=[(batch + (n, m), x.dtype)])
+    ins = (x, y) if bias is None else (x, y, bias)
+    (out,) = host_call(_op(ta, tb, precision), *ins, outputs=[(batch + (n, m), x.dtype)])
     return out
 
 
 @custom_vjp
-def _product_vjp(x: Tensor, y: Tensor, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
-    return _call(x, y, ta, tb, batch)
+def _product_vjp(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+    return _call(x, y, bias, ta, tb, batch)
 
 
-def _product_fwd(x, y, ta, tb, batch):
-    return _call(x, y, ta, tb, batch), (x, y, ta, tb)
+def _product_fwd(x, y, bias, ta, tb, batch):
+    return _call(x, y, bias, ta, tb, batch), (x, y, bias is not None, ta, tb)
 
 
 def _product_bwd(res, g):
     """``op(a)``'s gradient ``g @ op(b).mT`` and ``op(b)``'s ``op(a).mT @ g``, each turned back
-    into the stored operand's layout and summed over a batch it was shared by."""
+    into the stored operand's layout and summed over a batch it was shared by; the bias's, ``g``
+    summed over its rows."""
     from .reduce import _sum_to
 
-    x, y, ta, tb = res
+    x, y, has_bias, ta, tb = res
     da = g @ _op_of(y, tb).mT
     db = _op_of(x, ta).mT @ g
     dx = da.mT if ta else da
     dy = db.mT if tb else db
-    return _sum_to(dx, x.shape), _sum_to(dy, y.shape), None, None, None
+    dbias = g.sum(tuple(range(g.ndim - 1))) if has_bias else None
+    return _sum_to(dx, x.shape), _sum_to(dy, y.shape), dbias, None, None, None
 
 
 _product_vjp.defvjp(_product_fwd, _product_bwd)
 
 
 @custom_jvp
-def _product(x: Tensor, y: Tensor, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
-    return _product_vjp(x, y, ta, tb, batch)
+def _product(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+    return _product_vjp(x, y, bias, ta, tb, batch)
 
 
 @_product.defjvp
 def _product_jvp(primals: tuple, tangents: tuple) -> tuple[Tensor, Tensor]:
-    x, y, ta, tb, batch = primals
-    tx, ty = tangents[:2]
-    out = _product(x, y, ta, tb, batch)
+    x, y, bias, ta, tb, batch = primals
+    tx, ty, tbias = tangents[:3]
+    out = _product(x, y, bias, ta, tb, batch)
     tangent = _op_of(tx, ta) @ _op_of(y, tb) + _op_of(x, ta) @ _op_of(ty, tb)
+    if bias is not None and tbias is not None:
+        tangent = tangent + tbias
     return out, tangent

@@ -54,6 +54,8 @@ WORKSPACE_BYTES = 32 << 20  # what NVIDIA suggests for Hopper's kernels; shared 
 STATUS_SUCCESS = 0
 OP_N, OP_T = 0, 1
 DESC_COMPUTE_TYPE, DESC_SCALE_TYPE, DESC_TRANSA, DESC_TRANSB = 0, 1, 3, 4
+DESC_EPILOGUE, DESC_BIAS_POINTER, DESC_BIAS_DATA_TYPE = 7, 8, 26
+EPILOGUE_DEFAULT, EPILOGUE_BIAS = 1, 4
 LAYOUT_BATCH_COUNT, LAYOUT_STRIDED_BATCH_OFFSET = 5, 6
 PREF_MAX_WORKSPACE_BYTES = 1
 COMPUTE_32F, COMPUTE_32F_FAST_16BF, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 75, 77, 70
@@ -166,14 +168,24 @@ class CublasLt:
                    "is the device's context current and its driver working?")
         return _Owned(self.lib, "cublasLtDestroy", h)
 
-    def matmul_desc(self, compute: int, scale: int, transa: int, transb: int, what: str) -> _Owned:
+    def matmul_desc(self, compute: int, scale: int, transa: int, transb: int, what: str,
+                    bias_type: int | None = None) -> _Owned:
+        """A matmul descriptor; with ``bias_type``, the bias epilogue (a vector of that type added
+        to each column of D: corvid's rows; its pointer is set per call, :meth:`bias`)."""
         d = ctypes.c_void_p()
         self.check(self.lib.cublasLtMatmulDescCreate(ctypes.byref(d), compute, scale), "cublasLtMatmulDescCreate",
                    what)
         desc = _Owned(self.lib, "cublasLtMatmulDescDestroy", d)
         self._set("cublasLtMatmulDescSetAttribute", desc, DESC_TRANSA, ctypes.c_int32(transa), what)
         self._set("cublasLtMatmulDescSetAttribute", desc, DESC_TRANSB, ctypes.c_int32(transb), what)
+        if bias_type is not None:
+            self._set("cublasLtMatmulDescSetAttribute", desc, DESC_EPILOGUE, ctypes.c_uint32(EPILOGUE_BIAS), what)
+            self._set("cublasLtMatmulDescSetAttribute", desc, DESC_BIAS_DATA_TYPE, ctypes.c_int32(bias_type), what)
         return desc
+
+    def bias(self, desc: _Owned, address: int, what: str) -> None:
+        """Point a bias epilogue's descriptor at the bias vector (device address)."""
+        self._set("cublasLtMatmulDescSetAttribute", desc, DESC_BIAS_POINTER, ctypes.c_void_p(address), what)
 
     def layout(self, dtype: int, rows: int, cols: int, ld: int, batch: int, stride: int, what: str) -> _Owned:
         d = ctypes.c_void_p()
@@ -225,11 +237,13 @@ class Gemm:
     a_stride: int = 0
     b_stride: int = 0
     precision: str = "highest"
+    bias: bool = False  # a bias vector of m entries added to every row (cuBLASLt's bias epilogue)
 
     def describe(self) -> str:
         a = f"({self.k}x{self.n})^T" if self.ta else f"({self.n}x{self.k})"
         b = f"({self.m}x{self.k})^T" if self.tb else f"({self.k}x{self.m})"
-        return f"{self.dtype} {a} @ {b}" + (f", batch {self.batch}" if self.batch > 1 else "")
+        return f"{self.dtype} {a} @ {b}" + (f", batch {self.batch}" if self.batch > 1 else "") + \
+            (" + bias" if self.bias else "")
 
     def compute(self) -> tuple[int, int, Any]:
         """(compute type, scale type, ctypes type of alpha and beta)."""
@@ -248,7 +262,8 @@ class Plan:
         what = g.describe()
         dtype = DATA_TYPES[g.dtype]
         compute, scale, self.scalar = g.compute()
-        self.desc = lt.matmul_desc(compute, scale, OP_T if g.tb else OP_N, OP_T if g.ta else OP_N, what)
+        self.desc = lt.matmul_desc(compute, scale, OP_T if g.tb else OP_N, OP_T if g.ta else OP_N, what,
+                                   bias_type=dtype if g.bias else None)
         # X: corvid's b, stored row-major (k, m) = column-major (m, k), or (m, k) row-major if tb
         self.x = lt.layout(dtype, g.k if g.tb else g.m, g.m if g.tb else g.k, g.k if g.tb else g.m, g.batch,
                            g.b_stride, what)
@@ -282,11 +297,17 @@ class Blas:
                 p = self._plans[g] = Plan(self.lt, self.handle, g, WORKSPACE_BYTES)
             return p
 
-    def run(self, g: Gemm, out: int, a: int, b: int, stream: Any) -> None:
-        """``out = op(a) @ op(b)`` on device addresses, queued on ``stream``."""
+    def run(self, g: Gemm, out: int, a: int, b: int, stream: Any, bias: int | None = None) -> None:
+        """``out = op(a) @ op(b) (+ bias)`` on device addresses, queued on ``stream``."""
         p = self.plan(g)
+        with self._lock:  # (a bias pointer is the shared descriptor's until the call has read it)
+            self._run(p, out, a, b, stream, bias)
+
+    def _run(self, p: Plan, out: int, a: int, b: int, stream: Any, bias: int | None) -> None:
         lib = self.lt.lib
         self.device._enter()
+        if bias is not None:
+            self.lt.bias(p.desc, bias, p.what)
         self.lt.check(lib.cublasLtMatmul(self.handle.value, p.desc.value, ctypes.byref(p.alpha), ctypes.c_void_p(b),
                                          p.x.value, ctypes.c_void_p(a), p.y.value, ctypes.byref(p.beta),
                                          ctypes.c_void_p(out), p.d.value, ctypes.c_void_p(out), p.d.value,
@@ -347,7 +368,8 @@ class GemmProgram(Program):
     ``a`` and ``b`` (device addresses); one ``cublasLtMatmul`` per outer index."""
 
     def __init__(self, device: Any, blas: Blas, params: dict, in_specs: list[tuple[tuple, Any]]):
-        (a_shape, a_dt), (b_shape, _) = in_specs
+        (a_shape, a_dt), (b_shape, _) = in_specs[:2]
+        self.has_bias = len(in_specs) > 2
         ta, tb = bool(params["ta"]), bool(params["tb"])
         n, k = (a_shape[-1], a_shape[-2]) if ta else (a_shape[-2], a_shape[-1])
         m = b_shape[-2] if tb else b_shape[-1]
@@ -356,7 +378,8 @@ class GemmProgram(Program):
         b_str = _lead_strides(b_shape[:-2], out_lead, k * m)
         cut, batch, a_stride, b_stride = split_batch(out_lead, a_str, b_str)
         self.device, self.blas = device, blas
-        self.gemm = Gemm(a_dt.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"))
+        self.gemm = Gemm(a_dt.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"),
+                         self.has_bias)
         self.itemsize = a_dt.itemsize
         # the outer indices' element offsets (output, a, b)
         outer = out_lead[:cut]
@@ -376,9 +399,10 @@ class GemmProgram(Program):
 
     def __call__(self, handles: list[int]) -> None:
         out, a, b = (int(h) for h in handles[:3])
+        bias = int(handles[3]) if self.has_bias else None
         size = self.itemsize
         for o, x, y in self.offsets:
-            self.blas.run(self.gemm, out + o * size, a + x * size, b + y * size, self.device.stream)
+            self.blas.run(self.gemm, out + o * size, a + x * size, b + y * size, self.device.stream, bias)
 
 
 def _aligned(a: tuple, b: tuple) -> tuple[tuple, tuple]:
