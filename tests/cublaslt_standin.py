@@ -26,7 +26,8 @@ NP = {L.R_32F: np.float32, L.R_64F: np.float64, L.R_16F: np.float16, L.R_16BF: m
 # attribute -> its C type's size (cublasLt.h)
 DESC_SIZES = {L.DESC_TRANSA: 4, L.DESC_TRANSB: 4, L.DESC_EPILOGUE: 4, L.DESC_BIAS_POINTER: 8, L.DESC_BIAS_DATA_TYPE: 4}
 LAYOUT_SIZES = {L.LAYOUT_BATCH_COUNT: 4, L.LAYOUT_STRIDED_BATCH_OFFSET: 8}
-PREF_SIZES = {L.PREF_MAX_WORKSPACE_BYTES: 8}
+PREF_SIZES = {L.PREF_MAX_WORKSPACE_BYTES: 8, L.PREF_MIN_ALIGNMENT_A_BYTES: 4, L.PREF_MIN_ALIGNMENT_B_BYTES: 4,
+              L.PREF_MIN_ALIGNMENT_C_BYTES: 4, L.PREF_MIN_ALIGNMENT_D_BYTES: 4}
 ALGO_MARK = 0x5EED
 
 
@@ -45,6 +46,7 @@ class StandInLt:
         self.calls: list[tuple[str, Any]] = []
         self.fail_create = fail_create
         self._ids = itertools.count(0x1000)
+        self._aligned: dict[int, dict] = {}  # a descriptor's heuristic preferences (the alignment it was chosen for)
         self.destroyed = 0
 
     # --- helpers
@@ -116,9 +118,10 @@ class StandInLt:
     cublasLtMatmulPreferenceDestroy = _destroy
 
     def cublasLtMatmulAlgoGetHeuristic(self, handle, desc, a, b, c, d, pref, requested, results, count) -> int:
-        self.calls.append(("heuristic", None))
+        self.calls.append(("heuristic", dict(self.objects[self._k(pref)])))
         if self.objects.get(self._k(handle), {}).get("kind") != "handle" or int(requested) < 1:
             return INVALID_VALUE
+        self._aligned[self._k(desc)] = {a: v for a, v in self.objects[self._k(pref)].items() if isinstance(a, int)}
         r = results._obj
         r.algo[0] = ALGO_MARK
         r.workspaceSize = 0
@@ -131,6 +134,12 @@ class StandInLt:
         o, k = self.objects, self._k
         if o.get(k(handle), {}).get("kind") != "handle" or algo._obj[0] != ALGO_MARK:
             return INVALID_VALUE
+        # (the algorithm was chosen for the alignment the preference gave: an address less aligned fails)
+        chosen = self._aligned.get(k(desc), {})
+        for ptr, attr in ((a, L.PREF_MIN_ALIGNMENT_A_BYTES), (b, L.PREF_MIN_ALIGNMENT_B_BYTES),
+                          (d, L.PREF_MIN_ALIGNMENT_D_BYTES)):
+            if ptr.value % chosen.get(attr, L.ALIGNMENT):
+                return INVALID_VALUE
         desc = o[k(desc)]
         la, lb, lc, ld_ = o[k(adesc)], o[k(bdesc)], o[k(cdesc)], o[k(ddesc)]
         epilogue = desc.get(L.DESC_EPILOGUE, L.EPILOGUE_DEFAULT)

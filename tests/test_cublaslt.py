@@ -283,6 +283,31 @@ def test_vmap_over_both_operands_of_a_batched_product(dev):
     np.testing.assert_allclose(got, np.stack([x @ y for x, y in zip(a, b)]), rtol=2e-5, atol=2e-5)
 
 
+def test_vmap_over_a_shared_matrix_and_a_batch(dev):
+    a, b = _rand(3, 40, 72), _rand(3, 6, 72, 48, seed=2)  # (per example: a 2-d a under a batch of 6 b)
+    got = cv.vmap(lambda x, y: x @ y)(_t(a), _t(b)).numpy()
+    np.testing.assert_allclose(got, np.stack([x @ y for x, y in zip(a, b)]), rtol=2e-5, atol=2e-5)
+    assert dev.standin.matmuls()
+
+
+def test_vmap_with_a_broadcast_inside_the_batch_loops_with_aligned_addresses(dev):
+    # per example a (1, 5, 72) against b (2, 72, 48): vmapped, a's stride is 0 inside and whole across
+    # the examples, so the examples are looped over; odd sizes leave the loop's addresses 4-byte aligned
+    a, b = _rand(3, 1, 5, 73), _rand(3, 2, 73, 1000, seed=2)
+    got = cv.vmap(lambda x, y: x @ y)(_t(a), _t(b)).numpy()
+    np.testing.assert_allclose(got, np.stack([x @ y for x, y in zip(a, b)]), rtol=2e-5, atol=2e-5)
+    assert len(dev.standin.matmuls()) == 3
+    (pref,) = [p for kind, p in dev.standin.calls if kind == "heuristic"]
+    assert pref[L.PREF_MIN_ALIGNMENT_B_BYTES] == 4  # (the library's B: corvid's a, offsets of 5*73 floats)
+
+
+def test_vmap_linear_with_a_bias_per_example(dev):
+    F = cv.nn.functional
+    x, w, b = _rand(4, 64, 96), _rand(80, 96, seed=1), _rand(4, 80, seed=2)
+    got = cv.vmap(lambda xx, bb: F.linear(xx, _t(w), bb))(_t(x), _t(b)).numpy()
+    np.testing.assert_allclose(got, np.stack([xx @ w.T + bb for xx, bb in zip(x, b)]), rtol=2e-5, atol=2e-5)
+
+
 def test_jvp_is_the_product_rule(dev):
     a, b, ta, tb = _rand(64, 96), _rand(96, 80, seed=1), _rand(64, 96, seed=2), _rand(96, 80, seed=3)
     out, tangent = cv.jvp(lambda x, y: x @ y, (_t(a), _t(b)), (_t(ta), _t(tb)))
@@ -367,6 +392,10 @@ CONSTANTS = {
     "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT": L.LAYOUT_BATCH_COUNT,
     "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET": L.LAYOUT_STRIDED_BATCH_OFFSET,
     "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": L.PREF_MAX_WORKSPACE_BYTES,
+    "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES": L.PREF_MIN_ALIGNMENT_A_BYTES,
+    "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES": L.PREF_MIN_ALIGNMENT_B_BYTES,
+    "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES": L.PREF_MIN_ALIGNMENT_C_BYTES,
+    "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES": L.PREF_MIN_ALIGNMENT_D_BYTES,
     "CUBLASLT_MATMUL_DESC_EPILOGUE": L.DESC_EPILOGUE, "CUBLASLT_MATMUL_DESC_BIAS_POINTER": L.DESC_BIAS_POINTER,
     "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE": L.DESC_BIAS_DATA_TYPE, "CUBLASLT_EPILOGUE_DEFAULT": L.EPILOGUE_DEFAULT,
     "CUBLASLT_EPILOGUE_BIAS": L.EPILOGUE_BIAS,
@@ -459,6 +488,7 @@ def _get(lib, fn, obj, attr, ctype):
     L.Gemm("float32", 64, 80, 96, True, True, precision="high"),
     L.Gemm("float64", 7, 5, 3, False, False),
     L.Gemm("bfloat16", 64, 80, 96, False, True, bias=True),
+    L.Gemm("float32", 5, 1000, 73, False, False, batch=2, b_stride=73000, alignments=(4, 64, 16)),
 ])
 def test_the_real_library_holds_the_descriptors_as_meant(g):
     lib = _real_library()
@@ -489,8 +519,12 @@ def test_the_real_library_holds_the_descriptors_as_meant(g):
         assert _get(lib, lay, layout, L.LAYOUT_BATCH_COUNT, i32) == g.batch
         if g.batch > 1:
             assert _get(lib, lay, layout, L.LAYOUT_STRIDED_BATCH_OFFSET, i64) == stride
-    assert _get(lib, "cublasLtMatmulPreferenceGetAttribute", p.pref, L.PREF_MAX_WORKSPACE_BYTES, u64) == \
-        L.WORKSPACE_BYTES
+    pref = "cublasLtMatmulPreferenceGetAttribute"
+    assert _get(lib, pref, p.pref, L.PREF_MAX_WORKSPACE_BYTES, u64) == L.WORKSPACE_BYTES
+    u32 = ctypes.c_uint32
+    got = tuple(_get(lib, pref, p.pref, attr, u32) for attr in (L.PREF_MIN_ALIGNMENT_B_BYTES,
+                                                               L.PREF_MIN_ALIGNMENT_A_BYTES, L.PREF_MIN_ALIGNMENT_D_BYTES))
+    assert got == g.alignments  # (the library's B is corvid's a)
 
 
 # --- on a real GPU (skipped without one) -------------------------------------------------------------------

@@ -135,7 +135,9 @@ class FakeDriver:
 
     # memory (host memory standing in for the GPU's)
     def cuMemAlloc(self, nbytes):
-        block = np.zeros(nbytes, np.uint8)
+        raw = np.zeros(nbytes + 256, np.uint8)  # (aligned to 256 bytes, as the driver's blocks are)
+        start = -raw.ctypes.data % 256
+        block = raw[start:start + nbytes]
         self.memory[block.ctypes.data] = block
         return (0, block.ctypes.data)
 

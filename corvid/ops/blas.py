@@ -45,8 +45,9 @@ def _reference(a: np.ndarray, b: np.ndarray, *bias: np.ndarray, ta: bool, tb: bo
     x = np.swapaxes(a, -1, -2) if ta else a
     y = np.swapaxes(b, -1, -2) if tb else b
     out = np.matmul(x.astype(wide), y.astype(wide))
-    if bias:
-        out = out + bias[0].astype(wide)
+    if bias:  # (m,), or (*vmap axes, m): those are the output's first axes
+        b = bias[0]
+        out = out + b.reshape(b.shape[:-1] + (1,) * (out.ndim - b.ndim) + b.shape[-1:]).astype(wide)
     return out.astype(a.dtype)
 
 
@@ -57,6 +58,8 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
     dev = get_device(device)
     blas = dev.blas() if hasattr(dev, "blas") else None
     if blas is None or any(is_symbolic(s) for shape, _ in in_specs for s in shape):
+        return None
+    if len(in_specs) > 2 and len(in_specs[2][0]) > 1:  # (a bias per vmapped example: the numpy function's)
         return None
     from ..runtime.cublaslt import GemmProgram
 
@@ -130,13 +133,14 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor | None:
 
 
 def _fit(t: Tensor, batch: tuple[int, ...]) -> Tensor:
-    """``t``'s leading axes as the op takes them: the batch's, or none (one matrix for all); a
-    partial broadcast is expanded (stored once by the op)."""
+    """``t``'s leading axes as the op takes them: the batch's, or as many 1s (one matrix for all,
+    read with a batch stride of 0); a partial broadcast is expanded (stored once by the op). Both
+    operands get the batch's rank, so that the leading axes ``vmap`` puts in front of each line up."""
     lead = t.shape[:-2]
     if lead == batch:
         return t
     if math.prod(lead) == 1:
-        return t.reshape(t.shape[-2:])
+        return t.reshape((1,) * len(batch) + t.shape[-2:])
     return t.broadcast_to(batch + t.shape[-2:])
 
 

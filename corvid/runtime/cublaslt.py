@@ -58,6 +58,9 @@ DESC_EPILOGUE, DESC_BIAS_POINTER, DESC_BIAS_DATA_TYPE = 7, 8, 26
 EPILOGUE_DEFAULT, EPILOGUE_BIAS = 1, 4
 LAYOUT_BATCH_COUNT, LAYOUT_STRIDED_BATCH_OFFSET = 5, 6
 PREF_MAX_WORKSPACE_BYTES = 1
+PREF_MIN_ALIGNMENT_A_BYTES, PREF_MIN_ALIGNMENT_B_BYTES = 5, 6
+PREF_MIN_ALIGNMENT_C_BYTES, PREF_MIN_ALIGNMENT_D_BYTES = 7, 8
+ALIGNMENT = 256  # what cuMemAlloc's blocks are aligned to, and what the library assumes unless told
 COMPUTE_32F, COMPUTE_32F_FAST_16BF, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 75, 77, 70
 R_32F, R_64F, R_16F, R_16BF = 0, 1, 2, 14
 
@@ -199,12 +202,20 @@ class CublasLt:
                       ctypes.c_int64(stride), what)
         return layout
 
-    def preference(self, workspace: int, what: str) -> _Owned:
+    def preference(self, workspace: int, what: str, alignments: tuple[int, int, int] | None = None) -> _Owned:
+        """The heuristic's preferences: the workspace it may use, and where the operands' addresses
+        are less aligned than :data:`ALIGNMENT` (an outer loop's offsets), their alignment in
+        bytes (Y: corvid's a, X: its b, D) so that only algorithms that work with it are chosen."""
         d = ctypes.c_void_p()
         self.check(self.lib.cublasLtMatmulPreferenceCreate(ctypes.byref(d)), "cublasLtMatmulPreferenceCreate", what)
         pref = _Owned(self.lib, "cublasLtMatmulPreferenceDestroy", d)
         self._set("cublasLtMatmulPreferenceSetAttribute", pref, PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(workspace),
                   what)
+        if alignments is not None and min(alignments) < ALIGNMENT:
+            y, x, out = alignments
+            for attr, value in ((PREF_MIN_ALIGNMENT_A_BYTES, x), (PREF_MIN_ALIGNMENT_B_BYTES, y),
+                                (PREF_MIN_ALIGNMENT_C_BYTES, out), (PREF_MIN_ALIGNMENT_D_BYTES, out)):
+                self._set("cublasLtMatmulPreferenceSetAttribute", pref, attr, ctypes.c_uint32(value), what)
         return pref
 
     def heuristic(self, handle: _Owned, desc: _Owned, a: _Owned, b: _Owned, c: _Owned, pref: _Owned,
@@ -215,8 +226,8 @@ class CublasLt:
                                                            c.value, pref.value, 1, ctypes.byref(result),
                                                            ctypes.byref(count)),
                    "cublasLtMatmulAlgoGetHeuristic", what)
-        if count.value < 1:
-            raise CublasError(f"cublasLtMatmulAlgoGetHeuristic found no algorithm: {what}")
+        if count.value < 1 or result.state != STATUS_SUCCESS:
+            raise CublasError(f"cublasLtMatmulAlgoGetHeuristic found no algorithm (state {result.state}): {what}")
         return result
 
 
@@ -238,6 +249,7 @@ class Gemm:
     b_stride: int = 0
     precision: str = "highest"
     bias: bool = False  # a bias vector of m entries added to every row (cuBLASLt's bias epilogue)
+    alignments: tuple[int, int, int] = (ALIGNMENT, ALIGNMENT, ALIGNMENT)  # bytes: a's, b's and the output's addresses
 
     def describe(self) -> str:
         a = f"({self.k}x{self.n})^T" if self.ta else f"({self.n}x{self.k})"
@@ -272,7 +284,7 @@ class Plan:
                            g.a_stride, what)
         # D (and C): row-major (n, m) = column-major (m, n)
         self.d = lt.layout(dtype, g.m, g.n, g.m, g.batch, g.m * g.n, what)
-        self.pref = lt.preference(workspace, what)
+        self.pref = lt.preference(workspace, what, g.alignments)
         self.algo = lt.heuristic(handle, self.desc, self.x, self.y, self.d, self.pref, what) if handle else None
         self.alpha, self.beta = self.scalar(1.0), self.scalar(0.0)
         self.what = what
@@ -378,9 +390,7 @@ class GemmProgram(Program):
         b_str = _lead_strides(b_shape[:-2], out_lead, k * m)
         cut, batch, a_stride, b_stride = split_batch(out_lead, a_str, b_str)
         self.device, self.blas = device, blas
-        self.gemm = Gemm(a_dt.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"),
-                         self.has_bias)
-        self.itemsize = a_dt.itemsize
+        self.itemsize = size = a_dt.itemsize
         # the outer indices' element offsets (output, a, b)
         outer = out_lead[:cut]
         self.offsets: list[tuple[int, int, int]] = []
@@ -389,12 +399,16 @@ class GemmProgram(Program):
         out_str = [math.prod(out_lead[i + 1:]) * n * m for i in range(len(outer))]
         for flat in range(math.prod(outer)):
             idx, rest = [], flat
-            for size in reversed(outer):
-                idx.append(rest % size)
-                rest //= size
+            for extent in reversed(outer):
+                idx.append(rest % extent)
+                rest //= extent
             idx.reverse()
             self.offsets.append((sum(i * s for i, s in zip(idx, out_str)), sum(i * s for i, s in zip(idx, a_str)),
                                  sum(i * s for i, s in zip(idx, b_str))))
+        # (an outer loop's offsets may leave an operand less aligned than its block: the heuristic is told)
+        align = tuple(math.gcd(ALIGNMENT, *(off[j] * size for off in self.offsets)) for j in (1, 2, 0))
+        self.gemm = Gemm(a_dt.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"),
+                         self.has_bias, align)  # type: ignore[arg-type]
         blas.plan(self.gemm)  # (built now: a product the library refuses fails where it is scheduled)
 
     def __call__(self, handles: list[int]) -> None:
