@@ -522,8 +522,8 @@ def test_the_real_library_holds_the_descriptors_as_meant(g):
     pref = "cublasLtMatmulPreferenceGetAttribute"
     assert _get(lib, pref, p.pref, L.PREF_MAX_WORKSPACE_BYTES, u64) == L.WORKSPACE_BYTES
     u32 = ctypes.c_uint32
-    got = tuple(_get(lib, pref, p.pref, attr, u32) for attr in (L.PREF_MIN_ALIGNMENT_B_BYTES,
-                                                               L.PREF_MIN_ALIGNMENT_A_BYTES, L.PREF_MIN_ALIGNMENT_D_BYTES))
+    attrs = (L.PREF_MIN_ALIGNMENT_B_BYTES, L.PREF_MIN_ALIGNMENT_A_BYTES, L.PREF_MIN_ALIGNMENT_D_BYTES)
+    got = tuple(_get(lib, pref, p.pref, attr, u32) for attr in attrs)
     assert got == g.alignments  # (the library's B is corvid's a)
 
 
