@@ -645,3 +645,26 @@ def test_a_bias_of_another_dtype_is_added_after_the_product(dev):
     assert got.dtype == cv.float64
     np.testing.assert_allclose(got.numpy(), x.astype(np.float64) @ w.T.astype(np.float64) + b, rtol=2e-5, atol=2e-5)
     assert [c["epilogue"] for c in dev.standin.matmuls()] == [L.EPILOGUE_DEFAULT]
+
+
+# --- symbolic sizes -------------------------------------------------------------------------------------------
+
+def test_jit_over_symbolic_rows_builds_a_plan_per_size(dev):
+    F = cv.nn.functional
+    w, b = _rand(80, 96, seed=1), _rand(80, seed=2)
+    f = cv.jit(lambda x, w, b: F.linear(x, w, b).relu(), dynamic={0: {0: "batch", 1: "seq"}})
+    for shape in [(2, 64, 96), (3, 50, 96), (4, 7, 96), (2, 64, 96)]:
+        x = _rand(*shape, seed=sum(shape))
+        np.testing.assert_allclose(f(_t(x), _t(w), _t(b)).numpy(), np.maximum(x @ w.T + b, 0), rtol=2e-5, atol=2e-5)
+    assert f.traces == 1
+    rows = [c["d"]["cols"] for c in dev.standin.matmuls()]  # (the library's columns: corvid's rows)
+    assert rows == [128, 150, 28, 128]
+    assert len([kind for kind, _ in dev.standin.calls if kind == "heuristic"]) == 3  # (a plan per size)
+
+
+def test_jit_over_a_symbolic_batch_of_products(dev):
+    f = cv.jit(lambda q, k: q @ k.mT, dynamic={0: {0: "b"}, 1: {0: "b"}})
+    for batch in (3, 5):
+        q, k = _rand(batch, 40, 64, seed=batch), _rand(batch, 48, 64, seed=batch + 1)
+        np.testing.assert_allclose(f(_t(q), _t(k)).numpy(), q @ np.swapaxes(k, -1, -2), rtol=2e-5, atol=2e-5)
+    assert f.traces == 1 and [c["d"].get(L.LAYOUT_BATCH_COUNT, 1) for c in dev.standin.matmuls()] == [3, 5]

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import dtype as dt
 from ..engine.host import HostOp, host_call
-from ..graph.symbolic import is_symbolic
+from ..graph.symbolic import hint, is_symbolic
 from ..tensor import Tensor, broadcast_shapes
 from ..transforms.custom import custom_vjp
 from ..transforms.forward import custom_jvp
@@ -57,7 +57,7 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
 
     dev = get_device(device)
     blas = dev.blas() if hasattr(dev, "blas") else None
-    if blas is None or any(is_symbolic(s) for shape, _ in in_specs for s in shape):
+    if blas is None:
         return None
     if len(in_specs) > 2 and len(in_specs[2][0]) > 1:  # (a bias per vmapped example: the numpy function's)
         return None
@@ -100,12 +100,14 @@ def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
     else None."""
     if common.name not in DTYPES or a.device != b.device or not available(a.device):
         return None
-    if any(is_symbolic(s) for s in a.shape + b.shape):
-        return None
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if math.prod(batch) * n * m * k < MIN_WORK or 0 in (n, k, m) or 0 in batch:
+    sizes = [hint(s) for s in (n, k, m) + tuple(batch)]  # (a symbolic size: the value it was traced with)
+    if math.prod(sizes) < MIN_WORK or 0 in sizes:
         return None
+    if any(is_symbolic(s) for s in a.shape + b.shape) and a.shape[:-2] != b.shape[:-2] and \
+            (a.ndim != 2 and b.ndim != 2):
+        return None  # (symbolic leading axes broadcast against each other: corvid's kernels)
     return batch
 
 

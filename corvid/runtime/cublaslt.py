@@ -375,48 +375,78 @@ def split_batch(out_lead: tuple[int, ...], a_strides: list[int], b_strides: list
     return cut, batch, a_stride, b_stride
 
 
+def layout(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: Any, params: dict,
+           bias: bool) -> tuple[Gemm | None, list[tuple[int, int, int]]]:
+    """The product the op's inputs of these shapes describe (constant sizes): the :class:`Gemm`
+    of the strided batch, and the element offsets (output, a, b) of each outer index (none, and
+    no Gemm, for an empty batch)."""
+    ta, tb = bool(params["ta"]), bool(params["tb"])
+    n, k = (a_shape[-1], a_shape[-2]) if ta else (a_shape[-2], a_shape[-1])
+    m = b_shape[-2] if tb else b_shape[-1]
+    out_lead = tuple(max(x, y) for x, y in zip(*_aligned(a_shape[:-2], b_shape[:-2])))
+    if 0 in out_lead:  # (an empty batch: nothing to compute)
+        return None, []
+    a_str = _lead_strides(a_shape[:-2], out_lead, n * k)
+    b_str = _lead_strides(b_shape[:-2], out_lead, k * m)
+    cut, batch, a_stride, b_stride = split_batch(out_lead, a_str, b_str)
+    outer = out_lead[:cut]
+    out_str = [math.prod(out_lead[i + 1:]) * n * m for i in range(len(outer))]
+    offsets = []
+    for flat in range(math.prod(outer)):
+        idx, rest = [], flat
+        for extent in reversed(outer):
+            idx.append(rest % extent)
+            rest //= extent
+        idx.reverse()
+        offsets.append((sum(i * s for i, s in zip(idx, out_str)), sum(i * s for i, s in zip(idx, a_str)),
+                        sum(i * s for i, s in zip(idx, b_str))))
+    # (an outer loop's offsets may leave an operand less aligned than its block: the heuristic is told)
+    align = tuple(math.gcd(ALIGNMENT, *(off[j] * dtype.itemsize for off in offsets)) for j in (1, 2, 0))
+    gemm = Gemm(dtype.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"), bias,
+                align)  # type: ignore[arg-type]
+    return gemm, offsets
+
+
 class GemmProgram(Program):
     """``a @ b`` of :mod:`corvid.ops.blas`'s host op on a CUDA device: handles are the output,
-    ``a`` and ``b`` (device addresses); one ``cublasLtMatmul`` per outer index."""
+    ``a``, ``b`` and the bias if any (device addresses); one ``cublasLtMatmul`` per outer index.
+    Over symbolic sizes (a ``jit`` program with ``dynamic=`` sizes) it ``takes_sizes``: each
+    call's shapes are evaluated and their plan is looked up (built on the first call of a size)."""
 
     def __init__(self, device: Any, blas: Blas, params: dict, in_specs: list[tuple[tuple, Any]]):
-        (a_shape, a_dt), (b_shape, _) = in_specs[:2]
-        self.has_bias = len(in_specs) > 2
-        ta, tb = bool(params["ta"]), bool(params["tb"])
-        n, k = (a_shape[-1], a_shape[-2]) if ta else (a_shape[-2], a_shape[-1])
-        m = b_shape[-2] if tb else b_shape[-1]
-        out_lead = tuple(max(x, y) for x, y in zip(*_aligned(a_shape[:-2], b_shape[:-2])))
-        a_str = _lead_strides(a_shape[:-2], out_lead, n * k)
-        b_str = _lead_strides(b_shape[:-2], out_lead, k * m)
-        cut, batch, a_stride, b_stride = split_batch(out_lead, a_str, b_str)
-        self.device, self.blas = device, blas
-        self.itemsize = size = a_dt.itemsize
-        # the outer indices' element offsets (output, a, b)
-        outer = out_lead[:cut]
-        self.offsets: list[tuple[int, int, int]] = []
-        if 0 in out_lead:  # (an empty batch: nothing to compute)
-            return
-        out_str = [math.prod(out_lead[i + 1:]) * n * m for i in range(len(outer))]
-        for flat in range(math.prod(outer)):
-            idx, rest = [], flat
-            for extent in reversed(outer):
-                idx.append(rest % extent)
-                rest //= extent
-            idx.reverse()
-            self.offsets.append((sum(i * s for i, s in zip(idx, out_str)), sum(i * s for i, s in zip(idx, a_str)),
-                                 sum(i * s for i, s in zip(idx, b_str))))
-        # (an outer loop's offsets may leave an operand less aligned than its block: the heuristic is told)
-        align = tuple(math.gcd(ALIGNMENT, *(off[j] * size for off in self.offsets)) for j in (1, 2, 0))
-        self.gemm = Gemm(a_dt.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"),
-                         self.has_bias, align)  # type: ignore[arg-type]
-        blas.plan(self.gemm)  # (built now: a product the library refuses fails where it is scheduled)
+        from ..graph.symbolic import is_symbolic, size_function
 
-    def __call__(self, handles: list[int]) -> None:
+        (a_shape, a_dt), (b_shape, _) = in_specs[:2]
+        self.device, self.blas, self.params, self.dtype = device, blas, dict(params), a_dt
+        self.has_bias = len(in_specs) > 2
+        self.itemsize = a_dt.itemsize
+        self.takes_sizes = any(is_symbolic(d) for d in a_shape + b_shape)
+        if self.takes_sizes:  # (each size a function of the call's sizes)
+            self._shapes = [tuple(size_function(d) for d in shape) for shape in (a_shape, b_shape)]
+            self._layouts: dict[tuple, tuple[Gemm | None, list]] = {}
+        else:
+            self.gemm, self.offsets = layout(a_shape, b_shape, a_dt, params, self.has_bias)
+            if self.gemm is not None:
+                blas.plan(self.gemm)  # (built now: a product the library refuses fails where it is scheduled)
+
+    def _at(self, sizes: list[int] | None) -> tuple[Gemm | None, list[tuple[int, int, int]]]:
+        if not self.takes_sizes:
+            return self.gemm, self.offsets
+        if sizes is None:
+            raise RuntimeError("a product over symbolic sizes needs their values (it runs inside a jit program)")
+        a, b = (tuple(d if isinstance(d, int) else d(sizes) for d in shape) for shape in self._shapes)
+        found = self._layouts.get((a, b))
+        if found is None:
+            found = self._layouts[(a, b)] = layout(a, b, self.dtype, self.params, self.has_bias)
+        return found
+
+    def __call__(self, handles: list[int], sizes: list[int] | None = None) -> None:
+        gemm, offsets = self._at(sizes)
         out, a, b = (int(h) for h in handles[:3])
         bias = int(handles[3]) if self.has_bias else None
         size = self.itemsize
-        for o, x, y in self.offsets:
-            self.blas.run(self.gemm, out + o * size, a + x * size, b + y * size, self.device.stream, bias)
+        for o, x, y in offsets:
+            self.blas.run(gemm, out + o * size, a + x * size, b + y * size, self.device.stream, bias)  # type: ignore[arg-type]
 
 
 def _aligned(a: tuple, b: tuple) -> tuple[tuple, tuple]:
