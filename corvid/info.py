@@ -60,8 +60,12 @@ def environment(peak: bool = True) -> dict[str, Any]:
         if name == "NULL":
             continue
         try:
-            get_device(name)
+            dev = get_device(name)
             devices[name] = "starts"
+            if hasattr(dev, "blas"):  # (CUDA: where its matrix products run)
+                blas = dev.blas()
+                devices[name] += (f"; matrix products: cuBLASLt {blas.lt.version}" if blas is not None else
+                                  f"; matrix products: corvid's own kernels ({dev.blas_error})")
         except (ImportError, RuntimeError, OSError) as e:  # (each names what to install)
             devices[name] = f"does not start: {e}"
     info["devices"] = devices
