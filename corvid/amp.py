@@ -407,7 +407,11 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 def get_float32_matmul_precision() -> str:
     """The precision float32 products use here: an enclosing :class:`matmul_precision`'s, else the
-    process's (:func:`set_float32_matmul_precision`)."""
+    process's (:func:`set_float32_matmul_precision`).
+
+    >>> cv.get_float32_matmul_precision()
+    'highest'
+    """
     return _PRECISION.get() or _PRECISION_DEFAULT[0]
 
 

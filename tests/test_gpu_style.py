@@ -113,6 +113,17 @@ def test_gpu_heuristics_share_long_reduces_with_few_outputs():
     assert gpu_heuristics(_base(_real(64, 100).softmax(-1))).opts == ()  # (a short row: one work item)
 
 
+def test_gpu_heuristics_share_a_reduce_spread_over_short_loops():
+    # a convolution's bias gradient: 32 channels, each a sum over (N, H, W) = 128 x 20 x 20, no loop
+    # of which is long; one work item per channel summed 51200 elements alone
+    g = _real(128, 32, 20, 20)
+    k = _base(g.sum((0, 2, 3)))
+    assert sorted(lp.size for lp in reduce_loops(k)) == [128, 400]
+    opts = [str(o) for o in gpu_heuristics(k).opts]
+    assert len(opts) == 1 and opts[0].startswith("group_local") and opts[0].endswith(", 64)")
+    assert gpu_heuristics(_base(_real(16, 8, 8).sum((0, 2)))).opts == ()  # (128 elements: not worth a group)
+
+
 def _rows():
     rng = np.random.default_rng(3)
     x = cv.Tensor(rng.standard_normal((6, 256)).astype(np.float32)).realize()

@@ -643,11 +643,16 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
             return columns
     if not shared_reduce or math.prod(lp.size for lp in k.loops) >= GPU_MANY_OUTPUTS:
         return k
-    axis, lp = max(enumerate(loops), key=lambda x: x[1].size)
-    if lp.size < GPU_MANY_OUTPUTS // 8:
+    if math.prod(lp.size for lp in loops) < GPU_MANY_OUTPUTS // 8:
         return k
-    width = next((w for w in (256, 128, 64, 32, 16) if w <= max_group and lp.size % w == 0 and w < lp.size), 0)
-    return apply_opt(k, Opt("group_local", axis, width)) if width else k
+    # the reduce loop that takes the widest work-group: the reduce may be spread over several
+    # loops none of which is long (a convolution's bias gradient sums (N, H, W): 128 x 20 x 20,
+    # which left 32 work items summing 51200 elements each)
+    best = (0, 0, 0)  # (work-group width, loop size, axis): the widest group, on the longest loop
+    for axis, lp in enumerate(loops):
+        width = next((w for w in (256, 128, 64, 32, 16) if w <= max_group and lp.size % w == 0 and w < lp.size), 0)
+        best = max(best, (width, lp.size, axis))
+    return apply_opt(k, Opt("group_local", best[2], best[0])) if best[0] else k
 
 
 def _rows_shared(k: Kernel, max_group: int) -> Kernel:
