@@ -413,7 +413,8 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
     for n in every:  # a host kernel (and a copy step) computes its node alone, from stored inputs
         if n.op in (Op.CUSTOM, Op.SCATTER, Op.COPY) and n.buffer is None:
             stored[id(n)] = n
-            stored.update({id(s): s for s in n.src if s.buffer is None})
+            srcs = [_unmarked(s) for s in n.src] if n.op is Op.CUSTOM else n.src
+            stored.update({id(s): s for s in srcs if s.buffer is None})
         elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through its views)
             x = n.src[0]
             found = gather_address(x, n.arg, stop=lambda m: id(m) in stored)
@@ -726,10 +727,19 @@ def _family(device: str) -> str:
     return device.partition(":")[0]
 
 
+def _unmarked(n: Node) -> Node:
+    """The node under ``n``'s markers (``VAR``, ``DETACH``: identities): what a host kernel reads.
+    Stored as they are, a marked input (a parameter's ``leaf`` mark, ``grad``'s and ``jit``'s
+    inputs) was a copy of the value under it, at every call: a matrix product's weights."""
+    while n.buffer is None and n.op in IDENTITY and n.src:
+        n = n.src[0]
+    return n
+
+
 def _host_kernel(root: Node, device: str) -> ScheduledKernel:
     from .host import HostKernel, HostProgram, TemplateKernel
 
-    inputs = list(root.src)
+    inputs = [_unmarked(s) for s in root.src]
     key = (device, "host", root.arg, root.dtype, root.shape, tuple((n.shape, n.dtype) for n in inputs))
     op = root.arg.op
     render = getattr(get_device(device).renderer, f"render_{op.template}", None) if op.template else None
