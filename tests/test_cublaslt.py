@@ -668,3 +668,57 @@ def test_jit_over_a_symbolic_batch_of_products(dev):
         q, k = _rand(batch, 40, 64, seed=batch), _rand(batch, 48, 64, seed=batch + 1)
         np.testing.assert_allclose(f(_t(q), _t(k)).numpy(), q @ np.swapaxes(k, -1, -2), rtol=2e-5, atol=2e-5)
     assert f.traces == 1 and [c["d"].get(L.LAYOUT_BATCH_COUNT, 1) for c in dev.standin.matmuls()] == [3, 5]
+
+
+# --- whole training steps through the library, against the CPU -------------------------------------------
+
+def _losses(device, make, steps, batch):
+    cv.manual_seed(0)
+    with cv.default_device(device):
+        run = make()
+    return [float(run(*(cv.Tensor(v, device=device) for v in batch))) for _ in range(steps)]
+
+
+def test_mnist_cnn_training_steps_match_the_cpu(dev):
+    from examples.mnist import CNN, make_step
+
+    rng = np.random.default_rng(0)
+    batch = (rng.random((16, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, 16))
+
+    def make():
+        model, tx = CNN(), cv.optim.Adam.functional(lr=1e-3)
+        state = {"model": model, "opt": tx.init(model)}
+        step = make_step(tx)
+
+        def run(x, y):
+            state["model"], state["opt"], loss = step(state["model"], state["opt"], x, y)
+            return loss.item()
+        return run
+
+    want = _losses("CPU", make, 3, batch)
+    got = _losses(DEV, make, 3, batch)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert got[-1] < got[0]
+    shapes = {(c["d"]["rows"], c["d"]["cols"]) for c in dev.standin.matmuls()}
+    assert (32, 16 * 24 * 24) in shapes  # (the first convolution: im2col rows times 32 filters)
+
+
+def test_gpt_training_steps_in_bfloat16_mixed_precision_match_the_cpu(dev):
+    from examples.gpt import GPT, GPTConfig, Trainer
+
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 65, (4, 33))
+    batch = (tokens[:, :-1], tokens[:, 1:])
+    config = GPTConfig(vocab_size=65, block_size=32, n_embd=64, n_head=4, n_layer=2)
+
+    def make():
+        trainer = Trainer(GPT(config), lr=3e-3, amp=cv.bfloat16)
+        return lambda x, y: trainer.step(x, y).item()
+
+    want = _losses("CPU", make, 3, batch)
+    got = _losses(DEV, make, 3, batch)
+    np.testing.assert_allclose(got, want, rtol=2e-2)  # (bfloat16 products: summed in another order)
+    assert got[-1] < got[0]
+    calls = dev.standin.matmuls()
+    assert {c["d"]["dtype"] for c in calls} == {L.R_16BF}  # every product in bfloat16
+    assert any(c["epilogue"] == L.EPILOGUE_BIAS for c in calls)
