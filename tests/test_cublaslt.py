@@ -722,3 +722,13 @@ def test_gpt_training_steps_in_bfloat16_mixed_precision_match_the_cpu(dev):
     calls = dev.standin.matmuls()
     assert {c["d"]["dtype"] for c in calls} == {L.R_16BF}  # every product in bfloat16
     assert any(c["epilogue"] == L.EPILOGUE_BIAS for c in calls)
+
+
+def test_the_gpu_report_names_the_route_and_checks_a_first_product(dev, monkeypatch):
+    from benchmarks.gpu import _blas_line
+
+    line = _blas_line(dev)
+    assert line.startswith("matrix products: cuBLASLt 13.10.0; first product") and " ok, " in line, line
+    monkeypatch.setenv("CORVID_CUBLAS", "0")
+    off = FakeCUDA()
+    assert _blas_line(off) == "matrix products: corvid's own kernels (no cuBLASLt: CORVID_CUBLAS=0)"
