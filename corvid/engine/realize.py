@@ -44,9 +44,13 @@ def debug_level() -> int:
 
 def holder(n: Node) -> Node:
     """The node whose buffer holds ``n``'s computed value: ``n`` itself, except for a literal
-    (CONST), which gets a CONTIGUOUS copy. Nodes are shared (hash-consed): a buffer on the literal
-    ``1.0`` would make every later kernel that uses 1.0 read it from memory."""
-    return node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape) if n.op is Op.CONST else n
+    (CONST) or a view of one (``cv.ones((1, 1))`` is a reshaped CONST), which gets a CONTIGUOUS
+    copy. Nodes are shared (hash-consed): a buffer on the literal ``1.0``, or on its (1, 1) view,
+    would make every later kernel that uses 1.0 that way read it from memory."""
+    m = n
+    while m.buffer is None and (m.op in MOVEMENT or m.op is Op.DETACH) and m.src:
+        m = m.src[0]
+    return node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape) if m.op is Op.CONST and m.buffer is None else n
 
 
 def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = None) -> None:
