@@ -78,8 +78,12 @@ class HostArg(tuple):
 def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...], DType]]) -> list[Any]:
     """Tensors for the outputs of ``op`` applied to ``inputs`` (all outputs share one dtype)."""
     from ..tensor import Tensor
+    from .realize import holder
 
     ins = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
+    # (an input is stored: a view of a literal, such as the cotangent of a sum, is stored as a copy
+    # of its own, not on the shared literal node, which later kernels would then read from memory)
+    ins = [x._new(holder(x.node)) for x in ins]
     if not ins:
         raise ValueError(f"{op.name}: a host call needs at least one input tensor")
     device = ins[0].device
