@@ -732,3 +732,17 @@ def test_the_gpu_report_names_the_route_and_checks_a_first_product(dev, monkeypa
     monkeypatch.setenv("CORVID_CUBLAS", "0")
     off = FakeCUDA()
     assert _blas_line(off) == "matrix products: corvid's own kernels (no cuBLASLt: CORVID_CUBLAS=0)"
+
+
+def test_the_library_is_found_where_the_wheel_puts_it_when_pathfinder_cannot_say(monkeypatch, tmp_path):
+    import types
+
+    lib = tmp_path / "nvidia" / "cu13" / "lib" / "libcublasLt.so.13"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(b"")
+    fake = types.ModuleType("cuda.pathfinder")
+    fake.load_nvidia_dynamic_lib = lambda name: types.SimpleNamespace(abs_path=None)  # (loaded from elsewhere)
+    monkeypatch.setitem(sys.modules, "cuda.pathfinder", fake)
+    monkeypatch.delenv("CORVID_CUBLASLT", raising=False)
+    monkeypatch.setattr(sys, "path", [str(tmp_path)] + [p for p in sys.path if "site-packages" not in p])
+    assert L.library_path() == str(lib)

@@ -113,7 +113,9 @@ def library_path() -> str:
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib  # type: ignore[import-not-found]
 
-        return load_nvidia_dynamic_lib("cublasLt").abs_path
+        found = load_nvidia_dynamic_lib("cublasLt").abs_path
+        if found:  # (None when it cannot tell where an already loaded copy came from)
+            return found
     except Exception:  # (not installed, or it found nothing: look where the wheels put it)
         pass
     for base in sys.path:
