@@ -29,12 +29,11 @@ import numpy as np
 import pytest
 
 import corvid as cv
-from corvid.engine import schedule as sched
 from corvid.ops import blas as blas_ops
 from corvid.runtime import cublaslt as L
 from corvid.runtime import device as registry
 from tests.cublaslt_standin import StandInLt
-from tests.test_cuda_runtime import FakeCUDA
+from tests.test_cuda_runtime import FakeCUDA, registered
 
 DEV = "FAKEBLAS"
 
@@ -51,21 +50,9 @@ class BlasCUDA(FakeCUDA):
 
 @pytest.fixture
 def dev():
-    saved = dict(sched._cache), dict(sched._plans)
-    registry.register_backend(DEV, f"{__name__}:BlasCUDA")
-    try:
-        d = registry.get_device(DEV)
+    with registered(DEV, f"{__name__}:BlasCUDA") as d:
         assert d.blas() is not None, d.blas_error
         yield d
-    finally:
-        registry._BACKENDS.pop(DEV, None)
-        registry._devices.pop(DEV, None)
-        for spelling in [s for s, c in registry._canonical.items() if c == DEV]:
-            registry._canonical.pop(spelling)
-        sched._cache.clear()
-        sched._plans.clear()
-        sched._cache.update(saved[0])
-        sched._plans.update(saved[1])
 
 
 def _t(a):

@@ -14,6 +14,7 @@ What this cannot check: that the real driver accepts these calls and behaves as 
 needs a GPU). The parameter struct is checked against cuda-bindings' own when it is installed.
 """
 
+import contextlib
 import ctypes
 import gc
 import hashlib
@@ -250,22 +251,30 @@ class FakeCUDA(CUDADevice):
         return CUDAProgram(self, FakeFunction(fn, len(kernel.params)), dims)
 
 
-@pytest.fixture
-def fake():
-    """A fresh FakeCUDA device named FAKECUDA (kernels compiled for it are dropped afterwards)."""
+@contextlib.contextmanager
+def registered(name: str, target: str):
+    """A fresh device ``name`` of the class ``target`` ("module:Class"), registered for the block;
+    the kernels compiled for it are dropped afterwards."""
     saved = dict(sched._cache), dict(sched._plans)
-    registry.register_backend(FAKE, f"{__name__}:FakeCUDA")
+    registry.register_backend(name, target)
     try:
-        yield registry.get_device(FAKE)
+        yield registry.get_device(name)
     finally:
-        registry._BACKENDS.pop(FAKE, None)
-        registry._devices.pop(FAKE, None)
-        for spelling in [s for s, c in registry._canonical.items() if c == FAKE]:
+        registry._BACKENDS.pop(name, None)
+        registry._devices.pop(name, None)
+        for spelling in [s for s, c in registry._canonical.items() if c == name]:
             registry._canonical.pop(spelling)
         sched._cache.clear()
         sched._plans.clear()
         sched._cache.update(saved[0])
         sched._plans.update(saved[1])
+
+
+@pytest.fixture
+def fake():
+    """A fresh FakeCUDA device named FAKECUDA."""
+    with registered(FAKE, f"{__name__}:FakeCUDA") as dev:
+        yield dev
 
 
 def _program(jitted):
