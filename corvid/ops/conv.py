@@ -294,15 +294,17 @@ def _conv_forward(x: Tensor, w: Tensor, bias: Tensor | None, spec: tuple) -> Ten
     out_sz = win.shape[2:2 + nd]
     if g == 1 and _library_route(x, w, n * c_out * math.prod(out_sz) * c_in * math.prod(kernel)):
         # a device's BLAS library (cuBLASLt on CUDA): the windows stored as rows (im2col), times
-        # the weights read in place; the result is channels-last, read back through a permute
+        # the weights read in place, the bias added by the library as it writes them (a bias of
+        # another dtype: afterwards); the result is channels-last, read back through a permute
         from ..tensor import result_type
+        from .blas import linear
 
         common = result_type(x, w)
-        out = _im2col(win).astype(common) @ w.astype(common).reshape(c_out, -1).T  # (N * out, C_out)
-        out = out.reshape((n,) + out_sz + (c_out,))
-        if bias is not None:
-            out = out + bias
-        return out.permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
+        cols, w2 = _im2col(win).astype(common), w.astype(common).reshape(c_out, -1)
+        out = linear(cols, w2, bias) if bias is not None else None
+        if out is None:
+            out = cols @ w2.T if bias is None else cols @ w2.T + bias  # (N * out, C_out)
+        return out.reshape((n,) + out_sz + (c_out,)).permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
     red = tuple(range(-1 - nd, 0))                                           # (C_in/groups, *kernel)
     sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
     win = win.reshape((n, g, cg) + out_sz + kernel)
