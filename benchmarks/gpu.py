@@ -13,7 +13,8 @@ child from the next row, and the failure's output tail is printed).
 2. **CUDA tests**: pytest over the backend/GPU test files with ``-k "CUDA or cuda"`` (the tests
    with a stand-in driver and compile-only sm_90 builds, and on a GPU the real device's), in a
    subprocess with a time limit: the counts and the failing test ids.
-3. **corvid vs PyTorch** (:data:`ROWS`): matmul 4096² in float32/bfloat16/float16, the 5-op
+3. **corvid vs PyTorch** (:data:`ROWS`): matmul 4096² in float32/bfloat16/float16 and in float32
+   with TF32 allowed on both sides (``cv.matmul_precision("high")``), the 5-op
    elementwise chain and the sum on 64M float32, softmax and layer norm over 8192², conv2d
    32×64×56² 3×3 → 64, ``x + 1`` on 1024 elements (dispatch latency), the MNIST CNN's training
    step (batch 128, Adam; corvid jitted, torch eager), a GPT-2 block's forward (8×256×768, 12
@@ -92,11 +93,11 @@ TEST_FILTER = "CUDA or cuda"
 # (what a float32 product with TF32 off can reach), bfloat16 and float16 on the tensor cores.
 # Matched against the GPU's name in this order (first match wins).
 SPEC_TFLOPS: list[tuple[tuple[str, ...], str, dict[str, float]]] = [
-    (("H100", "NVL"), "H100 NVL", {"float32": 60.0, "bfloat16": 835.0, "float16": 835.0}),
-    (("H100", "PCIE"), "H100 PCIe", {"float32": 51.0, "bfloat16": 756.0, "float16": 756.0}),
-    (("H100",), "H100 SXM", {"float32": 67.0, "bfloat16": 989.0, "float16": 989.0}),
-    (("H200", "NVL"), "H200 NVL", {"float32": 60.0, "bfloat16": 835.0, "float16": 835.0}),
-    (("H200",), "H200 SXM", {"float32": 67.0, "bfloat16": 989.0, "float16": 989.0}),
+    (("H100", "NVL"), "H100 NVL", {"float32": 60.0, "tf32": 418.0, "bfloat16": 835.0, "float16": 835.0}),
+    (("H100", "PCIE"), "H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
+    (("H100",), "H100 SXM", {"float32": 67.0, "tf32": 494.0, "bfloat16": 989.0, "float16": 989.0}),
+    (("H200", "NVL"), "H200 NVL", {"float32": 60.0, "tf32": 418.0, "bfloat16": 835.0, "float16": 835.0}),
+    (("H200",), "H200 SXM", {"float32": 67.0, "tf32": 494.0, "bfloat16": 989.0, "float16": 989.0}),
 ]
 
 # The offline data: beside the repository (../shared/data, as here), or inside a copy of it that
@@ -1125,6 +1126,34 @@ def _matmul_row(dtype: str, tol: float) -> GPURow:
                   compile_note="not tried (cuBLAS either way)")
 
 
+def _matmul_tf32(ctx: Ctx) -> Bench:
+    """The float32 product with TF32 tensor cores allowed on both sides: corvid's
+    ``cv.matmul_precision("high")``, PyTorch's ``torch.set_float32_matmul_precision("high")``
+    (set for its call only: the other rows compare exact float32)."""
+    import corvid as cv
+
+    n = 64 if ctx.quick else 4096
+    rng = _rng()
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+
+    def corvid_mm(x: Any, y: Any) -> Any:
+        with cv.matmul_precision("high"):
+            return x @ y
+
+    def torch_mm(x: Any, y: Any) -> Any:
+        torch = ctx.torch
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        try:
+            return x @ y
+        finally:
+            torch.set_float32_matmul_precision(before)
+
+    # (TF32 rounds the operands to 10 mantissa bits: compared at 1e-2 of the largest value)
+    return _array_bench(ctx, [a, b], corvid_mm, torch_mm, 2.0 * n ** 3, 1e-2, 0.0, scaled=True,
+                        numpy_fn=lambda x, y: x @ y)
+
+
 def _chain(ctx: Ctx) -> Bench:
     from .workloads import CHAIN
 
@@ -1360,6 +1389,9 @@ ROWS: list[GPURow] = [
     _matmul_row("float32", 1e-4),
     _matmul_row("bfloat16", 1.5e-2),
     _matmul_row("float16", 2e-3),
+    GPURow("matmul_4096_tf32", "a @ b, 4096x4096 float32, TF32 allowed (corvid: cv.matmul_precision('high'); "
+           "torch: set_float32_matmul_precision('high'))", "compute", _matmul_tf32, "tf32",
+           compile_note="not tried (cuBLAS either way)"),
     GPURow("elementwise_chain", "((x*1.5+0.5).relu()*x).exp(), 64M float32", "bandwidth", _chain),
     GPURow("sum", "x.sum(), 64M float32", "bandwidth", _sum),
     GPURow("softmax", "x.softmax(-1), 8192x8192 float32", "bandwidth", _softmax),
