@@ -734,3 +734,11 @@ def test_the_library_is_found_where_the_wheel_puts_it_when_pathfinder_cannot_say
     monkeypatch.delenv("CORVID_CUBLASLT", raising=False)
     monkeypatch.setattr(sys, "path", [str(tmp_path)] + [p for p in sys.path if "site-packages" not in p])
     assert L.library_path() == str(lib)
+
+
+def test_debug_reports_count_the_products_arithmetic(dev):
+    from corvid.engine.schedule import create_schedule
+
+    a, b = _t(_rand(3, 64, 96)), _t(_rand(3, 80, 96, seed=1))
+    (sk,) = [s for s in create_schedule([(a @ b.mT).node], DEV) if s.name.startswith("host_gemm")]
+    assert sk.compiled.kernel.estimates()[0] == 2 * 3 * 64 * 96 * 80

@@ -41,14 +41,16 @@ class HostOp:
     ``native(device, params, in_specs)`` may return a program of the device's own that computes
     the outputs on its buffers (``in_specs``: each input's shape, symbolic sizes included, and
     dtype; a program over symbolic sizes says ``takes_sizes`` and is called with each call's
-    sizes), or None where it has none and ``fn`` runs."""
+    sizes), or None where it has none and ``fn`` runs. ``flops(params, in_specs)`` may count the
+    arithmetic (for ``CORVID_DEBUG=2``'s rates)."""
 
-    __slots__ = ("name", "fn", "params", "batched", "template", "native")
+    __slots__ = ("name", "fn", "params", "batched", "template", "native", "flops")
 
     def __init__(self, name: str, fn: Callable[..., Any], params: tuple = (), batched: bool = False,
-                 template: str | None = None, native: Callable[..., Any] | None = None):
+                 template: str | None = None, native: Callable[..., Any] | None = None,
+                 flops: Callable[..., int] | None = None):
         self.name, self.fn, self.params, self.batched, self.template = name, fn, tuple(params), batched, template
-        self.native = native
+        self.native, self.flops = native, flops
 
     def _key(self) -> tuple:
         return (self.name, self.params)
@@ -114,15 +116,17 @@ def unpack(packed: Any, shapes: Sequence[tuple[int, ...]]) -> list[Any]:
 class HostKernel:
     """What the schedule shows for a host kernel (no loops, no generated source)."""
 
-    def __init__(self, name: str, in_specs: list[tuple[tuple[int, ...], DType]], out_size: int, out_dtype: DType):
+    def __init__(self, name: str, in_specs: list[tuple[tuple[int, ...], DType]], out_size: int, out_dtype: DType,
+                 flops: Any = 0):
         self.name, self.in_specs, self.out_size, self.out_dtype = name, in_specs, out_size, out_dtype
+        self.flops = flops
         self.loops: list = []
         self.vector_width = 1
 
     def estimates(self) -> tuple[int, int]:
         """(flops, bytes moved); sizes symbolic at their hints (the values traced with)."""
         nbytes = sum(math.prod(s) * d.itemsize for s, d in self.in_specs) + self.out_size * self.out_dtype.itemsize
-        return 0, hint(nbytes)
+        return hint(self.flops), hint(nbytes)
 
 
 class TemplateKernel:

@@ -756,7 +756,8 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
 
     def make() -> _Compiled:
         specs = [(n.shape, n.dtype) for n in inputs]
-        kernel = HostKernel(f"host_{op.name}", specs, root.numel, root.dtype)
+        flops = op.flops(dict(op.params), specs) if op.flops is not None else 0
+        kernel = HostKernel(f"host_{op.name}", specs, root.numel, root.dtype, flops)
         compiled = _Compiled(kernel, f"// host kernel: {op!r}")  # type: ignore[arg-type]
         native = op.native(device, dict(op.params), specs) if op.native is not None else None
         if native is None and any(is_symbolic(d) for shape, _ in specs for d in shape):

@@ -66,9 +66,18 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
     return GemmProgram(dev, blas, params, in_specs)
 
 
+def _flops(params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
+    """2 * n * m * k over the batch (sizes symbolic where the shapes are)."""
+    (a, _), (b, _) = in_specs[:2]
+    lead = [max(x, y) if isinstance(x, int) and isinstance(y, int) else (y if x == 1 else x)
+            for x, y in zip((1,) * (len(b) - len(a)) + tuple(a[:-2]), (1,) * (len(a) - len(b)) + tuple(b[:-2]))]
+    m = b[-2] if params["tb"] else b[-1]
+    return 2 * math.prod(lead) * a[-2] * a[-1] * m
+
+
 def _op(ta: bool, tb: bool, precision: str) -> HostOp:
     return HostOp("gemm", _reference, (("ta", ta), ("tb", tb), ("precision", precision)), batched=True,
-                  native=_native)
+                  native=_native, flops=_flops)
 
 
 def available(device: str) -> bool:
