@@ -742,3 +742,21 @@ def test_debug_reports_count_the_products_arithmetic(dev):
     a, b = _t(_rand(3, 64, 96)), _t(_rand(3, 80, 96, seed=1))
     (sk,) = [s for s in create_schedule([(a @ b.mT).node], DEV) if s.name.startswith("host_gemm")]
     assert sk.compiled.kernel.estimates()[0] == 2 * 3 * 64 * 96 * 80
+
+
+def test_few_rows_times_a_computed_weight_stay_fused(dev):
+    # a decode step times a dequantized weight: corvid's kernel reads the int8 values in place;
+    # the library would store the whole float weight first
+    w8 = np.random.default_rng(3).integers(-127, 128, (512, 1024)).astype(np.int8)
+    scale = _rand(512, 1, seed=4)
+    x1, x64 = _rand(1, 1024, seed=5), _rand(64, 1024, seed=6)
+    w = _t(w8).astype(cv.float32) * _t(scale)
+    want = lambda x: x @ (w8.astype(np.float64) * scale).T  # noqa: E731
+    np.testing.assert_allclose((_t(x1) @ w.T).numpy(), want(x1), rtol=1e-4, atol=1e-3)
+    assert not dev.standin.matmuls()
+    np.testing.assert_allclose((_t(x1) @ _t(w8.astype(np.float32)).T).numpy(), x1 @ w8.astype(np.float32).T,
+                               rtol=1e-5, atol=1e-3)  # (a stored weight: the library, even for one row)
+    assert len(dev.standin.matmuls()) == 1
+    big = want(x64)  # (many rows: the weight stored once, then the library)
+    np.testing.assert_allclose((_t(x64) @ w.T).numpy(), big, rtol=1e-4, atol=1e-4 * np.abs(big).max())
+    assert len(dev.standin.matmuls()) == 2

@@ -34,6 +34,7 @@ from ..tensor import Tensor, broadcast_shapes
 from ..transforms.custom import custom_vjp
 from ..transforms.forward import custom_jvp
 
+FEW_ROWS = 16  # rows (over the batch) below which an operand that is not stored keeps corvid's kernel
 MIN_WORK = 1 << 18  # multiply-adds (batch*n*m*k): four 64x64x64 products; below it corvid's fused kernel stays
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -117,7 +118,24 @@ def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
     if any(is_symbolic(s) for s in a.shape + b.shape) and a.shape[:-2] != b.shape[:-2] and \
             (a.ndim != 2 and b.ndim != 2):
         return None  # (symbolic leading axes broadcast against each other: corvid's kernels)
+    if hint(n) * math.prod(hint(s) for s in batch) < FEW_ROWS and not (_held(a) and _held(b)):
+        # a few rows (a decode step) times a value not yet stored (a dequantized weight, a slice of a
+        # KV cache): corvid's kernel reads it in place, fused with what computes it; the library
+        # would first store it whole, then read it once
+        return None
     return batch
+
+
+def _held(t: Tensor) -> bool:
+    """Whether ``t`` reads a stored value as it is (a buffer, a traced placeholder, or a
+    transposed view of one, under markers): the op takes it without a copy."""
+    from ..graph.node import IDENTITY, Op
+    from .reduce import _swaps_last_axes
+
+    n = t.node
+    while n.buffer is None and n.src and (n.op in IDENTITY or _swaps_last_axes(n)):
+        n = n.src[0]
+    return n.buffer is not None or n.op is Op.VAR
 
 
 def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
