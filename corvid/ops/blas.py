@@ -95,16 +95,6 @@ def available(device: str) -> bool:
     return hasattr(dev, "blas") and dev.blas() is not None
 
 
-def _stored(t: Tensor) -> tuple[Tensor, bool]:
-    """``t`` as the matrix the op reads and whether it is transposed: the tensor under a view
-    that swaps the last two axes (``w.T``), with the flag."""
-    from .reduce import _transposed_view
-
-    if _transposed_view(t):
-        return t._new(t.node.src[0]), True
-    return t, False
-
-
 def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
     """The batch shape of ``a @ b`` where the library computes it (see the module docstring),
     else None."""
@@ -186,16 +176,12 @@ def _stored(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, bool]:
 
 def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...], bias: Tensor | None = None) -> Tensor:
     n, m = a.shape[-2], b.shape[-1]
-    if b.ndim == 2 and a.ndim > 2 and batch and not _transposed_view_of(a):  # (every batch entry's rows times one b)
+    from .reduce import _transposed_view
+
+    if b.ndim == 2 and a.ndim > 2 and batch and not _transposed_view(a):  # (every batch entry's rows times one b)
         return _gemm(a.reshape(-1, a.shape[-1]), b, (), bias).reshape(batch + (n, m))
     (x, ta), (y, tb) = _stored(a, batch), _stored(b, batch)
     return _product(x, y, bias, ta, tb, batch)
-
-
-def _transposed_view_of(t: Tensor) -> bool:
-    from .reduce import _transposed_view
-
-    return _transposed_view(t)
 
 
 def _op_of(x: Tensor, t: bool) -> Tensor:
