@@ -64,7 +64,7 @@ ALIGNMENT = 256  # what cuMemAlloc's blocks are aligned to, and what the library
 COMPUTE_32F, COMPUTE_32F_FAST_16BF, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 75, 77, 70
 R_32F, R_64F, R_16F, R_16BF = 0, 1, 2, 14
 
-# corvid dtype name -> (cudaDataType of the operands and result, compute type, scale type, ctypes scale)
+# corvid dtype name -> the cudaDataType of the operands and the result (Gemm.compute gives the compute and scale types)
 DATA_TYPES = {"float32": R_32F, "float64": R_64F, "float16": R_16F, "bfloat16": R_16BF}
 # float32's compute type by precision (the others have one each)
 FLOAT32_COMPUTE = {"highest": COMPUTE_32F, "high": COMPUTE_32F_FAST_TF32, "medium": COMPUTE_32F_FAST_16BF}
