@@ -6,7 +6,9 @@ instance. ``host_call(op, *inputs)`` puts such a function in the lazy graph as o
 
 * the node's value is the function's outputs, flattened and concatenated (one buffer; each output
   is a free ``shrink``/``reshape`` view of it), so a multi-output function runs once;
-* the scheduler always gives it a kernel of its own, and stores its inputs contiguously;
+* the scheduler always gives it a kernel of its own, and stores its inputs contiguously (an input
+  under markers, such as a parameter under ``grad`` or ``jit``, is read from the value under them;
+  a view of a literal is stored as a copy of its own, not on the shared literal node);
 * the kernel's program copies the inputs to numpy arrays, calls the function, and copies the
   packed result back: it works on any device, and ``jit`` replays it like any other kernel;
 * ``vmap`` batches it when the op says its function accepts leading batch dimensions (numpy.linalg
