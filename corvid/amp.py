@@ -392,9 +392,12 @@ def set_float32_matmul_precision(precision: str) -> None:
     * ``"highest"`` (the default): exact float32 products and sums, on every device.
     * ``"high"``: on a CUDA GPU, TF32 tensor cores (operands rounded to 10 mantissa bits, sums in
       float32): several times faster, about 1e-3 relative error.
-    * ``"medium"``: on a CUDA GPU, bfloat16 tensor cores (operands rounded to 7 bits).
+    * ``"medium"``: on a CUDA GPU, bfloat16 tensor cores (operands rounded to 7 bits); on a CPU
+      with bfloat16 dot products (AVX512-BF16), ``x @ w.T`` of 8 or more rows (a Linear layer;
+      other products from 2048 rows) as bfloat16 products with float32 sums, where no transform
+      differentiates it (:func:`corvid.nn.cpu_matmul.float32_product`).
 
-    The CPU and the other devices compute exact float32 products at every setting. float16,
+    Everywhere else products are exact float32 at every setting. float16,
     bfloat16 and float64 products are not affected. The setting is read when a product builds its
     graph; a ``cv.jit`` function is traced again under another setting.
 

@@ -215,3 +215,34 @@ def test_gated_keeps_the_layers_where_it_does_not_apply():
         silu.gate_proj.register_forward_hook(lambda m, a, out: out * 2)
         assert cpu_matmul.gated(x, silu.gate_proj, silu.up_proj, "silu") is None  # (a hook must run)
         assert cpu_matmul.gated(x[:4], GatedMLP(64, 96).gate_proj, GatedMLP(64, 96).up_proj, "silu") is None
+
+
+# --- float32 products under cv.set_float32_matmul_precision("medium") ------------------------------------
+
+def test_medium_precision_computes_float32_linear_products_in_bfloat16():
+    x, w = rng.standard_normal((2, 40, 64)).astype(np.float32), rng.standard_normal((48, 64)).astype(np.float32)
+    exact = x.astype(np.float64) @ w.astype(np.float64).T
+    rounded = round_bf16(x).astype(np.float64) @ round_bf16(w).astype(np.float64).T
+    with cv.matmul_precision("medium"):
+        y = cv.Tensor(x) @ cv.Tensor(w).T
+        took = any("matmul_bf16" in n for n in kernels(y))
+        got = y.numpy()
+    assert took == cpu_matmul.available() and y.dtype == cv.float32
+    want = rounded if took else exact  # (the bfloat16 products where the CPU has them, else exact)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    if took:
+        assert np.abs(got - exact).max() > 1e-4 * np.abs(exact).max()  # (visibly rounded operands)
+    with cv.matmul_precision("high"):  # (the CPU keeps "high" exact)
+        np.testing.assert_allclose((cv.Tensor(x) @ cv.Tensor(w).T).numpy(), exact, rtol=1e-5, atol=1e-5)
+
+
+def test_medium_precision_leaves_gradients_few_rows_and_small_plain_products_exact():
+    x, w = rng.standard_normal((40, 64)).astype(np.float32), rng.standard_normal((48, 64)).astype(np.float32)
+    with cv.matmul_precision("medium"):
+        g = cv.grad(lambda a: (a @ cv.Tensor(w).T).square().sum())(cv.Tensor(x)).numpy()
+        few = cv.Tensor(x[:3]) @ cv.Tensor(w).T
+        plain = cv.Tensor(x) @ cv.Tensor(w.T.copy())  # (a stored (k, m) operand: its transposed copy does not pay)
+        assert not any("matmul_bf16" in n for n in kernels(few) + kernels(plain))
+    exact = x.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_allclose(g, 2 * exact @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(plain.numpy(), exact, rtol=1e-5, atol=1e-5)

@@ -154,6 +154,15 @@ def _matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor:
         product = blas.matmul(a, b, common)
         if product is not None:
             return product
+    elif common is dt.float32:
+        from ..amp import get_float32_matmul_precision
+
+        if get_float32_matmul_precision() == "medium":  # (bfloat16 dot products, where the CPU has them)
+            from ..nn import cpu_matmul
+
+            product = cpu_matmul.float32_product(a.astype(common), b.astype(common))
+            if product is not None:
+                return product
     if common.is_float and (a.node.traced or b.node.traced):
         rule = _MATMUL_RULE or _matmul_rule()
         return rule(a.astype(common), b.astype(common))
