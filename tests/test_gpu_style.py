@@ -241,3 +241,39 @@ def test_random_action_sequences_keep_results_on_cl(cl, name):
         vectorized += k.vector_width > 1
         _check(_run("CL", k, arrays), want, want.dtype.kind != "f", [str(o) for o in k.opts])
     assert vectorized or not vectorizable
+
+
+def test_rows_no_work_group_divides_are_padded_up_to_one(cl):
+    # a language model's vocabulary (50257 = 29 x 1733) left one work item per row of a softmax
+    # and of a row sum; padded (gated loads, the reduce's identity in the extra iterations), a
+    # work-group takes each row. Values as the unoptimized kernel's, on PoCL
+    soft = _base(_real(4, 1100).softmax(-1))
+    opts = [str(o) for o in gpu_heuristics(soft).opts]
+    assert opts[0] == "pad(1, 256)" and opts[-1] == "rows_local(1, 256)" and \
+        sum(o.startswith("pad_reduce") for o in opts) == len(reduce_loops(soft))
+    big = _base(_real(GPU_MANY_OUTPUTS, 2053).sum(axis=1))  # many rows, each long and contiguous
+    assert [str(o) for o in gpu_heuristics(big).opts] == ["pad_reduce(0, 256)", "group_local(0, 256)"]
+    assert gpu_heuristics(_base(_real(2053, GPU_MANY_OUTPUTS).sum(axis=0))).opts == ()  # (columns: coalesced already)
+    explicit = [Opt("pad_reduce", 0, 64), Opt("group_local", 0, 64)]  # (a narrower group than the heuristics. 256)
+    for t, opts in ((_real(4, 1100).softmax(-1), None), (_real(6, 2053).max(axis=1), explicit),
+                    (_real(6, 1100).logsumexp(-1), None)):
+        k0 = _base(t)
+        k = gpu_heuristics(k0) if opts is None else apply_opts(k0, opts)
+        assert any(o.op == "pad_reduce" for o in k.opts)
+        arrays = search.random_inputs(k0, seed=5)
+        np.testing.assert_allclose(_run("CL", k, arrays), _run("CPU", k0, arrays), rtol=2e-6, atol=2e-6)
+
+
+def test_a_loss_over_a_vocabulary_is_not_one_work_group():
+    # cross entropy's mean over rows fused each row's reduce over the classes into one kernel of a
+    # single output; on a GPU-style device the rows' losses are stored first
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((64, 1000)).astype(np.float32), rng.integers(0, 1000, 64)
+    want = cv.nn.functional.cross_entropy(cv.Tensor(x), cv.Tensor(t)).item()
+    try:
+        loss = cv.nn.functional.cross_entropy(cv.Tensor(x, device="CL"), cv.Tensor(t, device="CL"))
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"CL not available: {e}")
+    singles = [sk for sk in loss.schedule() if not sk.kernel.loops and sk.kernel.reduce_loops()]
+    assert singles and all(max(lp.size for lp in reduce_loops(sk.kernel)) <= 64 for sk in singles)  # (sums of 64 rows)
+    np.testing.assert_allclose(loss.item(), want, rtol=1e-5)

@@ -614,3 +614,19 @@ def test_beam_search_runs_in_a_script_without_a_main_guard(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1e-3
+
+
+def test_pad_reduce_rounds_a_reduce_loop_up_and_adds_the_identity():
+    # a row of 1000 (no work-group of 64 divides it): padded to 1024; the extra iterations read
+    # nothing and add 0 to a sum, -inf to a max (rows of negative values), 1 to a product
+    for make in (lambda x: x.sum(axis=1), lambda x: (x - 10).max(axis=1), lambda x: (x * 0.001 + 1).prod(axis=1),
+                 lambda x: x.softmax(-1), lambda x: (x * 1.0).exp().sum(axis=1).log()):
+        k = _base(make(_real(3, 1000)))
+        axis = next(i for i, lp in enumerate(reduce_loops(k)) if lp.size == 1000)
+        out = apply_opts(k, [Opt("pad_reduce", axis, 64)] +
+                         ([Opt("group_local", axis, 64)] if len(reduce_loops(k)) == 1 and k.loops else []))
+        assert 1024 in [lp.size for lp in reduce_loops(out)] or any(o.op == "group_local" for o in out.opts)
+        arrays = search.random_inputs(k)
+        np.testing.assert_allclose(_run(out, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
+    with pytest.raises(OptError, match="already a multiple"):
+        apply_opt(_base(_real(3, 1024).sum(axis=1)), Opt("pad_reduce", 0, 64))

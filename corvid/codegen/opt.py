@@ -502,6 +502,44 @@ def pad(k: Kernel, axis: int, multiple: int) -> Kernel:
     return out
 
 
+def pad_reduce(k: Kernel, axis: int, multiple: int) -> Kernel:
+    """Round reduce loop ``axis`` up to a multiple of ``multiple`` so that a work-group divides it
+    (a vocabulary of 50257 has no such divisor): the extra iterations read nothing out of bounds
+    (their loads are gated) and add the reduce's identity (each reduce over the loop takes
+    ``where(inside, value, identity)``)."""
+    from .. import dtype as dt
+
+    lp = _reduce_loop(k, axis)
+    if multiple < 2 or is_symbolic(lp.size) or lp.size % multiple == 0:
+        raise OptError(f"pad_reduce: loop {axis} of size {lp.size} is symbolic or already a multiple of {multiple}")
+    if any(x.kind == "local" for x in k.loops + k.reduce_loops()):
+        raise OptError("pad_reduce: before any work-group action")
+    size = (lp.size + multiple - 1) // multiple * multiple
+    v = loop_var(f"{lp.var.name}p", size)
+    inside = v.lt(lp.size)
+    mapping = {lp.var: v}
+    padded = Loop(v, size, lp.kind, lp.unroll)
+    out = k.empty_like(k.loops)
+    memo: dict[int, U] = {}
+    for u in k.values():
+        src = tuple(memo[id(s)] for s in u.src)
+        if u.op == "reduce" and any(x.var == lp.var for x in u.arg[1]):
+            value = src[0]
+            identity = out.u("const", value.dtype, (), dt.reduce_identity(value.dtype, u.arg[0]))
+            cond = out.u("index", dt.bool_, (), inside)
+            src = (out.u("alu", value.dtype, (cond, value, identity), Op.WHERE),)
+            arg = (u.arg[0], tuple(padded if x.var == lp.var else x for x in u.arg[1]))
+        else:
+            arg = substitute_arg(u, mapping)
+            if u.op == "load" and lp.var in u.arg[1].vars():
+                arg = (arg[0], arg[1], inside if arg[2] is None else sym_and(arg[2], inside))
+            elif u.op == "gather" and lp.var in u.arg[1].vars():
+                arg = (*arg[:4], inside if arg[4] is None else sym_and(arg[4], inside))
+        memo[id(u)] = out.u(u.op, u.dtype, src, arg)
+    out.stores = [s.moved(mapping, memo[id(s.value)]) for s in k.stores]
+    return out
+
+
 def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
     """Run output loop ``axis`` across threads (``-1``: one thread)."""
     choice = "off" if axis == -1 else _output_loop(k, axis).var
@@ -511,7 +549,7 @@ def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
 ACTIONS: dict[str, Callable[..., Kernel]] = {
     "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
     "split": split, "local": local, "unroll": unroll, "group": group, "group_local": group_local, "rows_local": rows_local,
-    "thread": thread, "pad": pad, "upcast_reduce": upcast_reduce, "stream": stream,
+    "thread": thread, "pad": pad, "pad_reduce": pad_reduce, "upcast_reduce": upcast_reduce, "stream": stream,
 }
 
 
@@ -641,8 +679,13 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
         columns = _reduce_columns(k, vector_lanes)
         if columns is not k:
             return columns
-    if not shared_reduce or math.prod(lp.size for lp in k.loops) >= GPU_MANY_OUTPUTS:
+    if not shared_reduce:
         return k
+    if math.prod(lp.size for lp in k.loops) >= GPU_MANY_OUTPUTS:
+        # many outputs fill a device one work item each, unless each reads a long contiguous row:
+        # a language model's loss reduced 8192 rows of 50257 logits with 8192 work items, whose
+        # neighbours read 50257 elements apart; a work-group per row reads them side by side
+        return _long_rows_shared(k, values, loops, max_group)
     if math.prod(lp.size for lp in loops) < GPU_MANY_OUTPUTS // 8:
         return k
     # the reduce loop that takes the widest work-group: the reduce may be spread over several
@@ -652,23 +695,75 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
     for axis, lp in enumerate(loops):
         width = next((w for w in (256, 128, 64, 32, 16) if w <= max_group and lp.size % w == 0 and w < lp.size), 0)
         best = max(best, (width, lp.size, axis))
-    return apply_opt(k, Opt("group_local", best[2], best[0])) if best[0] else k
+    if best[0]:
+        return apply_opt(k, Opt("group_local", best[2], best[0]))
+    return _padded_group(k, loops, max_group)
+
+
+GPU_LONG_ROW = 2048  # a contiguous reduce this long is shared by a work-group even when outputs are many
+GPU_PAD_MIN = 1024  # a reduce (or row) this long that no work-group divides is padded up to one
+
+
+def _widest(max_group: int) -> int:
+    return next(w for w in (256, 128, 64, 32) if w <= max_group)
+
+
+def _padded_group(k: Kernel, loops: list[Loop], max_group: int, axis: int | None = None) -> Kernel:
+    """``group_local`` on reduce loop ``axis`` (the longest by default) after rounding it up to a
+    multiple of the widest work-group (``pad_reduce``), when it is long enough; else ``k``."""
+    if axis is None:
+        axis = max(range(len(loops)), key=lambda i: loops[i].size)
+    lp, width = loops[axis], _widest(max_group)
+    if is_symbolic(lp.size) or lp.size < GPU_PAD_MIN:
+        return k
+    try:
+        padded = apply_opt(k, Opt("pad_reduce", axis, width)) if lp.size % width else k
+        return apply_opt(padded, Opt("group_local", axis, width))
+    except OptError:
+        return k
+
+
+def _long_rows_shared(k: Kernel, values: list[U], loops: list[Loop], max_group: int) -> Kernel:
+    """A work-group per output (``group_local``, padded if need be) for a kernel of many outputs
+    whose reduce walks a row of at least :data:`GPU_LONG_ROW` contiguous elements; else ``k``."""
+    if len(loops) != 1 or is_symbolic(loops[0].size) or loops[0].size < GPU_LONG_ROW:
+        return k
+    var = loops[0].var
+    if not any(u.op == "load" and _stride(u.arg[1], var) == 1 for u in values):
+        return k  # (a column reduce: neighbouring outputs already read neighbouring elements)
+    width = _widest(max_group)
+    if loops[0].size % width == 0:
+        return apply_opt(k, Opt("group_local", 0, width))
+    return _padded_group(k, loops, max_group, 0)
 
 
 def _rows_shared(k: Kernel, max_group: int) -> Kernel:
     """A work-group per row (``rows_local``) for a kernel whose reduces are hoisted out of its
     innermost output loop (softmax, norms), rows of at least :data:`GPU_ROW_MIN`: the widest
-    work-group that divides the row and one of its reduce loops; else ``k``."""
-    if not k.loops or k.loops[-1].size < GPU_ROW_MIN:
+    work-group that divides the row and one of its reduce loops; a row of at least
+    :data:`GPU_PAD_MIN` that none divides (a vocabulary of 50257) is padded up to the widest
+    (``pad`` on the row, ``pad_reduce`` on its reduce loops); else ``k``."""
+    if not k.loops or is_symbolic(k.loops[-1].size) or k.loops[-1].size < GPU_ROW_MIN:
         return k
+    row, last = k.loops[-1].size, len(k.loops) - 1
     for width in (256, 128, 64, 32):
-        if width > max_group or k.loops[-1].size % width:
+        if width > max_group or row % width:
             continue
         try:
-            return apply_opt(k, Opt("rows_local", len(k.loops) - 1, width))
+            return apply_opt(k, Opt("rows_local", last, width))
         except OptError:
             continue
-    return k
+    if row < GPU_PAD_MIN:
+        return k
+    width = _widest(max_group)
+    try:
+        padded = apply_opt(k, Opt("pad", last, width))
+        for axis, lp in enumerate(reduce_loops(padded)):
+            if lp.size == row:
+                padded = apply_opt(padded, Opt("pad_reduce", axis, width))
+        return apply_opt(padded, Opt("rows_local", last, width))
+    except OptError:
+        return k
 
 
 def _register_tiles(k: Kernel, values: list[U]) -> Kernel:

@@ -29,6 +29,7 @@ from ..amp import float32_op
 from ..creation import arange
 from ..engine import capture
 from ..ops.elementwise import where
+from ..ops.reduce import _on_cpu
 from ..tensor import Tensor, result_type
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss", "cross_entropy",
@@ -203,6 +204,12 @@ def nll_loss(input: Any, target: Any, weight: Any = None, *, ignore_index: int =
     logp = _float(input)
     picked, w, _ = _class_targets(logp, target, weight, ignore_index)
     loss = -picked * w
+    if reduction in ("mean", "sum") and not _on_cpu(loss):
+        # on a GPU each row's loss is stored (N values) before their sum: fused into it, the
+        # per-row reduce over the classes made one kernel of a single output that read every
+        # logit (a language model's 8192 x 50257: one work-group; the CPU splits such a kernel
+        # across its threads itself)
+        loss = loss.contiguous()
     if reduction == "mean":
         return loss.sum() / w.sum()
     return _reduce(loss, reduction)
@@ -250,6 +257,8 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *, ignore_index: 
         valid = t.ne(ignore_index).astype(x.dtype)
         smooth = -(logp if cw is None else logp * cw).sum(axis) * valid
         loss = (1 - label_smoothing) * loss + (label_smoothing / n_classes) * smooth
+    if reduction in ("mean", "sum") and not _on_cpu(loss):
+        loss = loss.contiguous()  # (each row's loss stored before their sum: see nll_loss)
     if reduction == "mean":
         return loss.sum() / w.sum()
     return _reduce(loss, reduction)
