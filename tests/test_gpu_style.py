@@ -254,7 +254,7 @@ def test_rows_no_work_group_divides_are_padded_up_to_one(cl):
     big = _base(_real(GPU_MANY_OUTPUTS, 2053).sum(axis=1))  # many rows, each long and contiguous
     assert [str(o) for o in gpu_heuristics(big).opts] == ["pad_reduce(0, 256)", "group_local(0, 256)"]
     assert gpu_heuristics(_base(_real(2053, GPU_MANY_OUTPUTS).sum(axis=0))).opts == ()  # (columns: coalesced already)
-    explicit = [Opt("pad_reduce", 0, 64), Opt("group_local", 0, 64)]  # (a narrower group than the heuristics. 256)
+    explicit = [Opt("pad_reduce", 0, 64), Opt("group_local", 0, 64)]  # (a narrower group than the heuristics' 256)
     for t, opts in ((_real(4, 1100).softmax(-1), None), (_real(6, 2053).max(axis=1), explicit),
                     (_real(6, 1100).logsumexp(-1), None)):
         k0 = _base(t)
