@@ -75,6 +75,8 @@ def _gpu_shaped(device: str) -> None:
     (t(256, 64) @ t(64, 128)).tanh().numpy()  # register tiles
     t(64, 4096).sum(axis=1).numpy()  # a work-group reduce per row
     t(4, 8192).softmax(-1).numpy()
+    t(4, 1100).softmax(-1).numpy()  # a row no work-group divides: padded (pad, pad_reduce, rows_local)
+    t(4096, 2053).sum(axis=1).numpy()  # many long contiguous rows: a padded work-group each
     t(2, 4096).astype(cv.float16).sum(axis=1).numpy()
     cv.Tensor(rng.integers(-9, 9, (2, 4096)), device=device).prod(axis=1).numpy()
     (t(4, 4096) > 0).any(axis=1).numpy()
