@@ -251,7 +251,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         if n.op is Op.VAR and n.buffer is None and n.arg.kind == "leaf":
             self.node = leaf_node(Tensor._from_node(n.src[0], self.device).realize().node, n.arg)
         elif n.op is not Op.BUFFER:
-            h = holder(n)  # (a literal, or a view of one, is stored by a copy: see holder)
+            h = holder(n) if n.op is Op.CONST else n
             if h.buffer is not None and h.buffer.device != self.device:
                 h = on_device(h, self.device)
             _realize([h], self.device)

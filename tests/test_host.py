@@ -95,3 +95,16 @@ def test_errors_are_clear():
 def test_null_device_runs_nothing():
     a = cv.Tensor(well_conditioned(3), device="NULL")
     assert inv(a).numpy().shape == (3, 3)
+
+
+def test_a_literal_view_input_is_stored_apart_from_the_shared_literal():
+    import numpy as np
+
+    import corvid as cv
+    from corvid.engine.host import HostOp, host_call
+
+    lit = cv.full((), 1.0).reshape(1, 1).expand(3, 4)  # (a sum's cotangent looks like this)
+    op = HostOp("test.double", lambda a: a * 2)
+    (out,) = host_call(op, lit, outputs=[((3, 4), cv.float32)])
+    np.testing.assert_array_equal(out.numpy(), np.full((3, 4), 2.0))
+    assert lit.node.buffer is None and lit.node.src[0].buffer is None  # (later kernels still inline 1.0)

@@ -44,8 +44,8 @@ def debug_level() -> int:
 
 def holder(n: Node) -> Node:
     """The node whose buffer holds ``n``'s computed value: ``n`` itself, except for a literal
-    (CONST) or a view of one (``cv.ones((1, 1))`` is a reshaped CONST), which gets a CONTIGUOUS
-    copy. Nodes are shared (hash-consed): a buffer on the literal ``1.0``, or on its (1, 1) view,
+    (CONST) or a view of one (a sum's cotangent is a broadcast CONST), which gets a CONTIGUOUS
+    copy. Nodes are shared (hash-consed): a buffer on the literal ``1.0``, or on its broadcast,
     would make every later kernel that uses 1.0 that way read it from memory."""
     m = n
     while m.buffer is None and (m.op in MOVEMENT or m.op is Op.DETACH) and m.src:
