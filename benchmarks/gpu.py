@@ -90,14 +90,19 @@ QUICK_TEST_FILES = ("tests/test_cuda_runtime.py", "tests/test_data_devices.py") 
 TEST_FILTER = "CUDA or cuda"
 
 # Datasheet peaks, dense (no sparsity), at the boost clock, in TFLOP/s: float32 on the CUDA cores
-# (what a float32 product with TF32 off can reach), bfloat16 and float16 on the tensor cores.
+# (what a float32 product with TF32 off can reach), TF32, bfloat16, float16 and float8 on the tensor cores.
 # Matched against the GPU's name in this order (first match wins).
 SPEC_TFLOPS: list[tuple[tuple[str, ...], str, dict[str, float]]] = [
-    (("H100", "NVL"), "H100 NVL", {"float32": 60.0, "tf32": 418.0, "bfloat16": 835.0, "float16": 835.0}),
-    (("H100", "PCIE"), "H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
-    (("H100",), "H100 SXM", {"float32": 67.0, "tf32": 494.0, "bfloat16": 989.0, "float16": 989.0}),
-    (("H200", "NVL"), "H200 NVL", {"float32": 60.0, "tf32": 418.0, "bfloat16": 835.0, "float16": 835.0}),
-    (("H200",), "H200 SXM", {"float32": 67.0, "tf32": 494.0, "bfloat16": 989.0, "float16": 989.0}),
+    (("H100", "NVL"), "H100 NVL", {"float32": 60.0, "tf32": 418.0, "bfloat16": 835.0, "float16": 835.0,
+                                   "float8_e4m3fn": 1671.0}),
+    (("H100", "PCIE"), "H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.0, "float16": 756.0,
+                                     "float8_e4m3fn": 1513.0}),
+    (("H100",), "H100 SXM", {"float32": 67.0, "tf32": 494.0, "bfloat16": 989.0, "float16": 989.0,
+                             "float8_e4m3fn": 1979.0}),
+    (("H200", "NVL"), "H200 NVL", {"float32": 60.0, "tf32": 418.0, "bfloat16": 835.0, "float16": 835.0,
+                                   "float8_e4m3fn": 1671.0}),
+    (("H200",), "H200 SXM", {"float32": 67.0, "tf32": 494.0, "bfloat16": 989.0, "float16": 989.0,
+                             "float8_e4m3fn": 1979.0}),
 ]
 
 # The offline data: beside the repository (../shared/data, as here), or inside a copy of it that
@@ -1154,6 +1159,34 @@ def _matmul_tf32(ctx: Ctx) -> Bench:
                         numpy_fn=lambda x, y: x @ y)
 
 
+def _matmul_fp8(ctx: Ctx) -> Bench:
+    """A float8_e4m3fn product written in bfloat16, the layout 8-bit tensor cores take (``x @
+    w.T``): corvid's ``x8.astype(bfloat16) @ w8.astype(bfloat16).T`` (one 8-bit product, see
+    corvid/ops/blas.py) against PyTorch's ``torch._scaled_mm`` with unit scales."""
+    import corvid as cv
+
+    n = 64 if ctx.quick else 4096
+    rng = _rng()
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+
+    def corvid_mm(x: Any, w: Any) -> Any:
+        return x.astype(cv.bfloat16) @ w.astype(cv.bfloat16).T
+
+    def torch_mm(x: Any, w: Any) -> Any:
+        torch = ctx.torch
+        one = torch.ones((), dtype=torch.float32, device=x.device)
+        return torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    def numpy_mm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        import ml_dtypes
+
+        f8 = lambda v: v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)  # noqa: E731
+        return f8(x) @ f8(w).T
+
+    return _array_bench(ctx, [a, b], corvid_mm, torch_mm, 2.0 * n ** 3, 1e-2, 0.0, scaled=True,
+                        dtype="float8_e4m3fn", numpy_fn=numpy_mm)
+
+
 def _chain(ctx: Ctx) -> Bench:
     from .workloads import CHAIN
 
@@ -1391,6 +1424,9 @@ ROWS: list[GPURow] = [
     _matmul_row("float16", 2e-3),
     GPURow("matmul_4096_tf32", "a @ b, 4096x4096 float32, TF32 allowed (corvid: cv.matmul_precision('high'); "
            "torch: set_float32_matmul_precision('high'))", "compute", _matmul_tf32, "tf32",
+           compile_note="not tried (cuBLAS either way)"),
+    GPURow("matmul_4096_fp8", "x @ w.T, 4096x4096 float8_e4m3fn written as bfloat16 (corvid: the bfloat16 "
+           "widenings' product; torch: _scaled_mm)", "compute", _matmul_fp8, "float8_e4m3fn",
            compile_note="not tried (cuBLAS either way)"),
     GPURow("elementwise_chain", "((x*1.5+0.5).relu()*x).exp(), 64M float32", "bandwidth", _chain),
     GPURow("sum", "x.sum(), 64M float32", "bandwidth", _sum),

@@ -21,8 +21,13 @@ import numpy as np
 
 from corvid.runtime import cublaslt as L
 
-INVALID_VALUE, NOT_INITIALIZED = 7, 1
-NP = {L.R_32F: np.float32, L.R_64F: np.float64, L.R_16F: np.float16, L.R_16BF: ml_dtypes.bfloat16}
+INVALID_VALUE, NOT_INITIALIZED, NOT_SUPPORTED = 7, 1, 15
+NP = {L.R_32F: np.float32, L.R_64F: np.float64, L.R_16F: np.float16, L.R_16BF: ml_dtypes.bfloat16,
+      L.R_8F_E4M3: ml_dtypes.float8_e4m3fn, L.R_8F_E5M2: ml_dtypes.float8_e5m2}
+FP8 = (L.R_8F_E4M3, L.R_8F_E5M2)
+# 8-bit float products (cuBLASLt's documentation, for sm_89/sm_90): the result types each (C type) allows
+FP8_RESULTS = {L.R_16BF: (L.R_16BF, L.R_8F_E4M3, L.R_8F_E5M2), L.R_16F: (L.R_16F, L.R_8F_E4M3, L.R_8F_E5M2),
+               L.R_32F: (L.R_32F,)}
 # attribute -> its C type's size (cublasLt.h)
 DESC_SIZES = {L.DESC_TRANSA: 4, L.DESC_TRANSB: 4, L.DESC_EPILOGUE: 4, L.DESC_BIAS_POINTER: 8, L.DESC_BIAS_DATA_TYPE: 4}
 LAYOUT_SIZES = {L.LAYOUT_BATCH_COUNT: 4, L.LAYOUT_STRIDED_BATCH_OFFSET: 8}
@@ -81,7 +86,8 @@ class StandInLt:
 
     def cublasLtGetStatusString(self, status: int) -> bytes:
         return {INVALID_VALUE: b"an unsupported value or parameter was passed to the function",
-                NOT_INITIALIZED: b"the library was not initialized"}.get(int(status), b"?")
+                NOT_INITIALIZED: b"the library was not initialized",
+                NOT_SUPPORTED: b"the functionality requested is not supported"}.get(int(status), b"?")
 
     def cublasLtCreate(self, out: Any) -> int:
         self.calls.append(("create", None))
@@ -117,10 +123,40 @@ class StandInLt:
 
     cublasLtMatmulPreferenceDestroy = _destroy
 
+    def fp8_refusal(self, desc: dict, la: dict, lb: dict, lc: dict, ld_: dict) -> str | None:
+        """Why the library has no algorithm for an 8-bit float product (None: it has one, or the
+        product is not of 8-bit floats): on Hopper only "TN" (A transposed, B not), float32
+        compute, leading dimensions of A and B multiples of 16, not two E5M2 operands, C's type
+        one that allows D's, and for a float32 result a bfloat16 bias."""
+        if la["dtype"] not in FP8 and lb["dtype"] not in FP8:
+            return None
+        if la["dtype"] not in FP8 or lb["dtype"] not in FP8:
+            return "an 8-bit operand beside another type"
+        if (desc.get(L.DESC_TRANSA, 0), desc.get(L.DESC_TRANSB, 0)) != (L.OP_T, L.OP_N):
+            return "not TN"
+        if desc["compute"] != L.COMPUTE_32F or desc["scale"] != L.R_32F:
+            return "compute type"
+        if la["ld"] % 16 or lb["ld"] % 16:
+            return "leading dimension"
+        if la["dtype"] == lb["dtype"] == L.R_8F_E5M2:
+            return "two E5M2 operands"
+        if ld_["dtype"] not in FP8_RESULTS.get(lc["dtype"], ()):
+            return "C and D types"
+        if desc.get(L.DESC_EPILOGUE, L.EPILOGUE_DEFAULT) == L.EPILOGUE_BIAS:
+            want = L.R_16BF if ld_["dtype"] in (L.R_32F,) + FP8 else ld_["dtype"]
+            if desc.get(L.DESC_BIAS_DATA_TYPE, ld_["dtype"]) != want:
+                return "bias type"
+        return None
+
     def cublasLtMatmulAlgoGetHeuristic(self, handle, desc, a, b, c, d, pref, requested, results, count) -> int:
         self.calls.append(("heuristic", dict(self.objects[self._k(pref)])))
         if self.objects.get(self._k(handle), {}).get("kind") != "handle" or int(requested) < 1:
             return INVALID_VALUE
+        o, k = self.objects, self._k
+        why = self.fp8_refusal(o[k(desc)], o[k(a)], o[k(b)], o[k(c)], o[k(d)])
+        if why is not None:
+            self.calls.append(("refused", why))
+            return NOT_SUPPORTED
         self._aligned[self._k(desc)] = {a: v for a, v in self.objects[self._k(pref)].items() if isinstance(a, int)}
         r = results._obj
         r.algo[0] = ALGO_MARK
@@ -142,10 +178,12 @@ class StandInLt:
                 return INVALID_VALUE
         desc = o[k(desc)]
         la, lb, lc, ld_ = o[k(adesc)], o[k(bdesc)], o[k(cdesc)], o[k(ddesc)]
+        if self.fp8_refusal(desc, la, lb, lc, ld_) is not None:
+            return NOT_SUPPORTED
         epilogue = desc.get(L.DESC_EPILOGUE, L.EPILOGUE_DEFAULT)
         self.calls.append(("matmul", dict(compute=desc["compute"], transa=desc.get(L.DESC_TRANSA, 0),
-                                          transb=desc.get(L.DESC_TRANSB, 0), a=dict(la), b=dict(lb), d=dict(ld_),
-                                          epilogue=epilogue)))
+                                          transb=desc.get(L.DESC_TRANSB, 0), a=dict(la), b=dict(lb), c=dict(lc),
+                                          d=dict(ld_), epilogue=epilogue)))
         if epilogue not in (L.EPILOGUE_DEFAULT, L.EPILOGUE_BIAS) or \
                 (epilogue == L.EPILOGUE_BIAS and not desc.get(L.DESC_BIAS_POINTER)):
             return INVALID_VALUE

@@ -389,6 +389,7 @@ CONSTANTS = {
     "CUBLAS_COMPUTE_32F": L.COMPUTE_32F, "CUBLAS_COMPUTE_32F_FAST_16BF": L.COMPUTE_32F_FAST_16BF,
     "CUBLAS_COMPUTE_32F_FAST_TF32": L.COMPUTE_32F_FAST_TF32, "CUBLAS_COMPUTE_64F": L.COMPUTE_64F,
     "CUDA_R_32F": L.R_32F, "CUDA_R_64F": L.R_64F, "CUDA_R_16F": L.R_16F, "CUDA_R_16BF": L.R_16BF,
+    "CUDA_R_8F_E4M3": L.R_8F_E4M3, "CUDA_R_8F_E5M2": L.R_8F_E5M2,
 }
 
 
@@ -476,6 +477,8 @@ def _get(lib, fn, obj, attr, ctype):
     L.Gemm("float64", 7, 5, 3, False, False),
     L.Gemm("bfloat16", 64, 80, 96, False, True, bias=True),
     L.Gemm("float32", 5, 1000, 73, False, False, batch=2, b_stride=73000, alignments=(4, 64, 16)),
+    L.Gemm("float8_e4m3fn", 64, 80, 96, False, True, out="bfloat16", bias=True),
+    L.Gemm("float8_e4m3fn", 32, 48, 64, False, True, batch=3, a_stride=32 * 64, out="float32"),
 ])
 def test_the_real_library_holds_the_descriptors_as_meant(g):
     lib = _real_library()
@@ -492,7 +495,7 @@ def test_the_real_library_holds_the_descriptors_as_meant(g):
     assert _get(lib, desc, p.desc, L.DESC_EPILOGUE, ctypes.c_uint32) == \
         (L.EPILOGUE_BIAS if g.bias else L.EPILOGUE_DEFAULT)
     if g.bias:
-        assert _get(lib, desc, p.desc, L.DESC_BIAS_DATA_TYPE, i32) == L.DATA_TYPES[g.dtype]
+        assert _get(lib, desc, p.desc, L.DESC_BIAS_DATA_TYPE, i32) == L.DATA_TYPES[g.out_dtype]
         lt.bias(p.desc, 0x7F0000001000, "test")
         assert _get(lib, desc, p.desc, L.DESC_BIAS_POINTER, ctypes.c_uint64) == 0x7F0000001000
     lay = "cublasLtMatrixLayoutGetAttribute"
@@ -502,7 +505,8 @@ def test_the_real_library_holds_the_descriptors_as_meant(g):
                                  (p.d, (g.m, g.n, g.m), g.m * g.n)):
         assert (_get(lib, lay, layout, rows, u64), _get(lib, lay, layout, cols, u64),
                 _get(lib, lay, layout, ld, i64)) == want
-        assert _get(lib, lay, layout, 0, ctypes.c_uint32) == L.DATA_TYPES[g.dtype]  # CUBLASLT_MATRIX_LAYOUT_TYPE
+        kind = g.out_dtype if layout is p.d else g.dtype
+        assert _get(lib, lay, layout, 0, ctypes.c_uint32) == L.DATA_TYPES[kind]  # CUBLASLT_MATRIX_LAYOUT_TYPE
         assert _get(lib, lay, layout, L.LAYOUT_BATCH_COUNT, i32) == g.batch
         if g.batch > 1:
             assert _get(lib, lay, layout, L.LAYOUT_STRIDED_BATCH_OFFSET, i64) == stride
@@ -760,3 +764,138 @@ def test_few_rows_times_a_computed_weight_stay_fused(dev):
     big = want(x64)  # (many rows: the weight stored once, then the library)
     np.testing.assert_allclose((_t(x64) @ w.T).numpy(), big, rtol=1e-4, atol=1e-4 * np.abs(big).max())
     assert len(dev.standin.matmuls()) == 2
+
+
+# --- 8-bit floats -----------------------------------------------------------------------------------------
+
+def _fp8(*shape, seed=0, kind="float8_e4m3fn", scale=4.0):
+    import ml_dtypes
+
+    return (_rand(*shape, seed=seed) * scale).astype(getattr(ml_dtypes, kind))
+
+
+def _fp8_reference(a, b, out):
+    """The float64 product of the 8-bit values, rounded once to ``out`` (numpy's dtype)."""
+    return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(out)
+
+
+def _close_in(got, want, dtype):
+    """Equal up to one rounding of ``dtype``, or float32 sums in another order than float64's."""
+    import ml_dtypes
+
+    eps = max(float(ml_dtypes.finfo(dtype).eps), 1e-5)
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    np.testing.assert_allclose(g, w, rtol=eps, atol=eps * np.nanmax(np.abs(w)) * 1e-3)
+
+
+@pytest.mark.parametrize("out", ["bfloat16", "float16", "float32"])
+def test_widened_float8_operands_are_one_float8_product(dev, out):
+    import ml_dtypes
+
+    a, w = _fp8(64, 96), _fp8(80, 96, seed=1)  # x @ w.T: the library's only 8-bit layout, no copy
+    wide = getattr(cv, out)
+    got = (_t(a).astype(wide) @ _t(w).astype(wide).T).numpy()
+    npd = np.float32 if out == "float32" else getattr(ml_dtypes, out) if out == "bfloat16" else np.float16
+    assert got.dtype == npd
+    _close_in(got, _fp8_reference(a, w.T, npd), npd)
+    (call,) = dev.standin.matmuls()
+    assert call["a"]["dtype"] == call["b"]["dtype"] == L.R_8F_E4M3  # (the 8-bit operands, read as stored)
+    assert call["d"]["dtype"] == call["c"]["dtype"] == L.DATA_TYPES[out]
+    assert (call["transa"], call["transb"]) == (L.OP_T, L.OP_N) and call["compute"] == L.COMPUTE_32F
+
+
+def test_a_float8_product_is_rounded_once_to_float8(dev):
+    import ml_dtypes
+
+    a, b = _fp8(64, 96, scale=1), _fp8(96, 80, seed=1, scale=1)  # b stored (k, m): copied to (m, k) for the library
+    got = _t(a) @ _t(b)
+    assert got.dtype is cv.float8_e4m3fn
+    want = _fp8_reference(a, b, np.float32).astype(ml_dtypes.float8_e4m3fn)
+    _close_in(got.numpy().astype(np.float32), want.astype(np.float32), np.float32)
+    assert not np.isnan(want.astype(np.float32)).any()  # (in range: 448 is float8_e4m3fn's largest)
+    mismatch = got.numpy().astype(np.float32) != want.astype(np.float32)
+    assert mismatch.mean() < 0.01  # (a sum on the other side of an 8-bit rounding boundary: rare)
+    (call,) = dev.standin.matmuls()
+    assert call["a"]["dtype"] == L.R_8F_E4M3 and call["d"]["dtype"] == L.R_32F
+
+
+@pytest.mark.parametrize("ta", [False, True])
+def test_float8_operands_in_other_layouts_are_copied_to_the_libraries(dev, ta):
+    a, b = _fp8(2, 64, 64), _fp8(64, 48, seed=1)
+    ca = _t(np.ascontiguousarray(np.swapaxes(a, -1, -2))).mT if ta else _t(a)
+    got = (ca.astype(cv.float32) @ _t(b).astype(cv.float32)).numpy()
+    _close_in(got, _fp8_reference(a, b, np.float32), np.float32)
+    calls = dev.standin.matmuls()
+    assert calls
+    for call in calls:
+        assert call["a"]["dtype"] == L.R_8F_E4M3 and (call["transa"], call["transb"]) == (L.OP_T, L.OP_N)
+
+
+@pytest.mark.parametrize("case", ["e5m2", "mixed", "odd k", "sm_80"])
+def test_float8_products_the_tensor_cores_do_not_take_are_bfloat16_products(case):
+    import ml_dtypes
+
+    kinds = {"e5m2": ("float8_e5m2",) * 2, "mixed": ("float8_e4m3fn", "float8_e5m2")}.get(case, ("float8_e4m3fn",) * 2)
+    k = 72 if case == "odd k" else 96
+    a, w = _fp8(64, k, kind=kinds[0]), _fp8(80, k, seed=1, kind=kinds[1])
+    target = f"{__name__}:OldBlasCUDA" if case == "sm_80" else f"{__name__}:BlasCUDA"
+    with registered(DEV, target) as d:
+        got = (_t(a).astype(cv.bfloat16) @ _t(w).astype(cv.bfloat16).T).numpy()
+        calls = d.standin.matmuls()
+    _close_in(got, _fp8_reference(a, w.T, ml_dtypes.bfloat16), ml_dtypes.bfloat16)
+    assert calls and all(c["a"]["dtype"] == L.R_16BF for c in calls)
+
+
+class OldBlasCUDA(BlasCUDA):
+    """The stand-in CUDA device as an sm_80 GPU: no 8-bit float tensor cores."""
+
+    def __init__(self):
+        super().__init__()
+        self.arch = "sm_80"
+
+
+def test_float8_linear_adds_its_bias_in_the_product_as_the_library_allows(dev):
+    import ml_dtypes
+
+    x, w = _fp8(64, 96), _fp8(80, 96, seed=1)
+    bias = _rand(80, seed=2)
+    for out, epilogue in (("bfloat16", L.EPILOGUE_BIAS), ("float32", L.EPILOGUE_DEFAULT)):
+        dev.standin.calls.clear()
+        wide = getattr(cv, out)
+        got = cv.nn.functional.linear(_t(x).astype(wide), _t(w).astype(wide), _t(bias).astype(wide)).numpy()
+        npd = ml_dtypes.bfloat16 if out == "bfloat16" else np.float32
+        want = (np.matmul(x.astype(np.float64), w.T.astype(np.float64)) + bias.astype(npd).astype(np.float64))
+        _close_in(got, want.astype(npd), npd)
+        (call,) = dev.standin.matmuls()
+        assert call["a"]["dtype"] == L.R_8F_E4M3 and call["epilogue"] == epilogue
+
+
+def test_float8_product_gradients_and_jvp_match_the_cpu(dev):
+    x, w = _fp8(64, 96), _fp8(80, 96, seed=1)
+    s = _rand(64, 80, seed=3)
+
+    def f(x, w, s):
+        return ((x.astype(cv.bfloat16) @ w.astype(cv.bfloat16).T).astype(cv.float32) * s).sum()
+
+    want_v, want = cv.value_and_grad(f, argnums=(0, 1))(cv.Tensor(x), cv.Tensor(w), cv.Tensor(s))
+    got_v, got = cv.value_and_grad(f, argnums=(0, 1))(_t(x), _t(w), _t(s))
+    np.testing.assert_allclose(float(got_v.numpy()), float(want_v.numpy()), rtol=1e-3)
+    for g, wa in zip(got, want):
+        assert g.dtype is cv.float8_e4m3fn
+        np.testing.assert_allclose(g.numpy().astype(np.float32), wa.numpy().astype(np.float32), rtol=0.07)
+    # (the forward's product reads the 8-bit operands; the gradients' products, of a bfloat16
+    # cotangent and an 8-bit operand, are bfloat16 products)
+    assert [c["a"]["dtype"] for c in dev.standin.matmuls()].count(L.R_8F_E4M3) == 1
+    tx = _fp8(64, 96, seed=4)
+    _, want_t = cv.jvp(lambda x: f(x, cv.Tensor(w), cv.Tensor(s)), (cv.Tensor(x),), (cv.Tensor(tx),))
+    _, got_t = cv.jvp(lambda x: f(x, _t(w), _t(s)), (_t(x),), (_t(tx),))
+    np.testing.assert_allclose(float(got_t.numpy()), float(want_t.numpy()), rtol=2e-2)
+
+
+def test_vmap_over_float8_operands_matches_a_loop(dev):
+    x, w = _fp8(3, 64, 64), _fp8(80, 64, seed=1)  # (each example's product is large enough for the library)
+    f = lambda x: x.astype(cv.float32) @ _t(w).astype(cv.float32).T  # noqa: E731
+    got = cv.vmap(f)(_t(x)).numpy()
+    assert [c["a"]["dtype"] for c in dev.standin.matmuls()] == [L.R_8F_E4M3]
+    for i in range(3):
+        _close_in(got[i], _fp8_reference(x[i], w.T, np.float32), np.float32)

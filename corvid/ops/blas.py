@@ -18,6 +18,11 @@ library's tensor-core kernels are worth far more than the fusion.
   again, so they take this route too.
 * Forward mode: a ``custom_jvp`` whose tangent is ``ta @ b + a @ tb`` (products again).
 * ``vmap``: the op takes leading batch axes.
+* 8-bit floats: a product of two float8 operands, or of their widenings
+  (``a8.astype(cv.bfloat16) @ w8.astype(cv.bfloat16).T``, the way a quantized model is written),
+  runs on the GPU's 8-bit tensor cores where it has them (sm_89 and later), summed in float32 and
+  written in the widened dtype (or rounded once to the 8-bit float for ``a8 @ b8``); see
+  :func:`_float8_product`.
 """
 
 from __future__ import annotations
@@ -39,17 +44,18 @@ MIN_WORK = 1 << 18  # multiply-adds (batch*n*m*k): four 64x64x64 products; below
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
-def _reference(a: np.ndarray, b: np.ndarray, *bias: np.ndarray, ta: bool, tb: bool, precision: str) -> np.ndarray:
+def _reference(a: np.ndarray, b: np.ndarray, *bias: np.ndarray, ta: bool, tb: bool, precision: str,
+               out: str = "") -> np.ndarray:
     """What the library computes, in numpy: narrow operands in float32 (the library's sums), the
-    bias added before the one rounding to the operands' dtype."""
+    bias added before the one rounding to the result's dtype (``out``, else the operands')."""
     wide = np.float64 if a.dtype == np.float64 else np.float32
     x = np.swapaxes(a, -1, -2) if ta else a
     y = np.swapaxes(b, -1, -2) if tb else b
-    out = np.matmul(x.astype(wide), y.astype(wide))
+    product = np.matmul(x.astype(wide), y.astype(wide))
     if bias:  # (m,), or (*vmap axes, m): those are the output's first axes
         b = bias[0]
-        out = out + b.reshape(b.shape[:-1] + (1,) * (out.ndim - b.ndim) + b.shape[-1:]).astype(wide)
-    return out.astype(a.dtype)
+        product = product + b.reshape(b.shape[:-1] + (1,) * (product.ndim - b.ndim) + b.shape[-1:]).astype(wide)
+    return product.astype(getattr(dt, out).np if out else a.dtype)
 
 
 def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
@@ -76,9 +82,9 @@ def _flops(params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
     return 2 * math.prod(lead) * a[-2] * a[-1] * m
 
 
-def _op(ta: bool, tb: bool, precision: str) -> HostOp:
-    return HostOp("gemm", _reference, (("ta", ta), ("tb", tb), ("precision", precision)), batched=True,
-                  native=_native, flops=_flops)
+def _op(ta: bool, tb: bool, precision: str, out: str = "") -> HostOp:
+    params = (("ta", ta), ("tb", tb), ("precision", precision)) + ((("out", out),) if out else ())
+    return HostOp("gemm", _reference, params, batched=True, native=_native, flops=_flops)
 
 
 def available(device: str) -> bool:
@@ -98,7 +104,7 @@ def available(device: str) -> bool:
 def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
     """The batch shape of ``a @ b`` where the library computes it (see the module docstring),
     else None."""
-    if common.name not in DTYPES or a.device != b.device or not available(a.device):
+    if (common.name not in DTYPES and common not in FLOAT8) or a.device != b.device or not available(a.device):
         return None
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -131,6 +137,13 @@ def _held(t: Tensor) -> bool:
 def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
     """``a @ b`` in ``common`` through the device's library, or None where it does not apply
     (see the module docstring)."""
+    if common in FLOAT8:  # (summed in float32 by the library, rounded once to the 8-bit float by corvid)
+        product = _float8_product(a.astype(common), b.astype(common), dt.float32)
+        return None if product is None else product.astype(common)
+    if common in _FLOAT8_OUT:
+        a8, b8 = _float8_source(a), _float8_source(b)
+        if a8 is not None and b8 is not None:
+            return _float8_product(a8, b8, common)
     batch = _applies(a, b, common)
     return None if batch is None else _gemm(a.astype(common), b.astype(common), batch)
 
@@ -145,10 +158,73 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor | None:
     if x.ndim < 2 or bias.ndim != 1 or bias.device != x.device:
         return None
     common = result_type(x, weight)
+    if common in _FLOAT8_OUT and bias.dtype == common:
+        x8, w8 = _float8_source(x), _float8_source(weight)
+        if x8 is not None and w8 is not None:
+            return _float8_product(x8, w8.T, common, bias)
     batch = _applies(x, weight.T, common)
     if batch is None or bias.dtype != common:
         return None
     return _gemm(x.astype(common), weight.astype(common).T, batch, bias)
+
+
+# --- 8-bit floats ------------------------------------------------------------------------------------
+
+FLOAT8 = (dt.float8_e4m3fn, dt.float8_e5m2)
+_FLOAT8_OUT = (dt.bfloat16, dt.float16, dt.float32)  # what a product of 8-bit floats may be written as
+
+
+def _float8_source(t: Tensor) -> Tensor | None:
+    """The 8-bit float tensor of which ``t`` is a widening (``x8.astype(cv.bfloat16)``, or a
+    transposed view of one), else None. A widening of an 8-bit float is exact, so the product of
+    two widened operands is the library's product of the 8-bit floats themselves, written in the
+    wider dtype: what XLA makes of ``dot(convert(a8), convert(b8))`` too."""
+    from ..graph.node import Op
+    from .reduce import _swaps_last_axes
+
+    n = t.node
+    swapped = _swaps_last_axes(n)
+    if swapped:
+        n = n.src[0]
+    if n.op is not Op.CAST or n.src[0].dtype not in FLOAT8:
+        return None
+    source = t._new(n.src[0])
+    return source.mT if swapped else source
+
+
+def _float8_product(a8: Tensor, b8: Tensor, out: dt.DType, bias: Tensor | None = None) -> Tensor | None:
+    """``a8 @ b8`` (8-bit floats) summed in float32 and written as ``out`` (float32, bfloat16 or
+    float16), by the library, or None where it does not compute the product.
+
+    On a GPU with 8-bit float tensor cores (sm_89 and later; :attr:`Blas.fp8`) the product reads
+    the 8-bit operands. The library takes them in one layout only: both with ``k`` contiguous
+    (``a`` as (n, k), ``b`` as the transpose of an (m, k) matrix: ``x @ w.T``), so an operand
+    stored otherwise is copied first (a byte per element), and ``k`` and ``m`` must be multiples
+    of 16. float8_e5m2 operands (which it takes only beside a float8_e4m3fn one), other sizes and
+    older GPUs: the operands are widened to bfloat16 (float16 for a float16 result; both exact)
+    and multiplied as those, with the same float32 sums and the one rounding to ``out``."""
+    from ..runtime.device import get_device
+    from .reduce import _transposed_view
+
+    if a8.device != b8.device or not available(a8.device):
+        return None
+    k, m = a8.shape[-1], b8.shape[-1]
+    cores = get_device(a8.device).blas().fp8 and a8.dtype is b8.dtype is dt.float8_e4m3fn and \
+        isinstance(k, int) and isinstance(m, int) and k % 16 == 0 and m % 16 == 0
+    if not cores:
+        wide = dt.float16 if out is dt.float16 else dt.bfloat16
+        batch = _applies(a8, b8, wide)
+        if batch is None:
+            return None
+        return _gemm(a8.astype(wide), b8.astype(wide), batch, bias, out if out is not wide else None)
+    batch = _applies(a8, b8, a8.dtype)
+    if batch is None:
+        return None
+    x = a8.contiguous() if _transposed_view(a8) else a8
+    y = b8 if _transposed_view(b8) else b8.mT.contiguous().mT
+    if bias is not None and out is dt.float32:  # (the library's float32 result of 8-bit floats takes a bfloat16 bias)
+        return _gemm(x, y, batch, None, out) + bias
+    return _gemm(x, y, batch, bias, out)
 
 
 def _fit(t: Tensor, batch: tuple[int, ...]) -> Tensor:
@@ -174,14 +250,16 @@ def _stored(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, bool]:
     return _fit(t, batch), False
 
 
-def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...], bias: Tensor | None = None) -> Tensor:
+def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...], bias: Tensor | None = None,
+          out: dt.DType | None = None) -> Tensor:
+    """The op on ``a`` and ``b`` as stored; ``out``: the result's dtype where it is not theirs."""
     n, m = a.shape[-2], b.shape[-1]
     from .reduce import _transposed_view
 
     if b.ndim == 2 and a.ndim > 2 and batch and not _transposed_view(a):  # (every batch entry's rows times one b)
-        return _gemm(a.reshape(-1, a.shape[-1]), b, (), bias).reshape(batch + (n, m))
+        return _gemm(a.reshape(-1, a.shape[-1]), b, (), bias, out).reshape(batch + (n, m))
     (x, ta), (y, tb) = _stored(a, batch), _stored(b, batch)
-    return _product(x, y, bias, ta, tb, batch)
+    return _product(x, y, bias, ta, tb, batch, "" if out is None or out is a.dtype else out.name)
 
 
 def _op_of(x: Tensor, t: bool) -> Tensor:
@@ -189,30 +267,32 @@ def _op_of(x: Tensor, t: bool) -> Tensor:
     return x.mT if t else x
 
 
-def _call(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
+def _call(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...], out: str) -> Tensor:
     from ..amp import get_float32_matmul_precision
 
     n = x.shape[-1] if ta else x.shape[-2]
     m = y.shape[-2] if tb else y.shape[-1]
     precision = get_float32_matmul_precision() if x.dtype is dt.float32 else "highest"
     ins = (x, y) if bias is None else (x, y, bias)
-    (out,) = host_call(_op(ta, tb, precision), *ins, outputs=[(batch + (n, m), x.dtype)])
-    return out
+    (result,) = host_call(_op(ta, tb, precision, out), *ins,
+                          outputs=[(batch + (n, m), getattr(dt, out) if out else x.dtype)])
+    return result
 
 
 @custom_vjp
-def _product_vjp(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
-    return _call(x, y, bias, ta, tb, batch)
+def _product_vjp(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...],
+                 out: str) -> Tensor:
+    return _call(x, y, bias, ta, tb, batch, out)
 
 
-def _product_fwd(x, y, bias, ta, tb, batch):
-    return _call(x, y, bias, ta, tb, batch), (x, y, bias is not None, ta, tb)
+def _product_fwd(x, y, bias, ta, tb, batch, out):
+    return _call(x, y, bias, ta, tb, batch, out), (x, y, bias is not None, ta, tb)
 
 
 def _product_bwd(res, g):
     """``op(a)``'s gradient ``g @ op(b).mT`` and ``op(b)``'s ``op(a).mT @ g``, each turned back
     into the stored operand's layout and summed over a batch it was shared by; the bias's, ``g``
-    summed over its rows."""
+    summed over its rows. (Operands of another dtype than the result, 8-bit floats, get theirs.)"""
     from .reduce import _sum_to
 
     x, y, has_bias, ta, tb = res
@@ -221,23 +301,27 @@ def _product_bwd(res, g):
     dx = da.mT if ta else da
     dy = db.mT if tb else db
     dbias = g.sum(tuple(range(g.ndim - 1))) if has_bias else None
-    return _sum_to(dx, x.shape), _sum_to(dy, y.shape), dbias, None, None, None
+    return (_sum_to(dx, x.shape).astype(x.dtype), _sum_to(dy, y.shape).astype(y.dtype), dbias,
+            None, None, None, None)
 
 
 _product_vjp.defvjp(_product_fwd, _product_bwd)
 
 
 @custom_jvp
-def _product(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...]) -> Tensor:
-    return _product_vjp(x, y, bias, ta, tb, batch)
+def _product(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...],
+             out: str = "") -> Tensor:
+    return _product_vjp(x, y, bias, ta, tb, batch, out)
 
 
 @_product.defjvp
 def _product_jvp(primals: tuple, tangents: tuple) -> tuple[Tensor, Tensor]:
-    x, y, bias, ta, tb, batch = primals
+    x, y, bias, ta, tb, batch, out = primals
     tx, ty, tbias = tangents[:3]
-    out = _product(x, y, bias, ta, tb, batch)
-    tangent = _op_of(tx, ta) @ _op_of(y, tb) + _op_of(x, ta) @ _op_of(ty, tb)
+    result = _product(x, y, bias, ta, tb, batch, out)
+    wide = getattr(dt, out) if out else x.dtype  # (8-bit operands: their widenings, as the product reads them)
+    tangent = _op_of(tx, ta).astype(wide) @ _op_of(y, tb).astype(wide) + \
+        _op_of(x, ta).astype(wide) @ _op_of(ty, tb).astype(wide)
     if bias is not None and tbias is not None:
         tangent = tangent + tbias
-    return out, tangent
+    return result, tangent

@@ -62,10 +62,14 @@ PREF_MIN_ALIGNMENT_A_BYTES, PREF_MIN_ALIGNMENT_B_BYTES = 5, 6
 PREF_MIN_ALIGNMENT_C_BYTES, PREF_MIN_ALIGNMENT_D_BYTES = 7, 8
 ALIGNMENT = 256  # what cuMemAlloc's blocks are aligned to, and what the library assumes unless told
 COMPUTE_32F, COMPUTE_32F_FAST_16BF, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 75, 77, 70
-R_32F, R_64F, R_16F, R_16BF = 0, 1, 2, 14
+R_32F, R_64F, R_16F, R_16BF, R_8F_E4M3, R_8F_E5M2 = 0, 1, 2, 14, 28, 29
 
 # corvid dtype name -> the cudaDataType of the operands and the result (Gemm.compute gives the compute and scale types)
-DATA_TYPES = {"float32": R_32F, "float64": R_64F, "float16": R_16F, "bfloat16": R_16BF}
+DATA_TYPES = {"float32": R_32F, "float64": R_64F, "float16": R_16F, "bfloat16": R_16BF,
+              "float8_e4m3fn": R_8F_E4M3, "float8_e5m2": R_8F_E5M2}
+FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
+FP8_ARCH = 89  # compute capability (x10) from which the library has 8-bit float tensor-core products (Ada, Hopper)
+FP8_ALIGN = 16  # elements: what an 8-bit float product's k and leading dimensions must be multiples of
 # float32's compute type by precision (the others have one each)
 FLOAT32_COMPUTE = {"highest": COMPUTE_32F, "high": COMPUTE_32F_FAST_TF32, "medium": COMPUTE_32F_FAST_16BF}
 
@@ -252,12 +256,17 @@ class Gemm:
     precision: str = "highest"
     bias: bool = False  # a bias vector of m entries added to every row (cuBLASLt's bias epilogue)
     alignments: tuple[int, int, int] = (ALIGNMENT, ALIGNMENT, ALIGNMENT)  # bytes: a's, b's and the output's addresses
+    out: str = ""  # the result's dtype (C's and D's) where it is not the operands' ("": theirs)
+
+    @property
+    def out_dtype(self) -> str:
+        return self.out or self.dtype
 
     def describe(self) -> str:
         a = f"({self.k}x{self.n})^T" if self.ta else f"({self.n}x{self.k})"
         b = f"({self.m}x{self.k})^T" if self.tb else f"({self.k}x{self.m})"
         return f"{self.dtype} {a} @ {b}" + (f", batch {self.batch}" if self.batch > 1 else "") + \
-            (" + bias" if self.bias else "")
+            (" + bias" if self.bias else "") + (f" -> {self.out}" if self.out else "")
 
     def compute(self) -> tuple[int, int, Any]:
         """(compute type, scale type, ctypes type of alpha and beta)."""
@@ -265,7 +274,7 @@ class Gemm:
             return COMPUTE_64F, R_64F, ctypes.c_double
         if self.dtype == "float32":
             return FLOAT32_COMPUTE[self.precision], R_32F, ctypes.c_float
-        return COMPUTE_32F, R_32F, ctypes.c_float  # (float16/bfloat16 operands: float32 sums and scale)
+        return COMPUTE_32F, R_32F, ctypes.c_float  # (16- and 8-bit float operands: float32 sums and scale)
 
 
 class Plan:
@@ -274,10 +283,10 @@ class Plan:
 
     def __init__(self, lt: CublasLt, handle: _Owned | None, g: Gemm, workspace: int):
         what = g.describe()
-        dtype = DATA_TYPES[g.dtype]
+        dtype, out = DATA_TYPES[g.dtype], DATA_TYPES[g.out_dtype]
         compute, scale, self.scalar = g.compute()
         self.desc = lt.matmul_desc(compute, scale, OP_T if g.tb else OP_N, OP_T if g.ta else OP_N, what,
-                                   bias_type=dtype if g.bias else None)
+                                   bias_type=out if g.bias else None)
         # X: corvid's b, stored row-major (k, m) = column-major (m, k), or (m, k) row-major if tb
         self.x = lt.layout(dtype, g.k if g.tb else g.m, g.m if g.tb else g.k, g.k if g.tb else g.m, g.batch,
                            g.b_stride, what)
@@ -285,7 +294,7 @@ class Plan:
         self.y = lt.layout(dtype, g.n if g.ta else g.k, g.k if g.ta else g.n, g.n if g.ta else g.k, g.batch,
                            g.a_stride, what)
         # D (and C): row-major (n, m) = column-major (m, n)
-        self.d = lt.layout(dtype, g.m, g.n, g.m, g.batch, g.m * g.n, what)
+        self.d = lt.layout(out, g.m, g.n, g.m, g.batch, g.m * g.n, what)
         self.pref = lt.preference(workspace, what, g.alignments)
         self.algo = lt.heuristic(handle, self.desc, self.x, self.y, self.d, self.pref, what) if handle else None
         self.alpha, self.beta = self.scalar(1.0), self.scalar(0.0)
@@ -303,6 +312,9 @@ class Blas:
         self.workspace = int(device.allocator._alloc(WORKSPACE_BYTES))  # (kept for the device's lifetime)
         self._plans: dict[Gemm, Plan] = {}
         self._lock = threading.Lock()
+        arch = str(getattr(device, "arch", ""))
+        # whether the GPU has 8-bit float tensor cores (sm_89 and later): products of them then run as such
+        self.fp8 = arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= FP8_ARCH
 
     def plan(self, g: Gemm) -> Plan:
         with self._lock:
@@ -402,11 +414,19 @@ def layout(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: Any, param
         idx.reverse()
         offsets.append((sum(i * s for i, s in zip(idx, out_str)), sum(i * s for i, s in zip(idx, a_str)),
                         sum(i * s for i, s in zip(idx, b_str))))
+    out = params.get("out", "")
+    sizes = (dtype.itemsize, dtype.itemsize, _itemsize(out) if out else dtype.itemsize)  # (a, b, the output)
     # (an outer loop's offsets may leave an operand less aligned than its block: the heuristic is told)
-    align = tuple(math.gcd(ALIGNMENT, *(off[j] * dtype.itemsize for off in offsets)) for j in (1, 2, 0))
+    align = tuple(math.gcd(ALIGNMENT, *(off[j] * sizes[j] for off in offsets)) for j in (1, 2, 0))
     gemm = Gemm(dtype.name, n, m, k, ta, tb, batch, a_stride, b_stride, params.get("precision", "highest"), bias,
-                align)  # type: ignore[arg-type]
+                align, out)  # type: ignore[arg-type]
     return gemm, offsets
+
+
+def _itemsize(name: str) -> int:
+    from .. import dtype as dt
+
+    return getattr(dt, name).itemsize
 
 
 class GemmProgram(Program):
@@ -422,6 +442,7 @@ class GemmProgram(Program):
         self.device, self.blas, self.params, self.dtype = device, blas, dict(params), a_dt
         self.has_bias = len(in_specs) > 2
         self.itemsize = a_dt.itemsize
+        self.out_itemsize = _itemsize(params["out"]) if params.get("out") else a_dt.itemsize
         self.takes_sizes = any(is_symbolic(d) for d in a_shape + b_shape)
         if self.takes_sizes:  # (each size a function of the call's sizes)
             self._shapes = [tuple(size_function(d) for d in shape) for shape in (a_shape, b_shape)]
@@ -446,9 +467,10 @@ class GemmProgram(Program):
         gemm, offsets = self._at(sizes)
         out, a, b = (int(h) for h in handles[:3])
         bias = int(handles[3]) if self.has_bias else None
-        size = self.itemsize
+        size, out_size = self.itemsize, self.out_itemsize
         for o, x, y in offsets:
-            self.blas.run(gemm, out + o * size, a + x * size, b + y * size, self.device.stream, bias)  # type: ignore[arg-type]
+            self.blas.run(gemm, out + o * out_size, a + x * size, b + y * size, self.device.stream,  # type: ignore[arg-type]
+                          bias)
 
 
 def _aligned(a: tuple, b: tuple) -> tuple[tuple, tuple]:
