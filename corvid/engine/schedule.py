@@ -751,8 +751,12 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
                                     threads, flops)
             return _Compiled(kernel, source)  # type: ignore[arg-type]
 
-        compiled = _cached((_family(device), "template") + key[1:], make_template)
-        return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
+        try:
+            compiled = _cached((_family(device), "template") + key[1:], make_template)
+        except NotImplementedError:  # (the renderer has no kernel for this variant: the numpy function computes)
+            pass
+        else:
+            return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
 
     def make() -> _Compiled:
         specs = [(n.shape, n.dtype) for n in inputs]

@@ -1,7 +1,8 @@
 """Fused attention on GPU-style devices: one kernel, the scores never stored.
 
 ``scaled_dot_product_attention`` on the CL and CUDA devices (float32 work; float16 and bfloat16
-inputs are widened first) computes ``softmax(q @ k.T * scale + mask) @ v`` with a
+inputs are widened first, except bfloat16 ones on a GPU with tensor cores, whose forward is
+:mod:`corvid.render.cuda_attention`'s) computes ``softmax(q @ k.T * scale + mask) @ v`` with a
 flash-attention-style streaming softmax (:func:`corvid.render.gpu.render_attention`): each work
 item owns a query row, the work-group loads tiles of keys and values into local memory, and the
 row keeps a running maximum, sum and output, so memory grows with the sequence, not its square.
@@ -42,8 +43,10 @@ def _scores(q: np.ndarray, k: np.ndarray, mask: np.ndarray | None, causal: bool,
 
 
 def _host(*arrays: np.ndarray, kind: str, causal: bool, scale: float, has_mask: bool) -> Any:
-    """The host version of the three kernels (the whole score matrix at once)."""
-    q, k, v = arrays[:3]
+    """The host version of the kernels (the whole score matrix at once); ``fwd_tc``, the forward
+    of bfloat16 operands on tensor cores, is ``fwd`` of their float32 values."""
+    q, k, v = (a.astype(np.float32) for a in arrays[:3])
+    kind = "fwd" if kind == "fwd_tc" else kind
     mask = arrays[3] if has_mask else None
     rest = arrays[4 if has_mask else 3:]
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -103,17 +106,66 @@ def _attention_bwd(res, g):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
+def _forward_tc(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float
+                ) -> tuple[Tensor, Tensor]:
+    ins = [q, k, v] + ([mask] if mask is not None else [])
+    lead, tq, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
+    out, lse = host_call(_op("fwd_tc", causal, scale, mask is not None), *ins,
+                         outputs=[(lead + (tq, dv), dt.float32), (lead + (tq,), dt.float32)])
+    return out, lse
+
+
+@custom_vjp
+def _attention_tc(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
+    """Attention of bfloat16 operands with the forward on tensor cores
+    (:mod:`corvid.render.cuda_attention`); the backward is the float32 kernels' on the operands'
+    exact float32 values, with the forward's log-sum-exp."""
+    return _forward_tc(q, k, v, mask, causal, scale)[0]
+
+
+def _attention_tc_fwd(q, k, v, mask, causal, scale):
+    out, lse = _forward_tc(q, k, v, mask, causal, scale)
+    return out, (q, k, v, mask, causal, scale, out, lse)
+
+
+def _attention_tc_bwd(res, g):
+    q, k, v, mask, causal, scale, out, lse = res
+    wide = tuple(t.astype(dt.float32).contiguous() for t in (q, k, v))
+    dq, dk, dv = _attention_bwd(wide + (mask, causal, scale, out, lse), g)[:3]
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None
+
+
+_attention_tc.defvjp(_attention_tc_fwd, _attention_tc_bwd)
+
+
 def route() -> str:
     """``$CORVID_ATTENTION``: ``fused`` (the default: the fused kernels wherever they serve the
-    call, on the CPU and on GPU-style devices) or ``composite`` (never: the score matrix from
-    products, a softmax kernel, a product again; on a GPU whose products go to a library, that
-    is the library's tensor cores against the fused kernels' float32 arithmetic)."""
+    call, on the CPU and on GPU-style devices; bfloat16 operands on a GPU with tensor cores take
+    the tensor-core forward), ``float32`` (the fused float32 kernels for every dtype) or
+    ``composite`` (never: the score matrix from products, a softmax kernel, a product again; on
+    a GPU whose products go to a library, that is the library's tensor cores)."""
     import os
 
     value = os.environ.get("CORVID_ATTENTION", "fused").strip().lower() or "fused"
-    if value not in ("fused", "composite"):
-        raise ValueError(f"CORVID_ATTENTION={value!r}: expected 'fused' or 'composite'")
+    if value not in ("fused", "float32", "composite"):
+        raise ValueError(f"CORVID_ATTENTION={value!r}: expected 'fused', 'float32' or 'composite'")
     return value
+
+
+def tensor_cores(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    """Whether the forward runs on tensor cores: bfloat16 operands on a device that has the
+    kernel (``attention_tensor_cores``: CUDA, sm_80 and later), heads it takes, the default route."""
+    from ..render.cuda_attention import applies
+    from ..runtime.device import get_device
+
+    if not all(t.dtype is dt.bfloat16 for t in (q, k, v)) or route() != "fused":
+        return False
+    if not applies(q.shape[-1], v.shape[-1]):
+        return False
+    try:
+        return bool(getattr(get_device(q.device), "attention_tensor_cores", False))
+    except Exception:
+        return False
 
 
 def fused(device: str) -> bool:
@@ -145,7 +197,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, causal: bool
     """The fused ``scaled_dot_product_attention`` (see :func:`can_fuse`): ``keep`` a boolean mask
     (True: the key takes part) broadcastable to ``(..., Tq, Tk)``, or None."""
     dtype = q.dtype
-    q, k, v = (t.astype(dt.float32).contiguous() for t in (q, k, v))
+    cores = tensor_cores(q, k, v)
+    q, k, v = (t.contiguous() if cores else t.astype(dt.float32).contiguous() for t in (q, k, v))
     mask = None
     if keep is not None:
         shape = (1,) * (q.ndim - keep.ndim) + keep.shape
@@ -153,8 +206,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, causal: bool
         keep = keep.reshape(shape)
         full = shape[:-1] + (tk,)  # (the key axis whole; the others may stay 1: broadcast in the kernel)
         mask = where(keep.expand(full), 0.0, -math.inf).astype(dt.float32).contiguous()  # (0: kept, -inf: not)
-    out = _attention(q, k, v, mask, bool(causal), float(scale))
+    out = (_attention_tc if cores else _attention)(q, k, v, mask, bool(causal), float(scale))
     return out.astype(dtype) if dtype != dt.float32 else out
 
 
-__all__ = ["attention", "can_fuse", "fused"]
+__all__ = ["attention", "can_fuse", "fused", "tensor_cores"]

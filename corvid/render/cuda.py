@@ -248,6 +248,16 @@ class CUDARenderer(GPURenderer):
     def _group_id(self) -> str:
         return "blockIdx.x"
 
+    def render_attention(self, name: str, params: dict, shapes: list[tuple[int, ...]]) -> tuple[str, int, int, int]:
+        """The attention kernels of :class:`GPURenderer`; ``fwd_tc`` (bfloat16 operands) is the
+        tensor-core forward of :mod:`corvid.render.cuda_attention`."""
+        if params["kind"] == "fwd_tc":
+            from .cuda_attention import render
+            from .gpu import attention_shapes
+
+            return render(name, params, shapes, attention_shapes("fwd", shapes, params["has_mask"]))
+        return super().render_attention(name, params, shapes)
+
     def _scatter_id(self) -> str:
         return f"(long long)blockIdx.x * {BLOCK_THREADS} + (long long)threadIdx.x"
 

@@ -640,6 +640,13 @@ class CUDADevice(Device):
         """The cuBLASLt library to use instead of the installed one (tests give a stand-in)."""
         return None
 
+    @property
+    def attention_tensor_cores(self) -> bool:
+        """Whether attention of bfloat16 operands runs its forward on tensor cores
+        (``mma.sync`` with bfloat16: sm_80 and later; corvid/render/cuda_attention.py)."""
+        arch = str(getattr(self, "arch", ""))
+        return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
+
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
         larger than this GPU allows."""

@@ -1,0 +1,131 @@
+"""Run a CUDA C kernel on the CPU, for tests: the kernel's source, compiled by the host's C++
+compiler with an emulation of the CUDA built-ins it uses, each of a block's threads an OS thread.
+
+Emulated: ``threadIdx``/``blockIdx`` (x), ``__shared__`` (one array for all threads; blocks run
+one after another), ``__syncthreads``, ``__shfl_xor_sync`` (whole warps), ``__float_as_uint`` and
+the like, and ``CV_MMA`` (``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``, warp-wide) with
+the PTX ISA's fragment layouts: lane ``l``, ``g = l / 4``, ``c = l % 4``; A registers hold
+(g, 2c..2c+1), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..) of the 16x16 A; B registers (2c..2c+1, g)
+and (2c+8..2c+9, g) of the 16x8 B (k, n); C/D (g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1); the
+lower-index element in the lower 16 bits. So a kernel that misplaces a fragment element gives
+wrong values here as it would on a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+PRELUDE = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+struct cv_uint3 { unsigned x, y, z; };
+static thread_local cv_uint3 threadIdx, blockIdx;
+static std::barrier<>* cv_block_barrier;
+static std::barrier<>* cv_warp_barrier[32];
+static float cv_slots[32][32];
+static unsigned cv_mma_a[32][32][4], cv_mma_b[32][32][2];
+static float cv_mma_c[32][32][4];
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+static inline void __syncthreads() { cv_block_barrier->arrive_and_wait(); }
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline float __shfl_xor_sync(unsigned, float v, int m) {
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  cv_slots[w][l] = v;
+  cv_warp_barrier[w]->arrive_and_wait();
+  const float r = cv_slots[w][l ^ m];
+  cv_warp_barrier[w]->arrive_and_wait();
+  return r;
+}
+static inline float cv_bf16(unsigned bits16) { return __uint_as_float((bits16 & 0xffffu) << 16); }
+static inline void cv_emu_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  for (int i = 0; i < 4; i++) { cv_mma_a[w][l][i] = a[i]; cv_mma_c[w][l][i] = d[i]; }
+  cv_mma_b[w][l][0] = b0; cv_mma_b[w][l][1] = b1;
+  cv_warp_barrier[w]->arrive_and_wait();
+  float A[16][16], B[16][8], C[16][8];
+  for (int x = 0; x < 32; x++) {
+    const int g = x / 4, c = x % 4;
+    const unsigned* ra = cv_mma_a[w][x];
+    const int rows[4] = {g, g + 8, g, g + 8}, cols[4] = {2 * c, 2 * c, 2 * c + 8, 2 * c + 8};
+    for (int i = 0; i < 4; i++) { A[rows[i]][cols[i]] = cv_bf16(ra[i]); A[rows[i]][cols[i] + 1] = cv_bf16(ra[i] >> 16); }
+    B[2 * c][g] = cv_bf16(cv_mma_b[w][x][0]); B[2 * c + 1][g] = cv_bf16(cv_mma_b[w][x][0] >> 16);
+    B[2 * c + 8][g] = cv_bf16(cv_mma_b[w][x][1]); B[2 * c + 9][g] = cv_bf16(cv_mma_b[w][x][1] >> 16);
+    C[g][2 * c] = cv_mma_c[w][x][0]; C[g][2 * c + 1] = cv_mma_c[w][x][1];
+    C[g + 8][2 * c] = cv_mma_c[w][x][2]; C[g + 8][2 * c + 1] = cv_mma_c[w][x][3];
+  }
+  cv_warp_barrier[w]->arrive_and_wait();
+  const int g = l / 4, c = l % 4;
+  const int rr[4] = {g, g, g + 8, g + 8}, cc[4] = {2 * c, 2 * c + 1, 2 * c, 2 * c + 1};
+  for (int i = 0; i < 4; i++) {
+    float acc = C[rr[i]][cc[i]];
+    for (int k = 0; k < 16; k++) acc += A[rr[i]][k] * B[k][cc[i]];
+    d[i] = acc;
+  }
+}
+#define CV_MMA(d, a, b0, b1) cv_emu_mma((d), (a), (b0), (b1))
+"""
+
+LAUNCH = r"""
+extern "C" void cv_launch(void** args, int blocks, int threads) {
+  std::barrier<> block(threads);
+  std::vector<std::barrier<>*> warps;
+  for (int w = 0; w < (threads + 31) / 32; w++) warps.push_back(new std::barrier<>(threads - 32 * w < 32 ? threads - 32 * w : 32));
+  cv_block_barrier = &block;
+  for (int w = 0; w < (int)warps.size(); w++) cv_warp_barrier[w] = warps[w];
+  for (int b = 0; b < blocks; b++) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; t++)
+      pool.emplace_back([=] { threadIdx = {(unsigned)t, 0, 0}; blockIdx = {(unsigned)b, 0, 0}; CALL; });
+    for (auto& th : pool) th.join();
+  }
+  for (auto* w : warps) delete w;
+}
+"""
+
+
+def compiler() -> str | None:
+    """A C++ compiler with C++20's ``<barrier>``, or None."""
+    return shutil.which("g++") or shutil.which("clang++")
+
+
+def build(source: str, name: str, arg_types: list[str]) -> ctypes.CDLL:
+    """The kernel ``name`` of ``source`` as a library with ``cv_launch(args, blocks, threads)``;
+    ``arg_types``: the C types of its parameters, in order."""
+    call = f"{name}(" + ", ".join(f"({t})args[{i}]" for i, t in enumerate(arg_types)) + ")"
+    text = PRELUDE + source + LAUNCH.replace("CALL", call)
+    key = hashlib.sha1(text.encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), "corvid-cuda-emulator")
+    os.makedirs(folder, exist_ok=True)
+    lib = os.path.join(folder, f"{key}.so")
+    if not os.path.exists(lib):
+        src = os.path.join(folder, f"{key}.cpp")
+        with open(src, "w") as f:
+            f.write(text)
+        tmp = f"{lib}.{os.getpid()}"
+        subprocess.run([compiler() or "g++", "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", src, "-o", tmp],
+                       check=True, capture_output=True, text=True)
+        os.replace(tmp, lib)
+    return ctypes.CDLL(lib)
+
+
+def launch(lib: ctypes.CDLL, arrays: list, blocks: int, threads: int) -> None:
+    """Run the kernel over numpy arrays (their buffers, in parameter order)."""
+    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    lib.cv_launch(ptrs, blocks, threads)

@@ -1,0 +1,176 @@
+"""The tensor-core attention forward (corvid/render/cuda_attention.py) without a GPU.
+
+* **Its values**: the CUDA source corvid renders, compiled by the host's C++ compiler with an
+  emulation of the built-ins it uses (tests/cuda_emulator.py: threads, barriers, warp shuffles,
+  and ``mma.sync.m16n8k16`` with the PTX ISA's fragment layouts), against numpy's float64
+  attention of the same bfloat16 values: causal, padding and full masks, rows that see no key,
+  lengths and head sizes that no tile divides. A kernel with one fragment register misplaced
+  gives wrong values here (checked), as it would on a GPU.
+* **Its CUDA spelling** is compiled for sm_90 in tests/test_cuda.py.
+* **Its place in scaled_dot_product_attention** (corvid/nn/flash.py): on a GPU-style device that
+  says it has tensor cores, bfloat16 attention runs the ``attention_fwd_tc`` op (here PoCL, which
+  has no such kernel, computes it with the op's numpy function) and the float32 kernels'
+  backward; values and gradients are the CPU's.
+"""
+
+import numpy as np
+import pytest
+
+import corvid as cv
+from corvid.nn import flash
+from corvid.render import cuda_attention as CA
+from corvid.render.gpu import attention_shapes
+
+from tests import cuda_emulator as E
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+def _emulated(src, has_mask):
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler")
+    try:
+        return E.build(src, "attn", ["float*"] + ["const unsigned short*"] * 3 + (["const float*"] if has_mask else []))
+    except Exception as e:  # (a compiler without C++20's <barrier>)
+        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+
+
+def _reference(q, k, v, mask, causal, scale):
+    """float64 attention of the bfloat16 values (-inf scores skipped; a row with none: zeros)."""
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2)) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    total = e.sum(-1, keepdims=True)
+    out = np.matmul(e / np.where(total == 0, 1, total), v.astype(np.float64))
+    with np.errstate(divide="ignore"):
+        lse = np.where(total[..., 0] == 0, -np.inf, m[..., 0] + np.log(total[..., 0]))
+    return out, lse
+
+
+def _run(lead=(2, 3), tq=80, tk=80, d=64, dv=64, causal=False, mask=None, seed=0, edit=None):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(lead + (t, n)).astype(ml_dtypes.bfloat16) for t, n in ((tq, d), (tk, d), (tk, dv)))
+    arrays, shapes = [q, k, v], [q.shape, k.shape, v.shape]
+    m = None
+    if mask is not None:
+        m = np.where(rng.random(mask) < 0.3, -np.inf, 0.0).astype(np.float32)
+        if mask[-2] > 1:  # (a row that sees no key)
+            m[..., 1, :] = -np.inf
+        arrays.append(m)
+        shapes.append(m.shape)
+    scale = d ** -0.5
+    params = {"kind": "fwd_tc", "causal": causal, "scale": scale, "has_mask": m is not None}
+    src, blocks, threads, flops = CA.render("attn", params, shapes, attention_shapes("fwd", shapes, m is not None))
+    if edit is not None:
+        src = edit(src)
+    lib = _emulated(src, m is not None)
+    bh = int(np.prod(lead))
+    out = np.full(bh * tq * dv + bh * tq, np.nan, np.float32)
+    E.launch(lib, [out] + arrays, blocks, threads)
+    want, want_lse = _reference(q, k, v, m, causal, scale)
+    return out[:bh * tq * dv].reshape(lead + (tq, dv)), out[bh * tq * dv:].reshape(lead + (tq,)), want, want_lse
+
+
+@pytest.mark.parametrize("case", [
+    dict(),
+    dict(causal=True),
+    dict(tq=70, tk=130, d=32, dv=48, mask=(2, 1, 1, 130)),  # a padding mask, tiles that divide nothing
+    dict(tq=64, tk=100, d=16, dv=16, mask=(2, 3, 64, 100)),  # a mask of its own per row and head
+    dict(lead=(1, 2), tq=64, tk=64, d=128, dv=128, causal=True),
+    dict(lead=(3,), tq=17, tk=200, d=80, dv=32, mask=(3, 17, 200)),
+])
+def test_the_emulated_kernel_matches_float64_attention(case):
+    got, lse, want, want_lse = _run(**case)
+    # (the probabilities are rounded to bfloat16 before they meet the values: 2^-8 relative)
+    np.testing.assert_allclose(got, want, rtol=0, atol=8e-3 * max(1.0, np.abs(want).max()))
+    finite = np.isfinite(want_lse)
+    np.testing.assert_allclose(lse[finite], want_lse[finite], rtol=1e-5, atol=1e-5)
+    assert np.all(np.isneginf(lse[~finite])) and np.all(got[~finite] == 0)
+
+
+def test_a_misplaced_fragment_is_caught():
+    # the A fragment's second and third registers swapped (rows g+8 and columns 2c+8 mixed up)
+    def swap(src):
+        return src.replace("qa[kk][1] = r1", "qa[kk][9] = r1").replace("qa[kk][2] = r0", "qa[kk][1] = r0") \
+                  .replace("qa[kk][9] = r1", "qa[kk][2] = r1")
+    got, _, want, _ = _run(edit=swap)
+    assert np.abs(got - want).max() > 0.1
+
+
+def test_head_sizes_it_does_not_take_are_refused():
+    assert CA.applies(64, 64) and CA.applies(16, 128) and not CA.applies(72, 64) and not CA.applies(256, 256)
+    with pytest.raises(NotImplementedError, match="multiples of 16"):
+        CA.render("a", {"causal": False, "has_mask": False, "scale": 1.0}, [(2, 8, 72)] * 3, {})
+
+
+# --- in scaled_dot_product_attention --------------------------------------------------------------------
+
+@pytest.fixture
+def cores(monkeypatch):
+    """The CL device (PoCL here), saying it has tensor cores: bfloat16 attention takes the
+    tensor-core op, which PoCL's renderer does not have, so the op's numpy function computes it."""
+    try:
+        cv.Tensor([1.0], device="CL").numpy()
+    except Exception as e:
+        pytest.skip(f"CL not available: {str(e).splitlines()[0][:160]}")
+    from corvid.runtime.device import get_device
+
+    monkeypatch.setattr(type(get_device("CL")), "attention_tensor_cores", True, raising=False)
+    return "CL"
+
+
+def _bf16(*shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+
+
+def test_bfloat16_attention_takes_the_tensor_core_forward_and_the_float32_backward(cores):
+    q, k, v = _bf16(2, 3, 40, 32, seed=0), _bf16(2, 3, 56, 32, seed=1), _bf16(2, 3, 56, 16, seed=2)
+    w = np.random.default_rng(3).standard_normal((2, 3, 40, 16)).astype(np.float32)
+
+    def loss(device):
+        def f(q, k, v):
+            out = cv.nn.functional.scaled_dot_product_attention(q, k, v)
+            return (out.astype(cv.float32) * cv.Tensor(w, device=device)).sum(), out
+        return f
+
+    ins = [cv.Tensor(a, device=cores) for a in (q, k, v)]
+    (got, out), grads = cv.value_and_grad(loss(cores), argnums=(0, 1, 2), has_aux=True)(*ins)
+    names = [sk.name for sk in out.schedule()] + [n for g in grads for n in (sk.name for sk in g.schedule())]
+    assert any("attention_fwd_tc" in n for n in names) and any("attention_dq" in n for n in names)
+    (want, ref), wants = cv.value_and_grad(loss("CPU"), argnums=(0, 1, 2), has_aux=True)(*(cv.Tensor(a) for a in (q, k, v)))
+    assert out.dtype is cv.bfloat16 and all(g.dtype is cv.bfloat16 for g in grads)
+    np.testing.assert_allclose(out.astype(cv.float32).numpy(), ref.astype(cv.float32).numpy(), atol=2e-2)
+    for g, wg in zip(grads, wants):
+        a, b = g.astype(cv.float32).numpy(), wg.astype(cv.float32).numpy()
+        np.testing.assert_allclose(a, b, atol=3e-2 * max(1.0, np.abs(b).max()))
+
+
+def test_the_route_can_be_set_back_to_float32(cores, monkeypatch):
+    q = cv.Tensor(_bf16(1, 2, 16, 32, seed=0), device=cores)
+    assert flash.tensor_cores(q, q, q)
+    assert not flash.tensor_cores(q.astype(cv.float32), q, q)  # (float32 stays float32)
+    assert not flash.tensor_cores(q[..., :24], q[..., :24], q[..., :24])  # (a head size it does not take)
+    monkeypatch.setenv("CORVID_ATTENTION", "float32")
+    assert not flash.tensor_cores(q, q, q)
+    out = cv.nn.functional.scaled_dot_product_attention(q, q, q)
+    assert any("attention_fwd_" in sk.name and "tc" not in sk.name for sk in out.schedule())
+    monkeypatch.setenv("CORVID_ATTENTION", "nonsense")
+    with pytest.raises(ValueError, match="CORVID_ATTENTION"):
+        flash.route()
+
+
+def test_a_cuda_device_says_which_gpus_have_them():
+    from corvid.runtime.cuda import CUDADevice
+
+    class Probe:
+        attention_tensor_cores = CUDADevice.attention_tensor_cores
+
+    for arch, has in (("sm_75", False), ("sm_80", True), ("sm_90", True), ("sm_100", True), ("", False)):
+        p = Probe()
+        p.arch = arch
+        assert p.attention_tensor_cores is has, arch
