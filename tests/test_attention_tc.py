@@ -1,16 +1,16 @@
-"""The tensor-core attention forward (corvid/render/cuda_attention.py) without a GPU.
+"""The tensor-core attention kernels (corvid/render/cuda_attention.py) without a GPU.
 
-* **Its values**: the CUDA source corvid renders, compiled by the host's C++ compiler with an
+* **Their values**: the CUDA source corvid renders, compiled by the host's C++ compiler with an
   emulation of the built-ins it uses (tests/cuda_emulator.py: threads, barriers, warp shuffles,
   and ``mma.sync.m16n8k16`` with the PTX ISA's fragment layouts), against numpy's float64
-  attention of the same bfloat16 values: causal, padding and full masks, rows that see no key,
-  lengths and head sizes that no tile divides. A kernel with one fragment register misplaced
-  gives wrong values here (checked), as it would on a GPU.
-* **Its CUDA spelling** is compiled for sm_90 in tests/test_cuda.py.
-* **Its place in scaled_dot_product_attention** (corvid/nn/flash.py): on a GPU-style device that
-  says it has tensor cores, bfloat16 attention runs the ``attention_fwd_tc`` op (here PoCL, which
-  has no such kernel, computes it with the op's numpy function) and the float32 kernels'
-  backward; values and gradients are the CPU's.
+  attention and its gradients for the same bfloat16 values: causal, padding and full masks, rows
+  that see no key, lengths and head sizes that no tile divides. A kernel with one fragment
+  register misplaced gives wrong values here (checked), as it would on a GPU.
+* **Their CUDA spelling** is compiled for sm_90 in tests/test_cuda.py.
+* **Their place in scaled_dot_product_attention** (corvid/nn/flash.py): on a GPU-style device that
+  says it has tensor cores, bfloat16 attention runs the ``attention_*_tc`` ops (here PoCL, which
+  has no such kernels, computes them with the ops' numpy function); values and gradients are the
+  CPU's.
 """
 
 import numpy as np
@@ -93,6 +93,76 @@ def test_the_emulated_kernel_matches_float64_attention(case):
     assert np.all(np.isneginf(lse[~finite])) and np.all(got[~finite] == 0)
 
 
+def _reference_grads(q, k, v, mask, causal, scale, do):
+    """float64 gradients of ``sum(attention(q, k, v) * do)``."""
+    q, k, v, do = (a.astype(np.float64) for a in (q, k, v, do))
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    total = e.sum(-1, keepdims=True)
+    p = e / np.where(total == 0, 1, total)
+    dv = np.matmul(np.swapaxes(p, -1, -2), do)
+    dp = np.matmul(do, np.swapaxes(v, -1, -2))
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    return np.matmul(ds, k) * scale, np.matmul(np.swapaxes(ds, -1, -2), q) * scale, dv
+
+
+def _kernel(kind, shapes, causal, scale, has_mask):
+    params = {"kind": kind, "causal": causal, "scale": scale, "has_mask": has_mask}
+    src, blocks, threads, _ = CA.render(kind, params, shapes, attention_shapes("fwd", shapes[:4], has_mask))
+    types = ["float*"] + ["const unsigned short*"] * 3 + (["const float*"] if has_mask else [])
+    if kind != "fwd_tc":
+        types += ["const unsigned short*", "const float*", "const float*"]
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler")
+    try:
+        return E.build(src, kind, types), blocks, threads
+    except Exception as e:
+        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+
+
+@pytest.mark.parametrize("case", [
+    dict(),
+    dict(causal=True, tq=96, tk=96),
+    dict(tq=70, tk=130, d=32, dv=48, mask=(2, 1, 1, 130)),
+    dict(lead=(1, 2), tq=48, tk=72, d=128, dv=128, causal=True),
+    dict(lead=(3,), tq=17, tk=100, d=80, dv=32, mask=(3, 17, 100)),
+])
+def test_the_emulated_backward_matches_float64_gradients(case):
+    lead, tq, tk = case.get("lead", (2, 3)), case.get("tq", 80), case.get("tk", 80)
+    d, dv, causal, mask = case.get("d", 64), case.get("dv", 64), case.get("causal", False), case.get("mask")
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(lead + (t, n)).astype(ml_dtypes.bfloat16) for t, n in ((tq, d), (tk, d), (tk, dv)))
+    do = rng.standard_normal(lead + (tq, dv)).astype(ml_dtypes.bfloat16)
+    m = None if mask is None else np.where(rng.random(mask) < 0.3, -np.inf, 0.0).astype(np.float32)
+    if m is not None and mask[-2] > 1:
+        m[..., 1, :] = -np.inf  # (a row that sees no key: zero gradients)
+    scale = d ** -0.5
+    shapes = [q.shape, k.shape, v.shape] + ([m.shape] if m is not None else [])
+    ins = [q, k, v] + ([m] if m is not None else [])
+    bh = int(np.prod(lead))
+    lib, blocks, threads = _kernel("fwd_tc", shapes, causal, scale, m is not None)
+    fwd = np.zeros(bh * tq * dv + bh * tq, np.float32)
+    E.launch(lib, [fwd] + ins, blocks, threads)
+    out, lse = fwd[:bh * tq * dv].reshape(lead + (tq, dv)), fwd[bh * tq * dv:].reshape(lead + (tq,))
+    delta = (do.astype(np.float32) * out).sum(-1).astype(np.float32)
+    bshapes = shapes + [do.shape, lse.shape, delta.shape]
+    lib, blocks, threads = _kernel("dq_tc", bshapes, causal, scale, m is not None)
+    dq = np.full(q.shape, np.nan, np.float32)
+    E.launch(lib, [dq] + ins + [do, lse, delta], blocks, threads)
+    lib, blocks, threads = _kernel("dkdv_tc", bshapes, causal, scale, m is not None)
+    dkdv = np.full(k.size + v.size, np.nan, np.float32)
+    E.launch(lib, [dkdv] + ins + [do, lse, delta], blocks, threads)
+    dk, dvv = dkdv[:k.size].reshape(k.shape), dkdv[k.size:].reshape(v.shape)
+    for got, want in zip((dq, dk, dvv), _reference_grads(q, k, v, m, causal, scale, do)):
+        # (probabilities and their gradients are rounded to bfloat16 before their products)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1.5e-2 * max(1.0, np.abs(want).max()))
+
+
 def test_a_misplaced_fragment_is_caught():
     # the A fragment's second and third registers swapped (rows g+8 and columns 2c+8 mixed up)
     def swap(src):
@@ -105,7 +175,7 @@ def test_a_misplaced_fragment_is_caught():
 def test_head_sizes_it_does_not_take_are_refused():
     assert CA.applies(64, 64) and CA.applies(16, 128) and not CA.applies(72, 64) and not CA.applies(256, 256)
     with pytest.raises(NotImplementedError, match="multiples of 16"):
-        CA.render("a", {"causal": False, "has_mask": False, "scale": 1.0}, [(2, 8, 72)] * 3, {})
+        CA.render("a", {"kind": "fwd_tc", "causal": False, "has_mask": False, "scale": 1.0}, [(2, 8, 72)] * 3, {})
 
 
 # --- in scaled_dot_product_attention --------------------------------------------------------------------
@@ -128,7 +198,7 @@ def _bf16(*shape, seed):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
 
 
-def test_bfloat16_attention_takes_the_tensor_core_forward_and_the_float32_backward(cores):
+def test_bfloat16_attention_takes_the_tensor_core_ops_forward_and_backward(cores):
     q, k, v = _bf16(2, 3, 40, 32, seed=0), _bf16(2, 3, 56, 32, seed=1), _bf16(2, 3, 56, 16, seed=2)
     w = np.random.default_rng(3).standard_normal((2, 3, 40, 16)).astype(np.float32)
 
@@ -141,7 +211,8 @@ def test_bfloat16_attention_takes_the_tensor_core_forward_and_the_float32_backwa
     ins = [cv.Tensor(a, device=cores) for a in (q, k, v)]
     (got, out), grads = cv.value_and_grad(loss(cores), argnums=(0, 1, 2), has_aux=True)(*ins)
     names = [sk.name for sk in out.schedule()] + [n for g in grads for n in (sk.name for sk in g.schedule())]
-    assert any("attention_fwd_tc" in n for n in names) and any("attention_dq" in n for n in names)
+    assert any("attention_fwd_tc" in n for n in names) and any("attention_dq_tc" in n for n in names)
+    assert any("attention_dkdv_tc" in n for n in names)
     (want, ref), wants = cv.value_and_grad(loss("CPU"), argnums=(0, 1, 2), has_aux=True)(*(cv.Tensor(a) for a in (q, k, v)))
     assert out.dtype is cv.bfloat16 and all(g.dtype is cv.bfloat16 for g in grads)
     np.testing.assert_allclose(out.astype(cv.float32).numpy(), ref.astype(cv.float32).numpy(), atol=2e-2)

@@ -391,8 +391,8 @@ def test_nvrtc_builds_are_cached_on_disk(tmp_path, monkeypatch):
 
 def test_the_attention_kernels_compile_for_sm_90(compiler):
     """corvid/nn/flash.py's three kernels (forward, dq, dk/dv), causal or masked, for the head
-    sizes GPT-2 and Llama use, and the tensor-core forward: PoCL checks the first three's values
-    (tests/test_flash_attention.py) and an emulation the last's (tests/test_attention_tc.py),
+    sizes GPT-2 and Llama use, and the three tensor-core kernels: PoCL checks the float32 ones'
+    values (tests/test_flash_attention.py) and an emulation the others' (tests/test_attention_tc.py),
     this their CUDA spelling, the mma instruction's operands, registers and shared memory (48 KiB
     static at most)."""
     build, _ = compiler
@@ -407,13 +407,16 @@ def test_the_attention_kernels_compile_for_sm_90(compiler):
             assert "#include" not in src and "__builtin" not in src and "__syncthreads();" in src
             assert threads == 64 and groups == 24 * (8 if kind != "dkdv" else 16) and flops > 0
             sources.append(src)
-    for d, dv, causal, mask in ((64, 64, True, None), (128, 128, False, (2, 1, 1, 1024)), (80, 32, False, (1, 1, 512, 1024))):
-        shapes = [(2, 12, 512, d), (2, 12, 1024, d), (2, 12, 1024, dv)] + ([mask] if mask else [])
-        params = {"kind": "fwd_tc", "causal": causal, "scale": d ** -0.5, "has_mask": mask is not None}
-        src, groups, threads, flops = r.render_attention(f"attention_fwd_tc_{d}_{int(causal)}", params, shapes)
-        assert "#include" not in src and "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src
-        assert threads == 128 and groups == 24 * 8 and flops > 0
-        sources.append(src)
+    for kind in ("fwd_tc", "dq_tc", "dkdv_tc"):  # (the tensor-core kernels: 4 warps of 16 rows per block)
+        for d, dv, causal, mask in ((64, 64, True, None), (128, 128, False, (2, 1, 1, 1024)), (80, 32, False, (1, 1, 512, 1024))):
+            shapes = [(2, 12, 512, d), (2, 12, 1024, d), (2, 12, 1024, dv)] + ([mask] if mask else [])
+            if kind != "fwd_tc":
+                shapes += [(2, 12, 512, dv), (2, 12, 512), (2, 12, 512)]
+            params = {"kind": kind, "causal": causal, "scale": d ** -0.5, "has_mask": mask is not None}
+            src, groups, threads, flops = r.render_attention(f"attention_{kind}_{d}_{int(causal)}", params, shapes)
+            assert "#include" not in src and "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src
+            assert threads == 128 and groups == 24 * (8 if kind != "dkdv_tc" else 16) and flops > 0
+            sources.append(src)
     tu, _ = _translation_unit(sources)
     build(tu)
 

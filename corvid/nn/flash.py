@@ -1,8 +1,8 @@
 """Fused attention on GPU-style devices: one kernel, the scores never stored.
 
 ``scaled_dot_product_attention`` on the CL and CUDA devices (float32 work; float16 and bfloat16
-inputs are widened first, except bfloat16 ones on a GPU with tensor cores, whose forward is
-:mod:`corvid.render.cuda_attention`'s) computes ``softmax(q @ k.T * scale + mask) @ v`` with a
+inputs are widened first, except bfloat16 ones on a GPU with tensor cores, which run
+:mod:`corvid.render.cuda_attention`'s kernels) computes ``softmax(q @ k.T * scale + mask) @ v`` with a
 flash-attention-style streaming softmax (:func:`corvid.render.gpu.render_attention`): each work
 item owns a query row, the work-group loads tiles of keys and values into local memory, and the
 row keeps a running maximum, sum and output, so memory grows with the sequence, not its square.
@@ -43,10 +43,10 @@ def _scores(q: np.ndarray, k: np.ndarray, mask: np.ndarray | None, causal: bool,
 
 
 def _host(*arrays: np.ndarray, kind: str, causal: bool, scale: float, has_mask: bool) -> Any:
-    """The host version of the kernels (the whole score matrix at once); ``fwd_tc``, the forward
-    of bfloat16 operands on tensor cores, is ``fwd`` of their float32 values."""
+    """The host version of the kernels (the whole score matrix at once); the tensor-core kernels
+    of bfloat16 operands (``fwd_tc``, ``dq_tc``, ``dkdv_tc``) are the others on their float32 values."""
     q, k, v = (a.astype(np.float32) for a in arrays[:3])
-    kind = "fwd" if kind == "fwd_tc" else kind
+    kind = kind.removesuffix("_tc")
     mask = arrays[3] if has_mask else None
     rest = arrays[4 if has_mask else 3:]
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -59,7 +59,7 @@ def _host(*arrays: np.ndarray, kind: str, causal: bool, scale: float, has_mask: 
             out = np.matmul(e / np.where(total == 0, 1, total), v)
             lse = np.where(total[..., 0] == 0, -np.inf, m[..., 0] + np.log(np.where(total == 0, 1, total))[..., 0])
             return out.astype(np.float32), lse.astype(np.float32)
-        do, lse, delta = rest
+        do, lse, delta = (a.astype(np.float32) for a in rest)
         p = np.where(np.isneginf(s), 0, np.exp(s - lse[..., None]))
         ds = p * (np.matmul(do, np.swapaxes(v, -1, -2)) - delta[..., None])
         if kind == "dq":
@@ -117,9 +117,9 @@ def _forward_tc(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bo
 
 @custom_vjp
 def _attention_tc(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
-    """Attention of bfloat16 operands with the forward on tensor cores
-    (:mod:`corvid.render.cuda_attention`); the backward is the float32 kernels' on the operands'
-    exact float32 values, with the forward's log-sum-exp."""
+    """Attention of bfloat16 operands on tensor cores (:mod:`corvid.render.cuda_attention`):
+    float32 output and log-sum-exp; the backward's kernels take the output's gradient in bfloat16
+    and write float32 gradients, rounded to the operands' dtype."""
     return _forward_tc(q, k, v, mask, causal, scale)[0]
 
 
@@ -130,8 +130,12 @@ def _attention_tc_fwd(q, k, v, mask, causal, scale):
 
 def _attention_tc_bwd(res, g):
     q, k, v, mask, causal, scale, out, lse = res
-    wide = tuple(t.astype(dt.float32).contiguous() for t in (q, k, v))
-    dq, dk, dv = _attention_bwd(wide + (mask, causal, scale, out, lse), g)[:3]
+    do = g.astype(q.dtype).contiguous()
+    delta = (do.astype(dt.float32) * out).sum(-1)  # (of the gradient the kernels read)
+    ins = [q, k, v] + ([mask] if mask is not None else []) + [do, lse, delta]
+    (dq,) = host_call(_op("dq_tc", causal, scale, mask is not None), *ins, outputs=[(q.shape, dt.float32)])
+    dk, dv = host_call(_op("dkdv_tc", causal, scale, mask is not None), *ins,
+                       outputs=[(k.shape, dt.float32), (v.shape, dt.float32)])
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None
 
 
@@ -141,7 +145,7 @@ _attention_tc.defvjp(_attention_tc_fwd, _attention_tc_bwd)
 def route() -> str:
     """``$CORVID_ATTENTION``: ``fused`` (the default: the fused kernels wherever they serve the
     call, on the CPU and on GPU-style devices; bfloat16 operands on a GPU with tensor cores take
-    the tensor-core forward), ``float32`` (the fused float32 kernels for every dtype) or
+    the tensor-core kernels), ``float32`` (the fused float32 kernels for every dtype) or
     ``composite`` (never: the score matrix from products, a softmax kernel, a product again; on
     a GPU whose products go to a library, that is the library's tensor cores)."""
     import os
@@ -153,8 +157,8 @@ def route() -> str:
 
 
 def tensor_cores(q: Tensor, k: Tensor, v: Tensor) -> bool:
-    """Whether the forward runs on tensor cores: bfloat16 operands on a device that has the
-    kernel (``attention_tensor_cores``: CUDA, sm_80 and later), heads it takes, the default route."""
+    """Whether attention runs on tensor cores: bfloat16 operands on a device that has the kernels
+    (``attention_tensor_cores``: CUDA, sm_80 and later), heads they take, the default route."""
     from ..render.cuda_attention import applies
     from ..runtime.device import get_device
 

@@ -249,9 +249,9 @@ class CUDARenderer(GPURenderer):
         return "blockIdx.x"
 
     def render_attention(self, name: str, params: dict, shapes: list[tuple[int, ...]]) -> tuple[str, int, int, int]:
-        """The attention kernels of :class:`GPURenderer`; ``fwd_tc`` (bfloat16 operands) is the
-        tensor-core forward of :mod:`corvid.render.cuda_attention`."""
-        if params["kind"] == "fwd_tc":
+        """The attention kernels of :class:`GPURenderer`; ``fwd_tc``, ``dq_tc`` and ``dkdv_tc``
+        (bfloat16 operands) are the tensor-core kernels of :mod:`corvid.render.cuda_attention`."""
+        if params["kind"].endswith("_tc"):
             from .cuda_attention import render
             from .gpu import attention_shapes
 

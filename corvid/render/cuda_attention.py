@@ -1,19 +1,21 @@
-"""The attention forward on tensor cores: CUDA C with ``mma.sync`` (sm_80 and later), for
-bfloat16 queries, keys and values (corvid/nn/flash.py routes ``scaled_dot_product_attention``
-here; the fused float32 template of :mod:`corvid.render.gpu` serves every other case and the
-backward pass).
+"""Attention on tensor cores: CUDA C with ``mma.sync`` (sm_80 and later), for bfloat16 queries,
+keys and values (corvid/nn/flash.py routes ``scaled_dot_product_attention`` here; the fused
+float32 template of :mod:`corvid.render.gpu` serves every other case).
 
-The kernel is flash attention's forward in the form FlashAttention-2 gave it. A block of 4 warps
-takes 64 query rows of one (batch, head); each warp owns 16 of them. For each tile of
-:data:`TILE_KEYS` keys the block stores the keys (row-major) and the values (transposed) in
-shared memory as bfloat16; each warp then computes its 16 x 64 scores with ``mma.sync.m16n8k16``
-(its query rows stay in registers as the instruction's A fragments for the whole kernel), applies
-the scale, the mask and the causal limit to the scores in the accumulator registers, updates its
-rows' running maximum and sum (the four lanes that hold a row's columns combine theirs with
-``__shfl_xor_sync``), rescales its output accumulators, and multiplies the probabilities (the
-score accumulators rounded to bfloat16, which are laid out as the next product's A fragments)
-by the values. Sums are float32 throughout; the output and the log-sum-exp are written in
-float32, as the float32 template writes them, so the backward pass is the template's.
+The three kernels are flash attention's, in the form FlashAttention-2 gave them, with corvid's
+split of the backward (a kernel for ``dq``, one for ``dk`` and ``dv``: no atomics, each output
+row written by one warp, deterministic). A block of 4 warps takes 64 rows (queries; keys for
+``dk``/``dv``), each warp 16 of them, kept in registers as the instruction's A fragments for the
+whole kernel. The other side (keys and values; queries and output gradients) comes through
+shared memory in tiles, as bfloat16, row-major and where a product needs it transposed, so that
+every B register is two neighbouring elements of one shared row. The forward computes a warp's
+16 x 64 scores with ``mma.sync.m16n8k16``, applies the scale, the mask and the causal limit in
+the accumulator registers, updates its rows' running maximum and sum (the four lanes that hold a
+row's columns combine theirs with ``__shfl_xor_sync``), rescales its output accumulators, and
+multiplies the probabilities (the score accumulators rounded to bfloat16, which are laid out as
+the next product's A fragments) by the values. The backward recomputes the probabilities from
+the forward's log-sum-exp the same way. Sums are float32 throughout; outputs, log-sum-exp and
+gradients are written in float32.
 
 Fragment layouts (PTX ISA, ``mma.m16n8k16`` with 16-bit A/B and float32 C/D): lane ``l`` has
 ``g = l / 4`` and ``c = l % 4``. A (16x16, row-major), four 32-bit registers of two elements:
@@ -23,8 +25,8 @@ lower index is the lower half of a register.
 
 Tested without a GPU (tests/test_attention_tc.py): the same source, compiled by the host's C++
 compiler with an emulation of the CUDA built-ins it uses (threads, barriers, shuffles, and the
-``mma`` instruction with the layouts above), against numpy; and compiled for sm_90 with ``nvcc``
-where it is installed.
+``mma`` instruction with the layouts above), against numpy's float64 attention and gradients;
+and compiled for sm_90 with ``nvcc`` where it is installed (tests/test_cuda.py).
 """
 
 from __future__ import annotations
@@ -60,23 +62,119 @@ def applies(d: int, dv: int) -> bool:
     return d % 16 == 0 and dv % 16 == 0 and 16 <= d <= MAX_HEAD and 16 <= dv <= MAX_HEAD
 
 
+def _tile(head: int) -> int:
+    """Rows per shared tile for heads this wide (two or four shared tiles stay under 48 KiB)."""
+    return 64 if head <= 64 else 32
+
+
+def _afrag(var: str, src: str, rows: int, width: int) -> list[str]:
+    """``var``: the warp's 16 rows (``r0``, ``r1`` = ``r0 + 8``) of the row-major bfloat16 matrix
+    ``src`` (``rows`` x ``width`` per leading index ``bh``) as A fragments, one per 16 columns
+    (rows past the end: zeros)."""
+    return [f"  unsigned {var}[{width // 16}][4];",
+            "  {",
+            f"    const unsigned* x0 = (const unsigned*)({src} + (bh * {rows} + (r0 < {rows} ? r0 : 0)) * {width});",
+            f"    const unsigned* x1 = (const unsigned*)({src} + (bh * {rows} + (r1 < {rows} ? r1 : 0)) * {width});",
+            f"    for (int kk = 0; kk < {width // 16}; kk++) {{",
+            f"      {var}[kk][0] = r0 < {rows} ? x0[kk * 8 + c] : 0u; {var}[kk][1] = r1 < {rows} ? x1[kk * 8 + c] : 0u;",
+            f"      {var}[kk][2] = r0 < {rows} ? x0[kk * 8 + 4 + c] : 0u; {var}[kk][3] = r1 < {rows} ? x1[kk * 8 + 4 + c] : 0u;",
+            "    }",
+            "  }"]
+
+
+def _rows(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
+    """Copy ``tile`` rows of ``src`` (from row ``start``; zeros past ``rows``) into the shared
+    ``dst``, row-major with :data:`PAD` spare elements per row, two elements at a time."""
+    return (f"    for (int e = t; e < {tile * width // 2}; e += {THREADS}) {{\n"
+            f"      const int rr = e / {width // 2}, cc = (e % {width // 2}) * 2;\n"
+            f"      *(unsigned*)({dst} + rr * {width + PAD} + cc) = {start} + rr < {rows} ? "
+            f"*(const unsigned*)({src} + (bh * {rows} + {start} + rr) * {width} + cc) : 0u;\n"
+            f"    }}\n")
+
+
+def _cols(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
+    """The same tile transposed: ``dst[column][row]``, rows of ``tile + PAD``."""
+    return (f"    for (int e = t; e < {tile * width}; e += {THREADS}) {{\n"
+            f"      const int rr = e / {width}, cc = e % {width};\n"
+            f"      {dst}[cc * {tile + PAD} + rr] = {start} + rr < {rows} ? {src}[(bh * {rows} + {start} + rr) * {width} + cc]"
+            f" : (unsigned short)0;\n"
+            f"    }}\n")
+
+
+def _product(acc: str, a: str, smem: str, n: int, k: int, ld: int) -> str:
+    """``acc`` (16 x ``n``, float32, fresh) = A fragments ``a`` (16 x ``k``) times B, where B[kk][j]
+    is the shared ``smem[j][kk]`` (rows of ``ld``): each B register two neighbours of a row."""
+    return (f"    float {acc}[{n // 8}][4];\n"
+            f"    for (int n = 0; n < {n // 8}; n++) {{\n"
+            f"      {acc}[n][0] = 0.0f; {acc}[n][1] = 0.0f; {acc}[n][2] = 0.0f; {acc}[n][3] = 0.0f;\n"
+            f"      const unsigned* brow = (const unsigned*)({smem} + (n * 8 + g) * {ld});\n"
+            f"      for (int kk = 0; kk < {k // 16}; kk++) CV_MMA({acc}[n], {a}[kk], brow[kk * 8 + c], brow[kk * 8 + 4 + c]);\n"
+            f"    }}\n")
+
+
+def _accumulate(acc: str, frm: str, smem: str, n: int, k: int, ld: int) -> str:
+    """``acc`` (16 x ``n``) += the accumulator tiles ``frm`` (16 x ``k``, float32) rounded to
+    bfloat16 as A fragments (tiles 2kk and 2kk+1 are k-step kk's), times B as in :func:`_product`."""
+    return (f"    for (int kk = 0; kk < {k // 16}; kk++) {{\n"
+            f"      unsigned pa[4];\n"
+            f"      pa[0] = cv_pack_bf16({frm}[2 * kk][0], {frm}[2 * kk][1]);\n"
+            f"      pa[1] = cv_pack_bf16({frm}[2 * kk][2], {frm}[2 * kk][3]);\n"
+            f"      pa[2] = cv_pack_bf16({frm}[2 * kk + 1][0], {frm}[2 * kk + 1][1]);\n"
+            f"      pa[3] = cv_pack_bf16({frm}[2 * kk + 1][2], {frm}[2 * kk + 1][3]);\n"
+            f"      for (int n = 0; n < {n // 8}; n++) {{\n"
+            f"        const unsigned* brow = (const unsigned*)({smem} + (n * 8 + g) * {ld});\n"
+            f"        CV_MMA({acc}[n], pa, brow[kk * 8 + c], brow[kk * 8 + 4 + c]);\n"
+            f"      }}\n"
+            f"    }}\n")
+
+
+def _zero(acc: str, n: int) -> str:
+    return (f"  float {acc}[{n // 8}][4];\n"
+            f"  for (int n = 0; n < {n // 8}; n++) {{ {acc}[n][0] = 0.0f; {acc}[n][1] = 0.0f; {acc}[n][2] = 0.0f; "
+            f"{acc}[n][3] = 0.0f; }}\n")
+
+
+def _store(acc: str, dst: str, rows: int, width: int, factor: str = "") -> str:
+    """Write the accumulator ``acc`` (the warp's rows ``r0``, ``r1``; ``width`` columns) to the
+    float32 matrix at ``dst`` (``rows`` per leading index), times ``factor``."""
+    f = f" * {factor}" if factor else ""
+    return (f"  for (int n = 0; n < {width // 8}; n++) {{\n"
+            f"    const int col = n * 8 + 2 * c;\n"
+            f"    if (r0 < {rows}) {{ {dst}[(bh * {rows} + r0) * {width} + col] = {acc}[n][0]{f}; "
+            f"{dst}[(bh * {rows} + r0) * {width} + col + 1] = {acc}[n][1]{f}; }}\n"
+            f"    if (r1 < {rows}) {{ {dst}[(bh * {rows} + r1) * {width} + col] = {acc}[n][2]{f}; "
+            f"{dst}[(bh * {rows} + r1) * {width} + col + 1] = {acc}[n][3]{f}; }}\n"
+            f"  }}\n")
+
+
 def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: dict) -> tuple[str, int, int, int]:
-    """(source, blocks, threads per block, flops) of the forward kernel for inputs of ``shapes``
-    (q, k, v and, with ``params["has_mask"]``, the float32 additive mask; ``mask_info``: its
-    strides, :func:`corvid.render.gpu.attention_shapes`). Signature: ``(float* out, bf16 q, k, v
-    [, float mask])``; ``out`` holds the output rows then the log-sum-exp of each row."""
-    causal, has_mask = params["causal"], params["has_mask"]
+    """(source, blocks, threads per block, flops) of the kernel ``params["kind"]`` for inputs of
+    ``shapes``: ``fwd_tc`` (q, k, v and, with ``params["has_mask"]``, the float32 additive mask;
+    writes the output rows then each row's log-sum-exp, float32), ``dq_tc`` and ``dkdv_tc`` (the
+    same, then the output's gradient ``do`` in bfloat16 and the float32 ``lse`` and ``delta`` =
+    rowsum(do * out); write ``dq``, or ``dk`` then ``dv``, float32). ``mask_info``: the mask's
+    strides (:func:`corvid.render.gpu.attention_shapes`).
+
+    ``dq_tc``: a warp per 16 query rows, tiles of keys (row-major and transposed) and values in
+    shared memory; per tile ``s = q k^T``, ``dp = do v^T``, ``ds = p (dp - delta)`` with ``p =
+    exp(s - lse)``, and ``dq += ds k``. ``dkdv_tc``: a warp per 16 keys, tiles of queries and
+    output gradients (each row-major and transposed) with their lse and delta; ``s^T = k q^T``,
+    ``dp^T = v do^T``, then ``dv += p^T do`` and ``dk += ds^T q``. No atomics: each output row
+    is one warp's."""
+    kind, causal, has_mask = params["kind"], params["causal"], params["has_mask"]
     q, k, v = shapes[:3]
     lead, TQ, D, TK, DV = q[:-2], q[-2], q[-1], k[-2], v[-1]
     if not applies(D, DV):
         raise NotImplementedError(f"the tensor-core attention takes head sizes that are multiples of 16 up to "
                                   f"{MAX_HEAD}, not {D} and {DV}")
     BH = math.prod(lead)
-    NB = -(-TQ // TILE_ROWS)
-    BK, DP, BKP = TILE_KEYS, D + PAD, TILE_KEYS + PAD
     scale = repr(float(np.float32(params["scale"]))) + "f"
-    args = ["float* __restrict__ p0", "const unsigned short* __restrict__ p1", "const unsigned short* __restrict__ p2",
-            "const unsigned short* __restrict__ p3"] + (["const float* __restrict__ p4"] if has_mask else [])
+    bf, f32 = "const unsigned short* __restrict__", "const float* __restrict__"
+    args = ["float* __restrict__ p0", f"{bf} p1", f"{bf} p2", f"{bf} p3"] + ([f"{f32} p4"] if has_mask else [])
+    extra = 4 if has_mask else 3
+    if kind != "fwd_tc":
+        args += [f"{bf} p{extra + 1}", f"{f32} p{extra + 2}", f"{f32} p{extra + 3}"]
+    do, lse, delta = f"p{extra + 1}", f"p{extra + 2}", f"p{extra + 3}"
     moff = []
     if has_mask:
         moff = ["  long long cv_rem = bh, moff = 0;"]
@@ -85,100 +183,120 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 moff.append(f"  moff += (cv_rem % {size}) * {stride}LL;")
             moff.append(f"  cv_rem /= {size};")
     mask_row = mask_info.get("mask_row", 0) if has_mask else 0
-    end = f"(q0 + {TILE_ROWS} < {TK} ? q0 + {TILE_ROWS} : {TK})" if causal else str(TK)
-    masked = "col >= " + str(TK) + (" || col > row" if causal else "")
-    add_mask = (f"        if (row < {TQ} && col < {TK}) v += p4[moff + (long long)row * {mask_row} + col];\n"
-                if has_mask else "")
-    src = f"""{MMA}
-extern "C" __global__ void __launch_bounds__({THREADS}) {name}({", ".join(args)}) {{
-  const int t = (int)threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;
-  const long long bh = (long long)blockIdx.x / {NB};
-  const int q0 = (int)((long long)blockIdx.x % {NB}) * {TILE_ROWS};
-  __shared__ __align__(16) unsigned short ks[{BK * DP}];
-  __shared__ __align__(16) unsigned short vt[{DV * BKP}];
-{chr(10).join(moff)}
-  const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-  const unsigned* qrow0 = (const unsigned*)(p1 + (bh * {TQ} + (r0 < {TQ} ? r0 : 0)) * {D});
-  const unsigned* qrow1 = (const unsigned*)(p1 + (bh * {TQ} + (r1 < {TQ} ? r1 : 0)) * {D});
-  unsigned qa[{D // 16}][4];
-  for (int kk = 0; kk < {D // 16}; kk++) {{
-    qa[kk][0] = r0 < {TQ} ? qrow0[kk * 8 + c] : 0u;
-    qa[kk][1] = r1 < {TQ} ? qrow1[kk * 8 + c] : 0u;
-    qa[kk][2] = r0 < {TQ} ? qrow0[kk * 8 + 4 + c] : 0u;
-    qa[kk][3] = r1 < {TQ} ? qrow1[kk * 8 + 4 + c] : 0u;
-  }}
-  float o[{DV // 8}][4];
-  for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] = 0.0f; o[n][1] = 0.0f; o[n][2] = 0.0f; o[n][3] = 0.0f; }}
-  const float ninf = __int_as_float(0xff800000);
-  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;
-  const int end = {end};
-  for (int j0 = 0; j0 < end; j0 += {BK}) {{
-    for (int e = t; e < {BK * D // 2}; e += {THREADS}) {{  /* the keys, two elements at a time */
-      const int jj = e / {D // 2}, dd = (e % {D // 2}) * 2;
-      const unsigned kv = j0 + jj < {TK} ? *(const unsigned*)(p2 + (bh * {TK} + j0 + jj) * {D} + dd) : 0u;
-      *(unsigned*)(ks + jj * {DP} + dd) = kv;
-    }}
-    for (int e = t; e < {BK * DV}; e += {THREADS}) {{  /* the values, transposed */
-      const int jj = e / {DV}, dd = e % {DV};
-      vt[dd * {BKP} + jj] = j0 + jj < {TK} ? p3[(bh * {TK} + j0 + jj) * {DV} + dd] : (unsigned short)0;
-    }}
-    __syncthreads();
-    float s[{BK // 8}][4];
-    for (int n = 0; n < {BK // 8}; n++) {{
-      s[n][0] = 0.0f; s[n][1] = 0.0f; s[n][2] = 0.0f; s[n][3] = 0.0f;
-      const unsigned* krow = (const unsigned*)(ks + (n * 8 + g) * {DP});
-      for (int kk = 0; kk < {D // 16}; kk++) {{
-        const unsigned b0 = krow[kk * 8 + c], b1 = krow[kk * 8 + 4 + c];
-        CV_MMA(s[n], qa[kk], b0, b1);
-      }}
-    }}
-    float mx0 = m0, mx1 = m1;
-    for (int n = 0; n < {BK // 8}; n++) {{
-      for (int e = 0; e < 4; e++) {{
-        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);
-        float v = s[n][e] * {scale};
-{add_mask}        if ({masked}) v = ninf;
-        s[n][e] = v;
-        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
-      }}
-    }}
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1)); mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1)); mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float c0 = mx0 == ninf ? 1.0f : expf(m0 - mx0), c1 = mx1 == ninf ? 1.0f : expf(m1 - mx1);
-    const float base0 = mx0 == ninf ? 0.0f : mx0, base1 = mx1 == ninf ? 0.0f : mx1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-    for (int n = 0; n < {BK // 8}; n++) {{
-      s[n][0] = expf(s[n][0] - base0); s[n][1] = expf(s[n][1] - base0);
-      s[n][2] = expf(s[n][2] - base1); s[n][3] = expf(s[n][3] - base1);
-      sum0 += s[n][0] + s[n][1]; sum1 += s[n][2] + s[n][3];
-    }}
-    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1); sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
-    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1); sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
-    l0 = l0 * c0 + sum0; l1 = l1 * c1 + sum1; m0 = mx0; m1 = mx1;
-    for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= c0; o[n][1] *= c0; o[n][2] *= c1; o[n][3] *= c1; }}
-    for (int kk = 0; kk < {BK // 16}; kk++) {{  /* the probabilities, as A fragments, times the values */
-      unsigned pa[4];
-      pa[0] = cv_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = cv_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = cv_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = cv_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      for (int n = 0; n < {DV // 8}; n++) {{
-        const unsigned* vrow = (const unsigned*)(vt + (n * 8 + g) * {BKP});
-        const unsigned b0 = vrow[kk * 8 + c], b1 = vrow[kk * 8 + 4 + c];
-        CV_MMA(o[n], pa, b0, b1);
-      }}
-    }}
-    __syncthreads();
-  }}
-  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-  for (int n = 0; n < {DV // 8}; n++) {{
-    const int col = n * 8 + 2 * c;
-    if (r0 < {TQ}) {{ p0[(bh * {TQ} + r0) * {DV} + col] = o[n][0] * inv0; p0[(bh * {TQ} + r0) * {DV} + col + 1] = o[n][1] * inv0; }}
-    if (r1 < {TQ}) {{ p0[(bh * {TQ} + r1) * {DV} + col] = o[n][2] * inv1; p0[(bh * {TQ} + r1) * {DV} + col + 1] = o[n][3] * inv1; }}
-  }}
-  if (c == 0 && r0 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r0] = l0 > 0.0f ? m0 + logf(l0) : ninf;
-  if (c == 0 && r1 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r1] = l1 > 0.0f ? m1 + logf(l1) : ninf;
-}}
-"""
-    flops = 2 * BH * TQ * TK * (D + DV) // (2 if causal else 1)
-    return src, BH * NB, THREADS, flops
+    rows = TK if kind == "dkdv_tc" else TQ  # (the rows the blocks split: keys for dk/dv, else queries)
+    nb = -(-rows // TILE_ROWS)
+    head = [MMA, f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({", ".join(args)}) {{',
+            "  const int t = (int)threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;",
+            f"  const long long bh = (long long)blockIdx.x / {nb};",
+            f"  const int b0 = (int)((long long)blockIdx.x % {nb}) * {TILE_ROWS};",
+            "  const int r0 = b0 + warp * 16 + g, r1 = r0 + 8;",
+            "  const float ninf = __int_as_float(0xff800000);",
+            *moff]
+
+    def score(i: str, j: str) -> str:
+        """Lines turning the scaled score ``v`` of query ``i`` and key ``j`` into -inf where masked."""
+        add = f"        if ({i} < {TQ} && {j} < {TK}) v += p4[moff + (long long)({i}) * {mask_row} + ({j})];\n" \
+            if has_mask else ""
+        cut = f"{i} >= {TQ} || {j} >= {TK}" + (f" || {j} > {i}" if causal else "")
+        return add + f"        if ({cut}) v = ninf;\n"
+
+    if kind == "fwd_tc":
+        BK = TILE_KEYS
+        end = f"(b0 + {TILE_ROWS} < {TK} ? b0 + {TILE_ROWS} : {TK})" if causal else str(TK)
+        body = [f"  __shared__ __align__(16) unsigned short ks[{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vt[{DV * (BK + PAD)}];",
+                *_afrag("qa", "p1", TQ, D), _zero("o", DV),
+                "  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;",
+                f"  for (int j0 = 0; j0 < {end}; j0 += {BK}) {{",
+                _rows("ks", "p2", "j0", TK, BK, D) + _cols("vt", "p3", "j0", TK, BK, DV) + "    __syncthreads();",
+                _product("s", "qa", "ks", BK, D, D + PAD) +
+                "    float mx0 = m0, mx1 = m1;\n"
+                f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
+                "      for (int e = 0; e < 4; e++) {\n"
+                "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
+                f"        float v = s[n][e] * {scale};\n" + score("row", "col") +
+                "        s[n][e] = v;\n"
+                "        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);\n"
+                "      }\n"
+                "    }\n"
+                "    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1)); mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n"
+                "    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1)); mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n"
+                "    const float c0 = mx0 == ninf ? 1.0f : expf(m0 - mx0), c1 = mx1 == ninf ? 1.0f : expf(m1 - mx1);\n"
+                "    const float base0 = mx0 == ninf ? 0.0f : mx0, base1 = mx1 == ninf ? 0.0f : mx1;\n"
+                "    float sum0 = 0.0f, sum1 = 0.0f;\n"
+                f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
+                "      s[n][0] = expf(s[n][0] - base0); s[n][1] = expf(s[n][1] - base0);\n"
+                "      s[n][2] = expf(s[n][2] - base1); s[n][3] = expf(s[n][3] - base1);\n"
+                "      sum0 += s[n][0] + s[n][1]; sum1 += s[n][2] + s[n][3];\n"
+                "    }\n"
+                "    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1); sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);\n"
+                "    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1); sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);\n"
+                "    l0 = l0 * c0 + sum0; l1 = l1 * c1 + sum1; m0 = mx0; m1 = mx1;\n"
+                f"    for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= c0; o[n][1] *= c0; o[n][2] *= c1; o[n][3] *= c1; }}\n" +
+                _accumulate("o", "s", "vt", DV, BK, BK + PAD) + "    __syncthreads();",
+                "  }",
+                "  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;",
+                f"  for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= inv0; o[n][1] *= inv0; o[n][2] *= inv1; o[n][3] *= inv1; }}",
+                _store("o", "p0", TQ, DV),
+                f"  if (c == 0 && r0 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r0] = l0 > 0.0f ? m0 + logf(l0) : ninf;",
+                f"  if (c == 0 && r1 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r1] = l1 > 0.0f ? m1 + logf(l1) : ninf;"]
+        flops = 2 * BH * TQ * TK * (D + DV)
+    elif kind == "dq_tc":
+        BK = _tile(max(D, DV))
+        end = f"(b0 + {TILE_ROWS} < {TK} ? b0 + {TILE_ROWS} : {TK})" if causal else str(TK)
+        body = [f"  __shared__ __align__(16) unsigned short ks[{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short kt[{D * (BK + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vs[{BK * (DV + PAD)}];",
+                *_afrag("qa", "p1", TQ, D), *_afrag("da", do, TQ, DV), _zero("dq", D),
+                f"  const float ls0 = r0 < {TQ} ? {lse}[bh * {TQ} + r0] : 0.0f, ls1 = r1 < {TQ} ? {lse}[bh * {TQ} + r1] : 0.0f;",
+                f"  const float dl0 = r0 < {TQ} ? {delta}[bh * {TQ} + r0] : 0.0f, dl1 = r1 < {TQ} ? {delta}[bh * {TQ} + r1] : 0.0f;",
+                f"  for (int j0 = 0; j0 < {end}; j0 += {BK}) {{",
+                _rows("ks", "p2", "j0", TK, BK, D) + _cols("kt", "p2", "j0", TK, BK, D) +
+                _rows("vs", "p3", "j0", TK, BK, DV) + "    __syncthreads();",
+                _product("s", "qa", "ks", BK, D, D + PAD) + _product("dp", "da", "vs", BK, DV, DV + PAD) +
+                f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
+                "      for (int e = 0; e < 4; e++) {\n"
+                "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
+                f"        float v = s[n][e] * {scale};\n" + score("row", "col") +
+                "        const float p = v == ninf ? 0.0f : expf(v - (e < 2 ? ls0 : ls1));\n"
+                "        s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));\n"
+                "      }\n"
+                "    }\n" + _accumulate("dq", "s", "kt", D, BK, BK + PAD) + "    __syncthreads();",
+                "  }",
+                _store("dq", "p0", TQ, D, scale)]
+        flops = 2 * BH * TQ * TK * (2 * D + DV)
+    elif kind == "dkdv_tc":
+        BQ = _tile(max(D, DV))
+        start = "b0" if causal else "0"
+        body = [f"  __shared__ __align__(16) unsigned short qs[{BQ * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short qt[{D * (BQ + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short os[{BQ * (DV + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short ot[{DV * (BQ + PAD)}];",
+                f"  __shared__ float ls[{BQ}], dls[{BQ}];",
+                *_afrag("ka", "p2", TK, D), *_afrag("va", "p3", TK, DV), _zero("dk", D), _zero("dv", DV),
+                f"  for (int i0 = {start}; i0 < {TQ}; i0 += {BQ}) {{",
+                _rows("qs", "p1", "i0", TQ, BQ, D) + _cols("qt", "p1", "i0", TQ, BQ, D) +
+                _rows("os", do, "i0", TQ, BQ, DV) + _cols("ot", do, "i0", TQ, BQ, DV) +
+                f"    for (int e = t; e < {BQ}; e += {THREADS}) {{\n"
+                f"      ls[e] = i0 + e < {TQ} ? {lse}[bh * {TQ} + i0 + e] : 0.0f;\n"
+                f"      dls[e] = i0 + e < {TQ} ? {delta}[bh * {TQ} + i0 + e] : 0.0f;\n"
+                "    }\n"
+                "    __syncthreads();",
+                _product("s", "ka", "qs", BQ, D, D + PAD) + _product("dp", "va", "os", BQ, DV, DV + PAD) +
+                f"    for (int n = 0; n < {BQ // 8}; n++) {{\n"
+                "      for (int e = 0; e < 4; e++) {\n"
+                "        const int key = e < 2 ? r0 : r1, ii = n * 8 + 2 * c + (e & 1), qi = i0 + ii;\n"
+                f"        float v = s[n][e] * {scale};\n" + score("qi", "key") +
+                "        const float p = v == ninf ? 0.0f : expf(v - ls[ii]);\n"
+                "        s[n][e] = p;\n"
+                "        dp[n][e] = p * (dp[n][e] - dls[ii]);\n"
+                "      }\n"
+                "    }\n" + _accumulate("dv", "s", "ot", DV, BQ, BQ + PAD) + _accumulate("dk", "dp", "qt", D, BQ, BQ + PAD) +
+                "    __syncthreads();",
+                "  }",
+                _store("dk", "p0", TK, D, scale), _store("dv", f"(p0 + {BH * TK * D}LL)", TK, DV)]
+        flops = 2 * BH * TQ * TK * (2 * D + 2 * DV)
+    else:
+        raise NotImplementedError(f"no tensor-core attention kernel {kind!r}")
+    text = "\n".join(head + body + ["}", ""])
+    return text, BH * nb, THREADS, flops // (2 if causal else 1)

@@ -681,7 +681,7 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
     arrives as an additive one (0 or -inf) with its own broadcast strides. Keys whose score is
     ``-inf`` are skipped, so a query that sees none gets zeros."""
     kind, causal, has_mask = params["kind"], params["causal"], params["has_mask"]
-    if kind not in ("fwd", "dq", "dkdv"):  # (the tensor-core forward is CUDA's alone)
+    if kind not in ("fwd", "dq", "dkdv"):  # (the tensor-core kernels are CUDA's alone)
         raise NotImplementedError(f"the {self.dialect} renderer has no attention kernel {kind!r}")
     s = attention_shapes(kind, shapes, has_mask)
     T, L = ATTENTION_THREADS, self.long_type

@@ -642,7 +642,7 @@ class CUDADevice(Device):
 
     @property
     def attention_tensor_cores(self) -> bool:
-        """Whether attention of bfloat16 operands runs its forward on tensor cores
+        """Whether attention of bfloat16 operands runs on tensor cores
         (``mma.sync`` with bfloat16: sm_80 and later; corvid/render/cuda_attention.py)."""
         arch = str(getattr(self, "arch", ""))
         return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
