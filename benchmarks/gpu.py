@@ -85,7 +85,8 @@ UNCHECKED = "unchecked"  # a row's check when there is nothing to check against 
 TEST_FILES = ("tests/test_backends.py", "tests/test_gpu_style.py", "tests/test_fp8.py", "tests/test_narrow_rounding.py",
               "tests/test_sharding.py", "tests/test_cuda.py", "tests/test_cuda_runtime.py",
               "tests/test_cuda_scatter.py", "tests/test_data_devices.py", "tests/test_indexing.py",
-              "tests/test_devices.py", "tests/test_jit_symbolic.py", "tests/test_cublaslt.py")
+              "tests/test_devices.py", "tests/test_jit_symbolic.py", "tests/test_cublaslt.py",
+              "tests/test_attention_tc.py")
 QUICK_TEST_FILES = ("tests/test_cuda_runtime.py", "tests/test_data_devices.py")  # (seconds, not a minute)
 TEST_FILTER = "CUDA or cuda"
 
@@ -1187,6 +1188,62 @@ def _matmul_fp8(ctx: Ctx) -> Bench:
                         dtype="float8_e4m3fn", numpy_fn=numpy_mm)
 
 
+def _attention(ctx: Ctx) -> Bench:
+    """``scaled_dot_product_attention`` forward and backward at GPT-2's shape (batch 8, 12 heads,
+    1024 tokens of 64), bfloat16, causal: corvid's step jitted (on CUDA, its tensor-core kernels),
+    PyTorch's eager with autograd (its flash kernels). The result compared is the first head's
+    gradients of the three operands (the whole backward runs for them)."""
+    import corvid as cv
+
+    b, h, t, d = (1, 2, 64, 64) if ctx.quick else (8, 12, 1024, 64)
+    rng = _rng()
+    q, k, v, w = (rng.standard_normal((b, h, t, d), dtype=np.float32) for _ in range(4))
+    flops = 3.5 * 2 * b * h * t * t * d  # forward 4*b*h*t*t*d halved by the causal mask; backward 2.5 times that
+    calls: dict[str, Callable[[], Any]] = {}
+    if ctx.with_corvid:
+        F = cv.nn.functional
+        xs = [cv.Tensor(a, device=ctx.device).astype(cv.bfloat16).realize() for a in (q, k, v)]
+        wt = cv.Tensor(w, device=ctx.device).realize()
+
+        def loss(q: Any, k: Any, v: Any) -> Any:
+            return (F.scaled_dot_product_attention(q, k, v, is_causal=True).astype(cv.float32) * wt).sum()
+
+        @cv.jit
+        def step(q: Any, k: Any, v: Any) -> Any:
+            grads = cv.grad(loss, argnums=(0, 1, 2))(q, k, v)
+            return cv.concat([g[0, 0].astype(cv.float32).reshape(-1) for g in grads])
+
+        def corvid_call() -> Any:
+            out = step(*xs).realize()
+            ctx.cv_sync()
+            return out
+
+        calls["corvid"] = corvid_call
+    if ctx.torch is not None:
+        torch = ctx.torch
+        ts = [torch.from_numpy(a).to(ctx.tdev).to(torch.bfloat16).requires_grad_() for a in (q, k, v)]
+        tw = torch.from_numpy(w).to(ctx.tdev)
+
+        def torch_call() -> Any:
+            for x in ts:
+                x.grad = None
+            out = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+            (out.float() * tw).sum().backward()
+            result = torch.cat([x.grad[0, 0].float().reshape(-1) for x in ts])
+            ctx.t_sync()
+            return result
+
+        calls["torch"] = torch_call
+
+    def check(outs: dict[str, Any]) -> str | None:
+        if "corvid" in outs and "torch" in outs:
+            # (bfloat16 probabilities and gradients on both sides, rounded in different places)
+            return _compare(_to_numpy(outs["corvid"]), _to_numpy(outs["torch"]), 5e-2, 0.0, True)
+        return UNCHECKED
+
+    return Bench(calls, flops, check)
+
+
 def _chain(ctx: Ctx) -> Bench:
     from .workloads import CHAIN
 
@@ -1428,6 +1485,9 @@ ROWS: list[GPURow] = [
     GPURow("matmul_4096_fp8", "x @ w.T, 4096x4096 float8_e4m3fn written as bfloat16 (corvid: the bfloat16 "
            "widenings' product; torch: _scaled_mm)", "compute", _matmul_fp8, "float8_e4m3fn",
            compile_note="not tried (cuBLAS either way)"),
+    GPURow("attention_bf16", "scaled_dot_product_attention forward + backward, 8x12x1024x64 bfloat16, causal "
+           "(corvid: jit; torch: eager autograd)", "compute", _attention, "bfloat16",
+           compile_note="not tried (a backward pass)"),
     GPURow("elementwise_chain", "((x*1.5+0.5).relu()*x).exp(), 64M float32", "bandwidth", _chain),
     GPURow("sum", "x.sum(), 64M float32", "bandwidth", _sum),
     GPURow("softmax", "x.softmax(-1), 8192x8192 float32", "bandwidth", _softmax),
