@@ -1188,6 +1188,31 @@ def _matmul_fp8(ctx: Ctx) -> Bench:
                         dtype="float8_e4m3fn", numpy_fn=numpy_mm)
 
 
+def _attention_row(route: str) -> Callable[[Ctx], Bench]:
+    """:func:`_attention` with ``CORVID_ATTENTION=route`` while corvid's step is traced and run:
+    the float32 kernels, or the composite of products and a softmax, against the same PyTorch
+    call (so one report compares corvid's routes too)."""
+    def make(ctx: Ctx) -> Bench:
+        bench = _attention(ctx)
+        inner = bench.calls.get("corvid")
+        if inner is not None:
+            def call() -> Any:
+                before = os.environ.get("CORVID_ATTENTION")
+                os.environ["CORVID_ATTENTION"] = route
+                try:
+                    return inner()
+                finally:
+                    if before is None:
+                        del os.environ["CORVID_ATTENTION"]
+                    else:
+                        os.environ["CORVID_ATTENTION"] = before
+
+            bench.calls["corvid"] = call
+        return bench
+
+    return make
+
+
 def _attention(ctx: Ctx) -> Bench:
     """``scaled_dot_product_attention`` forward and backward at GPT-2's shape (batch 8, 12 heads,
     1024 tokens of 64), bfloat16, causal: corvid's step jitted (on CUDA, its tensor-core kernels),
@@ -1487,6 +1512,11 @@ ROWS: list[GPURow] = [
            compile_note="not tried (cuBLAS either way)"),
     GPURow("attention_bf16", "scaled_dot_product_attention forward + backward, 8x12x1024x64 bfloat16, causal "
            "(corvid: jit; torch: eager autograd)", "compute", _attention, "bfloat16",
+           compile_note="not tried (a backward pass)"),
+    GPURow("attention_bf16_f32", "the same, corvid with CORVID_ATTENTION=float32 (its float32 kernels)", "compute",
+           _attention_row("float32"), "bfloat16", repeat=5, compile_note="not tried (a backward pass)"),
+    GPURow("attention_bf16_composite", "the same, corvid with CORVID_ATTENTION=composite (products and a "
+           "softmax: the scores stored)", "compute", _attention_row("composite"), "bfloat16", repeat=5,
            compile_note="not tried (a backward pass)"),
     GPURow("elementwise_chain", "((x*1.5+0.5).relu()*x).exp(), 64M float32", "bandwidth", _chain),
     GPURow("sum", "x.sum(), 64M float32", "bandwidth", _sum),
