@@ -899,3 +899,14 @@ def test_vmap_over_float8_operands_matches_a_loop(dev):
     assert [c["a"]["dtype"] for c in dev.standin.matmuls()] == [L.R_8F_E4M3]
     for i in range(3):
         _close_in(got[i], _fp8_reference(x[i], w.T, np.float32), np.float32)
+
+
+def test_a_product_the_library_refuses_is_computed_on_the_host_with_a_warning(dev, monkeypatch):
+    refuse = dev.standin.fp8_refusal
+    monkeypatch.setattr(dev.standin, "fp8_refusal", lambda desc, la, *rest: "refused for the test"
+                        if la["rows"] == 80 else refuse(desc, la, *rest))
+    a, b = _rand(64, 96), _rand(96, 80, seed=1)
+    with pytest.warns(UserWarning, match="cuBLASLt refused a matrix product"):
+        got = (_t(a) @ _t(b)).numpy()
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=2e-5, atol=2e-5)
+    assert not dev.standin.matmuls()  # (the library ran nothing)

@@ -58,8 +58,14 @@ def _reference(a: np.ndarray, b: np.ndarray, *bias: np.ndarray, ta: bool, tb: bo
     return product.astype(getattr(dt, out).np if out else a.dtype)
 
 
+_refused: set[str] = set()  # the products the library found no algorithm for (warned once each)
+
+
 def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
-    """The library's program on a device that offers one; None elsewhere (numpy computes)."""
+    """The library's program on a device that offers one; None elsewhere (numpy computes). A
+    product the library refuses (its heuristic finds no algorithm for these sizes, layouts and
+    alignments) is computed by the numpy function too, with a warning naming it, rather than
+    failing the whole computation."""
     from ..runtime.device import get_device
 
     dev = get_device(device)
@@ -68,9 +74,19 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
         return None
     if len(in_specs) > 2 and len(in_specs[2][0]) > 1:  # (a bias per vmapped example: the numpy function's)
         return None
-    from ..runtime.cublaslt import GemmProgram
+    from ..runtime.cublaslt import CublasError, GemmProgram
 
-    return GemmProgram(dev, blas, params, in_specs)
+    try:
+        return GemmProgram(dev, blas, params, in_specs)
+    except CublasError as e:
+        what = f"{[tuple(s) for s, _ in in_specs]} {dict(params)}"
+        if what not in _refused:
+            _refused.add(what)
+            import warnings
+
+            warnings.warn(f"cuBLASLt refused a matrix product ({e}); corvid computes it on the host, which is "
+                          "slow: please report the shapes", stacklevel=2)
+        return None
 
 
 def _flops(params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:

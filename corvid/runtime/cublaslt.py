@@ -450,7 +450,7 @@ class GemmProgram(Program):
         else:
             self.gemm, self.offsets = layout(a_shape, b_shape, a_dt, params, self.has_bias)
             if self.gemm is not None:
-                blas.plan(self.gemm)  # (built now: a product the library refuses fails where it is scheduled)
+                blas.plan(self.gemm)  # (built now: a product the library refuses is known where it is scheduled)
 
     def _at(self, sizes: list[int] | None) -> tuple[Gemm | None, list[tuple[int, int, int]]]:
         if not self.takes_sizes:
