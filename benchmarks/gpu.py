@@ -323,6 +323,8 @@ def part_environment(report: Report, args: argparse.Namespace, env: dict[str, st
         report(info["blas_line"])
         if info["blas_line"].startswith("FAIL"):
             report.problem("cuBLASLt's first product failed")
+    if info.get("attention_line"):
+        report(info["attention_line"])
     if info.get("smoke_error"):
         report(f"FAIL first kernel on {info['device']}: {info['smoke_error']}")
         report.problem("the first kernel on the device failed")
@@ -965,6 +967,11 @@ def worker_env(args: argparse.Namespace) -> int:
             f"CUDA: {dev.gpu_name}, {dev.arch}, {int(total) / 2 ** 30:.0f} GiB; driver API "
             f"{version // 1000}.{version % 1000 // 10}; NVRTC {dev.compiler.version}; cuda-bindings {bindings}"))
         info["blas_line"] = _blas_line(dev)
+        try:
+            info["attention_line"] = ("bfloat16 attention: tensor cores (mma.sync)" if dev.attention_tensor_cores else
+                                      f"bfloat16 attention: float32 kernels ({dev.attention_tc_error})")
+        except Exception as e:
+            info["attention_line"] = f"bfloat16 attention: FAIL {type(e).__name__}: {e}"
     else:
         what = getattr(dev, "cl_device", None)
         detail = f"{what.name.strip()} ({what.platform.name.strip()})" if what is not None else ""

@@ -66,6 +66,8 @@ def environment(peak: bool = True) -> dict[str, Any]:
                 blas = dev.blas()
                 devices[name] += (f"; matrix products: cuBLASLt {blas.lt.version}" if blas is not None else
                                   f"; matrix products: corvid's own kernels ({dev.blas_error})")
+                devices[name] += ("; bfloat16 attention: tensor cores" if dev.attention_tensor_cores else
+                                  f"; bfloat16 attention: float32 kernels ({dev.attention_tc_error})")
         except (ImportError, RuntimeError, OSError) as e:  # (each names what to install)
             devices[name] = f"does not start: {e}"
     info["devices"] = devices

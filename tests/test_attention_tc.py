@@ -236,15 +236,46 @@ def test_the_route_can_be_set_back_to_float32(cores, monkeypatch):
 
 
 def test_a_cuda_device_says_which_gpus_have_them():
-    from corvid.runtime.cuda import CUDADevice
-
-    class Probe:
-        attention_tensor_cores = CUDADevice.attention_tensor_cores
+    from corvid.runtime.cuda import tensor_core_arch
 
     for arch, has in (("sm_75", False), ("sm_80", True), ("sm_90", True), ("sm_100", True), ("", False)):
-        p = Probe()
-        p.arch = arch
-        assert p.attention_tensor_cores is has, arch
+        assert tensor_core_arch(arch) is has, arch
+
+
+def test_a_tensor_core_kernel_that_does_not_build_turns_them_off_with_a_warning():
+    from tests.test_cuda_runtime import FakeCUDA
+
+    class Probed(FakeCUDA):
+        """The stand-in device, with a compiler that builds what it is given (or fails) and a
+        driver that loads it."""
+
+        def __init__(self, fails=False):
+            super().__init__()
+            self.sources = []
+
+            def cubin(src, arch, name):
+                self.sources.append(src)
+                if fails:
+                    raise RuntimeError("nvrtc: error in the probe")
+                return b"cubin"
+
+            self.compiler.cubin = cubin
+
+        def call(self, name, *args):
+            return 1 if name in ("cuModuleLoadData", "cuModuleUnload") else super().call(name, *args)
+
+    dev = Probed()
+    assert dev.attention_tensor_cores and dev.attention_tc_error is None
+    assert "mma.sync.aligned.m16n8k16" in dev.sources[0]
+    assert dev.attention_tensor_cores and len(dev.sources) == 1  # (tried once)
+    broken = Probed(fails=True)
+    with pytest.warns(UserWarning, match="float32 kernels: its tensor-core kernel did not build"):
+        assert not broken.attention_tensor_cores
+    assert "error in the probe" in broken.attention_tc_error
+    assert not broken.attention_tensor_cores and len(broken.sources) == 1
+    old = Probed()
+    old.arch = "sm_75"
+    assert not old.attention_tensor_cores and "sm_75" in old.attention_tc_error and not old.sources
 
 
 def test_real_cuda_tensor_core_attention_matches_the_cpu():

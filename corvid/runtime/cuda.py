@@ -511,6 +511,11 @@ def _destroy_graph(device: CUDADevice, graph: Any, executables: list[Any]) -> No
 
 # --- the device ------------------------------------------------------------------------------------
 
+def tensor_core_arch(arch: str) -> bool:
+    """Whether a GPU of compute capability ``arch`` (``"sm_90"``) has bfloat16 ``mma.sync`` (sm_80 on)."""
+    return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
+
+
 class CUDADevice(Device):
     """An NVIDIA GPU through cuda-bindings (see the module docstring). The CPU's optimization
     actions do not apply (``optimization_actions``); :meth:`heuristics` chooses GPU-style ones
@@ -567,6 +572,8 @@ class CUDADevice(Device):
         self._blas: Any = _UNSET  # cuBLASLt's state (blas()), made on first use
         self.blas_error: str | None = None  # why blas() is None
         self._blas_lock = threading.Lock()
+        self._attention_tc: bool | None = None  # attention_tensor_cores, found on first use
+        self.attention_tc_error: str | None = None  # why the tensor-core attention kernels are not used
 
     def call(self, fn: str, *args: Any) -> Any:
         """``cuda.bindings.driver.<fn>(*args)`` in this device's context; its values (see
@@ -642,10 +649,34 @@ class CUDADevice(Device):
 
     @property
     def attention_tensor_cores(self) -> bool:
-        """Whether attention of bfloat16 operands runs on tensor cores
-        (``mma.sync`` with bfloat16: sm_80 and later; corvid/render/cuda_attention.py)."""
-        arch = str(getattr(self, "arch", ""))
-        return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
+        """Whether attention of bfloat16 operands runs on tensor cores (corvid/render/cuda_attention.py):
+        a GPU with ``mma.sync`` on bfloat16 (:func:`tensor_core_arch`) on which a small kernel of
+        the kind compiles and loads, tried once (else a warning, the reason in
+        ``attention_tc_error``, and the float32 kernels)."""
+        if self._attention_tc is None:
+            with self._blas_lock:
+                if self._attention_tc is None:
+                    self._attention_tc = self._probe_attention_tc()
+        return self._attention_tc
+
+    def _probe_attention_tc(self) -> bool:
+        if not tensor_core_arch(self.arch):
+            self.attention_tc_error = f"{self.arch} has no bfloat16 mma.sync (sm_80 and later)"
+            return False
+        from ..render.cuda_attention import render
+
+        name = "cv_probe_attention_tc"
+        try:
+            src = render(name, {"kind": "fwd_tc", "causal": True, "scale": 0.25, "has_mask": False},
+                         [(1, 16, 16)] * 3, {})[0]
+            module = self.call("cuModuleLoadData", self.compiler.cubin(src, self.arch, name))
+            self.call("cuModuleUnload", module)
+        except Exception as e:
+            self.attention_tc_error = f"{type(e).__name__}: {str(e)[:400]}"
+            warnings.warn(f"bfloat16 attention runs in float32 kernels: its tensor-core kernel did not build "
+                          f"({self.attention_tc_error})", stacklevel=3)
+            return False
+        return True
 
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
