@@ -277,3 +277,84 @@ def test_a_loss_over_a_vocabulary_is_not_one_work_group():
     singles = [sk for sk in loss.schedule() if not sk.kernel.loops and sk.kernel.reduce_loops()]
     assert singles and all(max(lp.size for lp in reduce_loops(sk.kernel)) <= 64 for sk in singles)  # (sums of 64 rows)
     np.testing.assert_allclose(loss.item(), want, rtol=1e-5)
+
+
+def _input_loads(source: str, param: int = 1) -> int:
+    """How many times a kernel's source reads its input ``p<param>``."""
+    import re
+
+    return len(re.findall(rf"\bp{param}\[", source))
+
+
+@pytest.mark.parametrize("case", ["softmax", "layer_norm", "logsumexp", "padded_softmax", "bf16_softmax", "nan_rows"])
+def test_rows_read_by_several_loops_are_read_from_memory_once(cl, case):
+    # a softmax reads its row for the max, for the sum and for the output; a layer norm for the
+    # mean, the variance and the output: the first loop keeps the work item's elements in an
+    # array of registers (the row cache) and the later loops read them from there
+    from corvid.nn.functional import layer_norm
+    from corvid.render.cuda import CUDARenderer
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 2048 if case != "padded_softmax" else 1100)).astype(np.float32)
+    if case == "nan_rows":
+        x[1, 7], x[2, 100], x[3, 5] = np.nan, np.inf, -np.inf
+    t = cv.Tensor(x)
+    build = {"softmax": lambda t: t.softmax(-1), "nan_rows": lambda t: t.softmax(-1),
+             "layer_norm": lambda t: layer_norm(t, (t.shape[-1],)), "logsumexp": lambda t: t.logsumexp(-1),
+             "padded_softmax": lambda t: t.softmax(-1),
+             "bf16_softmax": lambda t: t.astype(cv.bfloat16).softmax(-1)}[case]
+    k0 = _base(build(t)) if case != "bf16_softmax" else _base(build(cv.Tensor(x).astype(cv.bfloat16).realize()))
+    k = gpu_heuristics(k0)
+    src = cl.renderer.render(k)
+    assert "cv_row0" in src and _input_loads(src) == 1, src
+    assert "cv_row0" in CUDARenderer().render(k)
+    arrays = search.random_inputs(k0, seed=5) if case != "nan_rows" else [x]
+    got, want = _run("CL", k, arrays), _run("CPU", k0, arrays)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-6, atol=2e-6)
+
+
+def test_rows_too_long_for_registers_are_read_again():
+    # 256 work items over a row of 51200: 200 elements each, more than the cache holds
+    from corvid.render.gpu import ROW_CACHE_MAX
+    from corvid.render.opencl import OpenCLRenderer
+
+    k = gpu_heuristics(_base(_real(4, 256 * (ROW_CACHE_MAX + 8)).softmax(-1)))
+    src = OpenCLRenderer().render(k)
+    assert "cv_row" not in src and _input_loads(src) == 3
+
+
+def test_several_reduces_over_a_row_are_all_shared_by_the_work_group(cl):
+    # a log-sum-exp reduces its row twice (the maximum, then the sum of exponentials) and a loss
+    # per row adds the target's logit: group_local shared one of the reduces, and every work item
+    # walked the others whole (GPT-2's 50257 logits: one work item per row); reduces_local shares
+    # them all, one work-item id for every reduce
+    from corvid.render.opencl import OpenCLRenderer
+
+    rng = np.random.default_rng(0)
+    t = cv.Tensor(rng.integers(0, 1100, GPU_MANY_OUTPUTS))
+    cases = [(_real(8, 2048).logsumexp(-1), ["reduces_local(0, 256)"]),
+             (_real(6, 1100).logsumexp(-1), ["pad_reduce(0, 256)", "pad_reduce(1, 256)", "reduces_local(0, 256)"]),
+             (cv.nn.functional.cross_entropy(_real(GPU_MANY_OUTPUTS, 2100), t[:GPU_MANY_OUTPUTS] % 2100,
+                                             reduction="none"), None)]
+    for t_, want_opts in cases:
+        k0 = _base(t_)
+        k = gpu_heuristics(k0)
+        opts = [str(o) for o in k.opts]
+        if want_opts is not None:
+            assert opts == want_opts
+        assert opts[-1] == "reduces_local(0, 256)", opts
+        lau = launch(k)
+        assert len(lau.local) == 1 and lau.aliases  # (one work-item id for every reduce)
+        src = OpenCLRenderer().render(k)
+        assert src.count("barrier(CLK_LOCAL_MEM_FENCE);") >= 2 * len(reduce_loops(k0))
+        arrays = search.random_inputs(k0, seed=5)
+        np.testing.assert_allclose(_run("CL", k, arrays), _run("CPU", k0, arrays), rtol=2e-6, atol=2e-6)
+
+
+def test_reduces_local_refuses_what_it_cannot_share():
+    one = _base(_real(8, 2048).sum(-1))
+    with pytest.raises(OptError, match="several reduces"):
+        apply_opt(one, Opt("reduces_local", 0, 256))
+    odd = _base(_real(8, 100).logsumexp(-1))
+    with pytest.raises(OptError, match="no loop that 64 divides"):
+        apply_opt(odd, Opt("reduces_local", 0, 64))

@@ -26,6 +26,9 @@ counts the kernel's output loops (outermost first), except for ``unroll``, ``gro
 * ``rows_local(axis, amount)``: the innermost output loop ``axis``, which every reduce is hoisted
   out of (a softmax's columns), split across ``amount`` work items that also share every reduce
   loop (GPU-style backends only: a work-group per row instead of a work item).
+* ``reduces_local(0, amount)``: every reduce of a kernel whose several reduces follow one another
+  over a row (a log-sum-exp's maximum, then its sum) shared by the same ``amount`` work items
+  (GPU-style backends only: one work-group reduces each in turn).
 * ``upcast_reduce(axis, amount)``: reduce loop ``axis`` split into ``amount`` contiguous chunks
   reduced side by side in one loop (one accumulator per chunk, combined pairwise in order
   afterwards): independent add chains instead of one. Float32/float64 sums, maxima and minima.
@@ -360,6 +363,38 @@ def rows_local(k: Kernel, axis: int, amount: int) -> Kernel:
     return out
 
 
+def reduces_local(k: Kernel, axis: int, amount: int) -> Kernel:
+    """Every reduce shared by the same ``amount`` work items, as ``group_local`` shares one: each
+    reduce's longest loop that ``amount`` divides (``axis`` is unused: 0). For a kernel whose
+    outputs need several reduces over one row, one after the other, and no output loop over it
+    (a row's log-sum-exp: its maximum, then the sum of exponentials; a loss per row adds the
+    target's logit), where ``group_local`` could share only one of them and every work item
+    walked the others whole. GPU-style renderers give the reduces one work-item id (see
+    :func:`corvid.render.gpu.launch`); each is combined through local memory before the next
+    reads it. GPU-style devices only."""
+    from .linearize import placement
+
+    if any(x.kind == "local" for x in k.loops + k.reduce_loops()):
+        raise OptError("reduces_local: the kernel already has work-group loops")
+    values, place = placement(k)
+    reduces = [u for u in values if u.op == "reduce"]
+    looped = {lp.var for u in reduces for lp in u.arg[1]}
+    if len(reduces) < 2 or any(set(place[id(u)]) & looped for u in reduces):
+        raise OptError("reduces_local: several reduces, none computed inside another's loop")
+    chosen: list[Var] = []
+    for u in reduces:
+        fits = [lp for lp in u.arg[1] if lp.size % amount == 0 and lp.size > amount]
+        if not fits:
+            raise OptError(f"reduces_local: a reduce has no loop that {amount} divides (and is shorter than)")
+        best = max(fits, key=lambda lp: lp.size).var
+        if best not in chosen:
+            chosen.append(best)
+    out = k
+    for var in chosen:
+        out = _two_step(out, next(i for i, y in enumerate(reduce_loops(out)) if y.var == var), amount, True, many=True)
+    return out
+
+
 def _two_step(k: Kernel, axis: int, amount: int, local: bool, many: bool = False) -> Kernel:
     lp = _reduce_loop(k, axis)
     name = "group_local" if local else "group"
@@ -549,6 +584,7 @@ def thread(k: Kernel, axis: int, arg: None = None) -> Kernel:
 ACTIONS: dict[str, Callable[..., Kernel]] = {
     "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
     "split": split, "local": local, "unroll": unroll, "group": group, "group_local": group_local, "rows_local": rows_local,
+    "reduces_local": reduces_local,
     "thread": thread, "pad": pad, "pad_reduce": pad_reduce, "upcast_reduce": upcast_reduce, "stream": stream,
 }
 
@@ -658,6 +694,9 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
       the innermost output loop (a softmax's row max and sum, a norm's mean and variance), one
       work item per row ran the whole row (8192 threads for a 8192^2 softmax on a 132-SM GPU);
       the items of a work-group now reduce the row together and each stores its own columns.
+    * Several reduces over one row with no output loop over it (a log-sum-exp, a loss per row):
+      ``reduces_local`` shares each of them, where ``group_local`` shared one and every work item
+      walked the others whole (a loss over GPT-2's 50257 logits: one work item per row before).
     * Vector columns (``vector_lanes``, a device that runs a work item's loops one after another,
       such as PoCL on a CPU): a reduce whose output loop reads its input contiguously (a sum over
       a leading axis) gets vectors of that many lanes across the outputs, as on the CPU
@@ -688,6 +727,9 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
         return _long_rows_shared(k, values, loops, max_group)
     if math.prod(lp.size for lp in loops) < GPU_MANY_OUTPUTS // 8:
         return k
+    shared = _reduces_shared(k, values, loops, max_group)  # (several reduces over one row: all shared)
+    if shared is not None:
+        return shared
     # the reduce loop that takes the widest work-group: the reduce may be spread over several
     # loops none of which is long (a convolution's bias gradient sums (N, H, W): 128 x 20 x 20,
     # which left 32 work items summing 51200 elements each)
@@ -723,14 +765,45 @@ def _padded_group(k: Kernel, loops: list[Loop], max_group: int, axis: int | None
         return k
 
 
+def _reduces_shared(k: Kernel, values: list[U], loops: list[Loop], max_group: int) -> Kernel | None:
+    """``reduces_local`` for a kernel whose several reduces each walk one row of the same length
+    (a row's log-sum-exp, a loss per row), after rounding the row up to the widest work-group
+    (``pad_reduce`` on each) where none divides it and it is long enough; None where it does
+    not apply (one reduce, rows of several lengths, a reduce spread over several loops)."""
+    reduces = [u for u in values if u.op == "reduce"]
+    if len(reduces) < 2 or len(loops) < 2 or any(len(u.arg[1]) != 1 for u in reduces):
+        return None
+    size = loops[0].size
+    if is_symbolic(size) or any(lp.size != size for lp in loops):
+        return None
+    width = next((w for w in (256, 128, 64, 32) if w <= max_group and size % w == 0 and w < size), 0)
+    padded = k
+    try:
+        if not width:
+            if size < GPU_PAD_MIN:
+                return None
+            width = _widest(max_group)
+            for axis in range(len(loops)):
+                padded = apply_opt(padded, Opt("pad_reduce", axis, width))
+        return apply_opt(padded, Opt("reduces_local", 0, width))
+    except OptError:
+        return None
+
+
 def _long_rows_shared(k: Kernel, values: list[U], loops: list[Loop], max_group: int) -> Kernel:
-    """A work-group per output (``group_local``, padded if need be) for a kernel of many outputs
-    whose reduce walks a row of at least :data:`GPU_LONG_ROW` contiguous elements; else ``k``."""
-    if len(loops) != 1 or is_symbolic(loops[0].size) or loops[0].size < GPU_LONG_ROW:
+    """A work-group per output (``group_local``, padded if need be; ``reduces_local`` where
+    several reduces walk the row) for a kernel of many outputs whose reduces walk a row of at
+    least :data:`GPU_LONG_ROW` contiguous elements; else ``k``."""
+    if any(is_symbolic(lp.size) or lp.size < GPU_LONG_ROW for lp in loops):
         return k
+    if not any(u.op == "load" and any(_stride(u.arg[1], lp.var) == 1 for lp in loops) for u in values):
+        return k  # (a column reduce: neighbouring outputs already read neighbouring elements)
+    if len(loops) != 1:
+        shared = _reduces_shared(k, values, loops, max_group)
+        return k if shared is None else shared
     var = loops[0].var
     if not any(u.op == "load" and _stride(u.arg[1], var) == 1 for u in values):
-        return k  # (a column reduce: neighbouring outputs already read neighbouring elements)
+        return k
     width = _widest(max_group)
     if loops[0].size % width == 0:
         return apply_opt(k, Opt("group_local", 0, width))

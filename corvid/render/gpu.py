@@ -28,10 +28,10 @@ from typing import ClassVar
 import numpy as np
 
 from ..codegen.ir import Kernel, Loop, U
-from ..codegen.linearize import AccFinal, For, StoreStmt, linearize, placement
+from ..codegen.linearize import AccFinal, Def, For, StoreStmt, linearize, placement
 from ..dtype import DType
 from ..graph.node import Op
-from ..graph.symbolic import upper
+from ..graph.symbolic import Var, upper
 from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded, render_const
 
 GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
@@ -94,7 +94,17 @@ def _aliases(k: Kernel, out_local: tuple[Loop, ...], reduce_local: tuple[Loop, .
              place: dict[int, tuple]) -> tuple[tuple[Loop, Loop], ...]:
     """The work-group reduce loops that share the id of the one ``"local"`` output loop (the
     ``rows_local`` action): of its size, and every reduce over them computed outside that loop
-    (so the items reduce together, then use the total in their own columns)."""
+    (so the items reduce together, then use the total in their own columns). Without output
+    loops of the kind, several work-group reduce loops of one size (``reduces_local``: reduces
+    that follow one another, none inside another's loops) share the first one's id."""
+    if not out_local and len(reduce_local) > 1 and len({lp.size for lp in reduce_local}) == 1:
+        ids = {lp.var for lp in reduce_local}
+        for u in values:  # (a reduce inside another's work-group loop cannot share its id)
+            inside = set(place[id(u)]) & ids
+            over = {lp.var for lp in u.arg[1]} & ids if u.op == "reduce" else set()
+            if len(inside) > 1 or (inside and over and inside != over):
+                return ()
+        return tuple((lp, reduce_local[0]) for lp in reduce_local[1:])
     if len(out_local) != 1:
         return ()
     row = out_local[0]
@@ -282,7 +292,9 @@ class GPURenderer(CRenderer):
         self._shared_reduce = {lp.var for lp in self.launch.local if lp not in k.loops} | \
             {lp.var for lp, _ in self.launch.aliases}
         self._alias = {lp.var: row.var for lp, row in self.launch.aliases}
-        self._emit_grid(linearize(k), list(self.launch.grid))
+        stmts = linearize(k)
+        self._plan_row_cache(stmts)
+        self._emit_grid(stmts, list(self.launch.grid))
         sizes = [] if k.dims_param is None else [  # (the symbolic sizes, read once: see graph/symbolic.py Dim)
             f"  {self.long_type} cv_d{j} = p{k.dims_param}[{j}];" for j in range(k.params[k.dims_param].size)]
         body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self.shared_decls, *sizes,
@@ -380,10 +392,96 @@ class GPURenderer(CRenderer):
             return f"(({a}) != ({a}) ? ({a}) : (({b}) != ({b}) || ({b}) {cmp} ({a})) ? ({b}) : ({a}))"
         return self._minmax(op, a, b, dt)
 
+    # the row cache ------------------------------------------------------------------------------
+    def _plan_row_cache(self, stmts: list) -> None:
+        """Find the loads that several loops of one scope repeat (see :data:`ROW_CACHE_MAX`):
+        ``self._row_write`` (the first loop's loads, which also keep what they read) and
+        ``self._row_read`` (the later loops' loads of the same elements, which read it back), by
+        value id: (array name, loop variable); ``self._row_arrays``: the arrays each writing loop
+        declares before it, by the loop's id."""
+        self._row_write: dict[int, tuple[str, Var]] = {}
+        self._row_read: dict[int, tuple[str, Var]] = {}
+        self._row_arrays: dict[int, list[str]] = {}
+        if self.k.vector_width > 1:  # (vector kernels, OpenCL's on a CPU driver: their loads stay as they are)
+            return
+        grid = {lp.var for lp in self.launch.grid}
+        scopes: list[list[For]] = []
+
+        def scan(block: list, scope: list[For]) -> None:
+            for st in block:
+                if not isinstance(st, For):
+                    continue
+                if st.loop.kind == "local" or (not st.reduce and st.loop.var in grid):
+                    scan(st.body, scope)  # (no C scope of its own: ids, or a loop the launch flattened)
+                else:
+                    scope.append(st)
+                    inner: list[For] = []
+                    scopes.append(inner)
+                    scan(st.body, inner)
+
+        top: list[For] = []
+        scopes.append(top)
+        scan(stmts, top)
+        budget = ROW_CACHE_MAX
+        count = 0
+        for loops in scopes:
+            first: dict[tuple, tuple[U, For]] = {}
+            for f in loops:
+                n = f.loop.size
+                if not isinstance(n, int) or n > ROW_CACHE_MAX or n < 2:
+                    continue
+                loads = _flat_loads(f.body)
+                if loads is None:
+                    continue
+                canon = Var("cv_row", 0, n - 1)
+                for u in loads:
+                    if u.dtype.itemsize > 4 or u.dtype.is_complex or id(u) in self._row_write:
+                        continue
+                    param, idx, gate = u.arg
+                    if f.loop.var not in idx.vars():
+                        continue
+                    swap = {**self._alias, f.loop.var: canon}
+                    key = (param, u.dtype.name, n, _norm(idx, swap), None if gate is None else _norm(gate, swap))
+                    seen = first.get(key)
+                    if seen is None:
+                        first[key] = (u, f)
+                        continue
+                    if seen[1] is f:
+                        continue
+                    writer, wf = seen
+                    if id(writer) not in self._row_write:
+                        if budget < n:
+                            continue
+                        budget -= n
+                        name = f"cv_row{count}"
+                        count += 1
+                        self._row_write[id(writer)] = (name, wf.loop.var)
+                        self._row_arrays.setdefault(id(wf), []).append(f"{self._type(writer)} {name}[{n}];")
+                    self._row_read[id(u)] = (self._row_write[id(writer)][0], f.loop.var)
+
+    def _row_cached(self, s: For) -> bool:
+        """Whether a loop writes or reads the row cache (it is then unrolled, so that the arrays'
+        indices are constants and they stay in registers)."""
+        loads = _flat_loads(s.body) or []
+        return any(id(u) in self._row_write or id(u) in self._row_read for u in loads)
+
     # hooks of CRenderer -----------------------------------------------------------------------
     def _emit_block(self, stmts: list, depth: int) -> None:
         for s in stmts:
-            if isinstance(s, For) and s.loop.kind == "local":  # a work-item id, declared at the top
+            if isinstance(s, Def) and id(s.u) in self._row_read:  # (read again: from the row cache)
+                name, var = self._row_read[id(s.u)]
+                self.lines.append("  " * depth + f"{self._type(s.u)} {self._name(s.u)} = {name}[{self._var(var)}];")
+            elif isinstance(s, Def) and id(s.u) in self._row_write:
+                super()._emit_block([s], depth)
+                name, var = self._row_write[id(s.u)]
+                self.lines.append("  " * depth + f"{name}[{self._var(var)}] = {self._name(s.u)};")
+            elif isinstance(s, For) and s.loop.kind != "local" and self._row_cached(s):
+                for decl in self._row_arrays.get(id(s), []):
+                    self.lines.append("  " * depth + decl)
+                if s.loop.unroll <= 1:  # (a loop the search unrolls keeps its own count)
+                    self.lines.append("  " * depth + f"#pragma GCC unroll {s.loop.size}")
+                super()._emit_block([s], depth)
+            elif isinstance(s, For) and s.loop.kind == "local":  # a work-item id, declared at the top
                 self._emit_block(s.body, depth)
             elif isinstance(s, StoreStmt) and self._gates(s):
                 self.lines.append("  " * depth + f"if ({' && '.join(f'{self._var(v)} == 0' for v in self._gates(s))}) {{")
@@ -537,6 +635,39 @@ class GPURenderer(CRenderer):
         if in_dt.is_float and op in _MATH:
             return f"{self._math_name(op, in_dt)}({', '.join(a)})"
         return super()._alu(op, a, src, dt)
+
+
+# --- the row cache ---------------------------------------------------------------------------------------
+
+# Loads that several loops of one scope repeat, element for element (a softmax reads its row for
+# the maximum, again for the sum, again for the output; a layer norm likewise): the first loop
+# keeps what it reads in an array of the work item's own, unrolled so that the array stays in
+# registers, and the later loops read it back from there instead of from memory. A row of 8192
+# floats over 256 work items is 32 per item, and the kernel then reads memory once instead of
+# three times. At most this many elements per work item (registers).
+ROW_CACHE_MAX = 64
+
+
+def _flat_loads(body: list) -> list[U] | None:
+    """The loads a loop's body computes, looking through work-item ids (``"local"`` loops: no
+    loop in the source); None when it holds another loop."""
+    out: list[U] = []
+    for st in body:
+        if isinstance(st, For):
+            if st.loop.kind != "local":
+                return None
+            inner = _flat_loads(st.body)
+            if inner is None:
+                return None
+            out += inner
+        elif isinstance(st, Def) and st.u.op == "load":
+            out.append(st.u)
+    return out
+
+
+def _norm(expr, swap: dict) -> str:
+    """An index expression with its loop and alias variables renamed, as text (a comparable key)."""
+    return expr.substitute(swap).render()
 
 
 # --- SCATTER (see graph/node.py and corvid/render/c.py: render_scatter) --------------------------------
