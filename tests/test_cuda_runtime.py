@@ -555,6 +555,9 @@ def test_gpu_candidates():
     more = search.gpu_candidate_opts(shared, max_group=128)
     assert not any(o.op == "group_local" for o in more)  # one work-group reduce per kernel
     assert all(o.arg * 64 <= 128 for o in more if o.op == "local")  # the block stays within the limit
+    assert not any(o.op == "reduces_local" for o in opts)  # (one reduce)
+    lse = _base(_real(8, 512).logsumexp(-1))  # (its max, then its sum: every reduce of the row shared)
+    assert {o.arg for o in search.gpu_candidate_opts(lse, max_group=128) if o.op == "reduces_local"} == {16, 32, 64, 128}
 
 
 def test_a_device_without_actions_of_its_own_is_not_searched(monkeypatch):

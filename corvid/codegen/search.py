@@ -279,7 +279,8 @@ def gpu_candidate_opts(k: Kernel, max_group: int = 1024) -> list[Opt]:
     """The GPU-style actions worth trying next on ``k`` (each may still raise OptError when
     applied, or give a kernel the renderer refuses): register tiles (``upcast``), work-group
     dimensions (``local``), a reduce shared by a work-group (``group_local``), a row shared by
-    one (``rows_local``, where the reduces are hoisted out of the innermost loop), the loop order
+    one (``rows_local``, where the reduces are hoisted out of the innermost loop), every reduce
+    of a row shared by one (``reduces_local``), the loop order
     (``permute``: which loop neighbouring threads walk) and ``pad``; work-groups of at most
     ``max_group`` work items and 3 dimensions. None of the CPU's vectors, threads or unrolls
     (GPU renderers print none of them)."""
@@ -305,6 +306,8 @@ def gpu_candidate_opts(k: Kernel, max_group: int = 1024) -> list[Opt]:
     if not local and k.loops and reduce_loops(k):  # (a work-group per row; OptError unless the reduces are hoisted)
         out += [Opt("rows_local", len(k.loops) - 1, g) for g in GPU_GROUPS
                 if k.loops[-1].size % g == 0 and g < k.loops[-1].size and g <= max_group]
+    if not local and len(reduce_loops(k)) > 1:  # (every reduce of a row shared; OptError unless several follow one another)
+        out += [Opt("reduces_local", 0, g) for g in GPU_GROUPS if g <= max_group]
     return out
 
 
