@@ -104,8 +104,16 @@ def test_gpu_heuristics_share_long_reduces_with_few_outputs():
     full = _base(_real(1 << 14).sum())
     assert [str(o) for o in gpu_heuristics(full).opts] == ["group_local(0, 256)"]
     assert [str(o) for o in gpu_heuristics(full, max_group=64).opts] == ["group_local(0, 64)"]
-    many = _base(_real(GPU_MANY_OUTPUTS, 1024).sum(axis=1))  # a work item per output fills a device
-    assert gpu_heuristics(many).opts == ()
+    # many outputs, each a contiguous row: a work-group per row still, from rows of 256 (one work
+    # item per row left 8192 rows of 768 to 8192 threads, neighbours reading 768 elements apart)
+    many = _base(_real(GPU_MANY_OUTPUTS, 1024).sum(axis=1))
+    assert [str(o) for o in gpu_heuristics(many).opts] == ["group_local(0, 256)"]
+    assert [str(o) for o in gpu_heuristics(_base(_real(GPU_MANY_OUTPUTS, 384).sum(axis=1))).opts] == \
+        ["group_local(0, 128)"]  # (the widest group that divides the row)
+    assert gpu_heuristics(_base(_real(GPU_MANY_OUTPUTS, 128).sum(axis=1))).opts == ()  # (short rows: an item each)
+    emb = cv.Tensor(np.random.default_rng(0).standard_normal((100, 768)).astype(np.float32))
+    rows = emb[cv.Tensor(np.arange(GPU_MANY_OUTPUTS) % 100)].sum(-1)  # (an embedding's rows, gathered by token)
+    assert [str(o) for o in gpu_heuristics(_base(rows)).opts] == ["group_local(0, 256)"]
     soft = _base(_real(4, 8192).softmax(-1))  # hoisted reduces: a work-group per row (rows_local)
     assert [str(o) for o in gpu_heuristics(soft).opts] == ["rows_local(1, 256)"]
     assert gpu_heuristics(soft, shared_reduce=False).opts == ()
@@ -358,3 +366,15 @@ def test_reduces_local_refuses_what_it_cannot_share():
     odd = _base(_real(8, 100).logsumexp(-1))
     with pytest.raises(OptError, match="no loop that 64 divides"):
         apply_opt(odd, Opt("reduces_local", 0, 64))
+
+
+def test_many_rows_of_a_gathered_embedding_shared_by_work_groups_keep_their_values(cl):
+    rng = np.random.default_rng(0)
+    emb = cv.Tensor(rng.standard_normal((100, 768)).astype(np.float32))
+    tokens = cv.Tensor(rng.integers(0, 100, GPU_MANY_OUTPUTS))
+    for t in (emb[tokens].sum(-1), (emb[tokens] * 2.0).amax(-1), _real(GPU_MANY_OUTPUTS, 384).sum(axis=1)):
+        k0 = _base(t)
+        k = gpu_heuristics(k0)
+        assert any(o.op == "group_local" for o in k.opts)
+        arrays = search.random_inputs(k0, seed=5)
+        np.testing.assert_allclose(_run("CL", k, arrays), _run("CPU", k0, arrays), rtol=2e-5, atol=2e-5)

@@ -742,7 +742,10 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
     return _padded_group(k, loops, max_group)
 
 
-GPU_LONG_ROW = 2048  # a contiguous reduce this long is shared by a work-group even when outputs are many
+# a contiguous reduce this long is shared by a work-group even when outputs are many: one work item
+# per row left a GPT-2 step's 8192 rows of 768 (the norms' sums, forward and backward) to 8192
+# threads on a 132-SM GPU, neighbours reading rows 768 elements apart
+GPU_LONG_ROW = 256
 GPU_PAD_MIN = 1024  # a reduce (or row) this long that no work-group divides is padded up to one
 
 
@@ -796,16 +799,15 @@ def _long_rows_shared(k: Kernel, values: list[U], loops: list[Loop], max_group: 
     least :data:`GPU_LONG_ROW` contiguous elements; else ``k``."""
     if any(is_symbolic(lp.size) or lp.size < GPU_LONG_ROW for lp in loops):
         return k
-    if not any(u.op == "load" and any(_stride(u.arg[1], lp.var) == 1 for lp in loops) for u in values):
+    # (a row of a load, or of a gather: an embedding's rows looked up by token)
+    if not any(u.op in ("load", "gather") and any(_stride(u.arg[1], lp.var) == 1 for lp in loops) for u in values):
         return k  # (a column reduce: neighbouring outputs already read neighbouring elements)
     if len(loops) != 1:
         shared = _reduces_shared(k, values, loops, max_group)
         return k if shared is None else shared
-    var = loops[0].var
-    if not any(u.op == "load" and _stride(u.arg[1], var) == 1 for u in values):
-        return k
-    width = _widest(max_group)
-    if loops[0].size % width == 0:
+    size = loops[0].size
+    width = next((w for w in (256, 128, 64, 32) if w <= max_group and size % w == 0 and w < size), 0)
+    if width:
         return apply_opt(k, Opt("group_local", 0, width))
     return _padded_group(k, loops, max_group, 0)
 
