@@ -551,10 +551,17 @@ def main(argv: list[str] | None = None) -> int:
         from . import gpu
 
         return gpu.main([a for a in argv if a != "--gpu"])
+    if "--geometry" in argv:  # the CUDA launch geometry of a workload's kernels, without a GPU
+        from . import geometry
+
+        return geometry.main([a for a in argv if a != "--geometry"])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu", action="store_true",
                    help="instead: the GPU report (CUDA tests, corvid vs PyTorch on the GPU, the examples; "
                         "benchmarks/gpu.py); see python -m benchmarks --gpu --help")
+    p.add_argument("--geometry", action="store_true",
+                   help="instead: the launch geometry of a workload's kernels as the CUDA device would launch "
+                        "them, without a GPU (benchmarks/geometry.py); see python -m benchmarks --geometry --help")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run only workloads whose name starts with NAME (repeatable, or comma separated): "
                         + ", ".join([w.name for w in ALL] + list(_CHILD_ROWS)))
