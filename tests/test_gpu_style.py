@@ -221,6 +221,13 @@ def test_long_reduces_split_into_two_kernels_on_cl(cl):
     w = cv.Tensor(a, device="CL", requires_grad=True)
     (w * w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * a, rtol=1e-6)
+    # shorter reduces are split too when there are a million elements in all: a convolution's bias
+    # gradient, 32 channels each summed over (N, H, W) = 128 x 20 x 20, ran on 2048 threads
+    g = rng.standard_normal((128, 32, 20, 20)).astype(np.float32)
+    bias = cv.Tensor(g, device="CL").sum((0, 2, 3))
+    assert len(bias.schedule()) == 2 and len(cv.Tensor(g[:16]).sum((0, 2, 3)).schedule()) == 1
+    np.testing.assert_allclose(bias.numpy(), g.astype(np.float64).sum((0, 2, 3)), rtol=1e-5, atol=1e-4)
+    assert len(cv.Tensor(g[:16], device="CL").sum((0, 2, 3)).schedule()) == 1  # (half a million in all: one)
 
 
 @pytest.mark.parametrize("name", ["matmul", "softmax", "sum_outer", "where_colsum", "matmul_tanh", "gated_columns",

@@ -70,6 +70,9 @@ _NARROW_MATMUL_MIN = 1 << 16
 # outputs in two kernels: partials side by side, then their reduce (see _split_reduce)
 _SPLIT_MIN = 1 << 16  # reduced elements
 _SPLIT_MAX_OUT = 64  # outputs
+# or shorter reduces of this many elements in all (a convolution's bias gradient: 32 channels,
+# each a sum over (N, H, W) = 128 x 20 x 20, ran on 32 work-groups of 64: 2048 threads)
+_SPLIT_SHORT, _SPLIT_TOTAL = 1 << 12, 1 << 20
 _SPLIT_PARTS = 1024  # partials per output (at most)
 
 
@@ -326,7 +329,8 @@ class ReduceMixin:
         if not axes:  # (a 0-d tensor, or only axes of size 1)
             return x.reshape(out_shape)
         # (a symbolic size: one reduce, whose kernel cascades the sum over it)
-        layout = _split_layout(x.device) if not is_symbolic(n) and not is_symbolic(kept) and n >= _SPLIT_MIN \
+        layout = _split_layout(x.device) if not is_symbolic(n) and not is_symbolic(kept) and \
+            (n >= _SPLIT_MIN or n >= _SPLIT_SHORT and n * math.prod(kept) >= _SPLIT_TOTAL) \
             and math.prod(kept) <= _SPLIT_MAX_OUT else None
         if layout is not None:
             return _split_reduce(x, op, axes, n, layout).reshape(out_shape)
