@@ -74,72 +74,45 @@ def _op(kind: str, causal: bool, scale: float, has_mask: bool) -> HostOp:
                                               ("has_mask", bool(has_mask))), batched=True, template="attention")
 
 
-def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float, tc: str
+             ) -> tuple[Tensor, Tensor]:
+    """The forward kernel (``tc``: ``"_tc"`` for the tensor-core one): output and log-sum-exp, float32."""
     ins = [q, k, v] + ([mask] if mask is not None else [])
     lead, tq, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
-    out, lse = host_call(_op("fwd", causal, scale, mask is not None), *ins,
+    out, lse = host_call(_op("fwd" + tc, causal, scale, mask is not None), *ins,
                          outputs=[(lead + (tq, dv), dt.float32), (lead + (tq,), dt.float32)])
     return out, lse
 
 
-@custom_vjp
-def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
-    return _forward(q, k, v, mask, causal, scale)[0]
-
-
-def _attention_fwd(q, k, v, mask, causal, scale):
-    out, lse = _forward(q, k, v, mask, causal, scale)
-    return out, (q, k, v, mask, causal, scale, out, lse)
-
-
-def _attention_bwd(res, g):
+def _backward(res: tuple, g: Tensor, tc: str) -> tuple:
+    """The two backward kernels: ``dq``, then ``dk`` and ``dv`` (float32, rounded to the operands'
+    dtype), from the output's gradient in the operands' dtype and ``delta = rowsum(g * out)``."""
     q, k, v, mask, causal, scale, out, lse = res
-    g = g.astype(dt.float32).contiguous()
-    delta = (g * out).sum(-1)
+    g = g.astype(q.dtype).contiguous()
+    delta = (g.astype(dt.float32) * out).sum(-1)  # (of the gradient the kernels read)
     ins = [q, k, v] + ([mask] if mask is not None else []) + [g, lse, delta]
-    (dq,) = host_call(_op("dq", causal, scale, mask is not None), *ins, outputs=[(q.shape, dt.float32)])
-    dk, dv = host_call(_op("dkdv", causal, scale, mask is not None), *ins,
-                       outputs=[(k.shape, dt.float32), (v.shape, dt.float32)])
-    return dq, dk, dv, None, None, None
-
-
-_attention.defvjp(_attention_fwd, _attention_bwd)
-
-
-def _forward_tc(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float
-                ) -> tuple[Tensor, Tensor]:
-    ins = [q, k, v] + ([mask] if mask is not None else [])
-    lead, tq, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
-    out, lse = host_call(_op("fwd_tc", causal, scale, mask is not None), *ins,
-                         outputs=[(lead + (tq, dv), dt.float32), (lead + (tq,), dt.float32)])
-    return out, lse
-
-
-@custom_vjp
-def _attention_tc(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
-    """Attention of bfloat16 operands on tensor cores (:mod:`corvid.render.cuda_attention`):
-    float32 output and log-sum-exp; the backward's kernels take the output's gradient in bfloat16
-    and write float32 gradients, rounded to the operands' dtype."""
-    return _forward_tc(q, k, v, mask, causal, scale)[0]
-
-
-def _attention_tc_fwd(q, k, v, mask, causal, scale):
-    out, lse = _forward_tc(q, k, v, mask, causal, scale)
-    return out, (q, k, v, mask, causal, scale, out, lse)
-
-
-def _attention_tc_bwd(res, g):
-    q, k, v, mask, causal, scale, out, lse = res
-    do = g.astype(q.dtype).contiguous()
-    delta = (do.astype(dt.float32) * out).sum(-1)  # (of the gradient the kernels read)
-    ins = [q, k, v] + ([mask] if mask is not None else []) + [do, lse, delta]
-    (dq,) = host_call(_op("dq_tc", causal, scale, mask is not None), *ins, outputs=[(q.shape, dt.float32)])
-    dk, dv = host_call(_op("dkdv_tc", causal, scale, mask is not None), *ins,
+    (dq,) = host_call(_op("dq" + tc, causal, scale, mask is not None), *ins, outputs=[(q.shape, dt.float32)])
+    dk, dv = host_call(_op("dkdv" + tc, causal, scale, mask is not None), *ins,
                        outputs=[(k.shape, dt.float32), (v.shape, dt.float32)])
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None
 
 
-_attention_tc.defvjp(_attention_tc_fwd, _attention_tc_bwd)
+def _differentiable(tc: str) -> Any:
+    """Attention as a ``custom_vjp`` of the kernels: the float32 ones (``tc=""``, float32 operands)
+    or the tensor-core ones (``"_tc"``, bfloat16 operands: :mod:`corvid.render.cuda_attention`)."""
+    @custom_vjp
+    def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float) -> Tensor:
+        return _forward(q, k, v, mask, causal, scale, tc)[0]
+
+    def fwd(q, k, v, mask, causal, scale):
+        out, lse = _forward(q, k, v, mask, causal, scale, tc)
+        return out, (q, k, v, mask, causal, scale, out, lse)
+
+    attention.defvjp(fwd, lambda res, g: _backward(res, g, tc))
+    return attention
+
+
+_attention, _attention_tc = _differentiable(""), _differentiable("_tc")
 
 
 def route() -> str:
