@@ -385,3 +385,13 @@ def test_many_rows_of_a_gathered_embedding_shared_by_work_groups_keep_their_valu
         assert any(o.op == "group_local" for o in k.opts)
         arrays = search.random_inputs(k0, seed=5)
         np.testing.assert_allclose(_run("CL", k, arrays), _run("CPU", k0, arrays), rtol=2e-5, atol=2e-5)
+
+
+def test_the_row_cache_can_be_turned_off(monkeypatch):
+    from corvid.render.opencl import OpenCLRenderer
+
+    k = gpu_heuristics(_base(_real(8, 2048).softmax(-1)))
+    assert "cv_row0" in OpenCLRenderer().render(k)
+    monkeypatch.setenv("CORVID_ROW_CACHE", "0")
+    src = OpenCLRenderer().render(k)
+    assert "cv_row" not in src and _input_loads(src) == 3

@@ -22,6 +22,7 @@ the prelude and the C spellings it rewrites. Both keep the C renderer's statemen
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -403,6 +404,8 @@ class GPURenderer(CRenderer):
         self._row_read: dict[int, tuple[str, Var]] = {}
         self._row_arrays: dict[int, list[str]] = {}
         if self.k.vector_width > 1:  # (vector kernels, OpenCL's on a CPU driver: their loads stay as they are)
+            return
+        if os.environ.get("CORVID_ROW_CACHE", "1").strip() == "0":  # (off: for comparing on a GPU)
             return
         grid = {lp.var for lp in self.launch.grid}
         scopes: list[list[For]] = []
