@@ -158,8 +158,9 @@ def matmul(a: Tensor, b: Tensor, common: dt.DType) -> Tensor | None:
         return None if product is None else product.astype(common)
     if common in _FLOAT8_OUT:
         a8, b8 = _float8_source(a), _float8_source(b)
-        if a8 is not None and b8 is not None:
-            return _float8_product(a8, b8, common)
+        product = None if a8 is None or b8 is None else _float8_product(a8, b8, common)
+        if product is not None:
+            return product
     batch = _applies(a, b, common)
     return None if batch is None else _gemm(a.astype(common), b.astype(common), batch)
 
@@ -176,8 +177,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor | None:
     common = result_type(x, weight)
     if common in _FLOAT8_OUT and bias.dtype == common:
         x8, w8 = _float8_source(x), _float8_source(weight)
-        if x8 is not None and w8 is not None:
-            return _float8_product(x8, w8.T, common, bias)
+        product = None if x8 is None or w8 is None else _float8_product(x8, w8.T, common, bias)
+        if product is not None:
+            return product
     batch = _applies(x, weight.T, common)
     if batch is None or bias.dtype != common:
         return None

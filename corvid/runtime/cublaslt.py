@@ -312,9 +312,10 @@ class Blas:
         self.workspace = int(device.allocator._alloc(WORKSPACE_BYTES))  # (kept for the device's lifetime)
         self._plans: dict[Gemm, Plan] = {}
         self._lock = threading.Lock()
-        arch = str(getattr(device, "arch", ""))
+        from .cuda import arch_number
+
         # whether the GPU has 8-bit float tensor cores (sm_89 and later): products of them then run as such
-        self.fp8 = arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= FP8_ARCH
+        self.fp8 = arch_number(str(getattr(device, "arch", ""))) >= FP8_ARCH
 
     def plan(self, g: Gemm) -> Plan:
         with self._lock:

@@ -511,9 +511,14 @@ def _destroy_graph(device: CUDADevice, graph: Any, executables: list[Any]) -> No
 
 # --- the device ------------------------------------------------------------------------------------
 
+def arch_number(arch: str) -> int:
+    """A compute capability ``"sm_90"`` as 90 (0 for anything else)."""
+    return int(arch[3:]) if arch.startswith("sm_") and arch[3:].isdigit() else 0
+
+
 def tensor_core_arch(arch: str) -> bool:
     """Whether a GPU of compute capability ``arch`` (``"sm_90"``) has bfloat16 ``mma.sync`` (sm_80 on)."""
-    return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
+    return arch_number(arch) >= 80
 
 
 class CUDADevice(Device):
