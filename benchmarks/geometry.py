@@ -104,10 +104,6 @@ def _launched(kernel: Any) -> Launched:
     return Launched(kernel.name, "kernel", int(dims.blocks), math.prod(dims.threads), flops, nbytes, opts, product)
 
 
-def _register() -> None:
-    from corvid.runtime import device as registry
-
-    registry.register_backend(NAME, f"{__name__}:GeometryDevice")
 
 
 def _gpt2(args: argparse.Namespace) -> None:
@@ -153,11 +149,17 @@ WORKLOADS = {"gpt2": _gpt2, "cnn": _cnn, "block": _block}
 
 
 def geometry(workload: str, args: argparse.Namespace) -> list[Launched]:
-    """The kernels one step of ``workload`` launches on :class:`GeometryDevice`."""
-    _register()
-    LAUNCHED.clear()
-    WORKLOADS[workload](args)
-    return list(LAUNCHED)
+    """The kernels one step of ``workload`` launches on :class:`GeometryDevice` (registered for
+    the run only: ``cv.devices()`` does not list it afterwards)."""
+    from corvid.runtime import device as registry
+
+    registry.register_backend(NAME, f"{__name__}:GeometryDevice")
+    try:
+        LAUNCHED.clear()
+        WORKLOADS[workload](args)
+        return list(LAUNCHED)
+    finally:
+        registry.unregister_backend(NAME)
 
 
 def starved(k: Launched) -> bool:

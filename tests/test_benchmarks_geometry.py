@@ -26,6 +26,9 @@ def test_a_gpt2_step_starves_no_kernel_of_threads():
     assert vocab and all(k.total >= 8192 * 256 for k in vocab)  # (the reduces over the logits: a work-group per row)
     norms = [k for k in kernels if k.name == "r_8192" and 20e6 < k.nbytes < 100e6]  # (rows of 768)
     assert norms and all(k.total >= 8192 * 128 for k in norms)
+    import corvid as cv
+
+    assert geometry.NAME not in cv.devices()  # (registered for the run only)
     out = io.StringIO()
     geometry.report(kernels, out)
     text = out.getvalue()
@@ -40,3 +43,13 @@ def test_the_command_line_lists_a_workload():
         assert geometry.main(["block", "--products"]) == 0
     lines = out.getvalue().splitlines()
     assert lines[0].endswith("first") and "blocks" in lines[1] and len(lines) > 5
+
+
+def test_the_built_in_backends_cannot_be_unregistered():
+    import pytest
+
+    from corvid.runtime import device as registry
+
+    for name in ("CPU", "null"):
+        with pytest.raises(ValueError, match="built in"):
+            registry.unregister_backend(name)

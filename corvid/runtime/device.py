@@ -479,6 +479,20 @@ def register_backend(name: str, target: str, logical: bool = False) -> None:
         _LOGICAL.add(name.upper())
 
 
+def unregister_backend(name: str) -> None:
+    """Undo :func:`register_backend`: the backend and its started devices are forgotten (values
+    already on them keep their buffers). The built-in backends cannot be removed."""
+    base = name.upper()
+    if base in ("CPU", "NULL"):
+        raise ValueError(f"the {base} backend is built in")
+    _BACKENDS.pop(base, None)
+    _LOGICAL.discard(base)
+    for key in [k for k in _devices if k == base or k.startswith(base + ":")]:
+        _devices.pop(key, None)
+    for spelling in [s for s, c in _canonical.items() if c == base or c.startswith(base + ":")]:
+        _canonical.pop(spelling)
+
+
 # --- the default device ------------------------------------------------------------------------------
 
 class _Scoped(threading.local):
