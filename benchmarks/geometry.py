@@ -69,8 +69,9 @@ class GeometryDevice(NullDevice):
 
     def heuristics(self, kernel: Any) -> Any:
         from corvid.codegen.opt import gpu_heuristics
+        from corvid.render.cuda import VECTOR_BYTES
 
-        return gpu_heuristics(kernel, self.max_threads)
+        return gpu_heuristics(kernel, self.max_threads, vector_bytes=VECTOR_BYTES)
 
     def compile(self, kernel: Any, source: str) -> NullProgram:
         LAUNCHED.append(_launched(kernel))
@@ -98,12 +99,31 @@ def _launched(kernel: Any) -> Launched:
     if not isinstance(kernel, Kernel):
         return Launched(kernel.name, "host", 0, 0, flops, nbytes, (), False)
     dims = cuda_launch(kernel)
+    nbytes = _moved(kernel)
     opts = tuple(str(o) for o in getattr(kernel, "opts", ()))
     # (register tiles are what gpu_heuristics gives a product-like reduce: its operands reused across outputs)
     product = bool(reduce_loops(kernel)) and any(o.startswith("upcast(") for o in opts)
     return Launched(kernel.name, "kernel", int(dims.blocks), math.prod(dims.threads), flops, nbytes, opts, product)
 
 
+
+
+def _moved(kernel: Any) -> int:
+    """The bytes a kernel reads and writes: each buffer's loads (a gather's row once) and stores as
+    often as they run, but no more than the whole buffer (read through the caches once). A
+    kernel's own ``estimates()`` counts every buffer whole, which made a copy of 98,304 elements
+    out of a 26 MB buffer look like a kernel that moves 26 MB."""
+    from corvid.codegen.ir import _trip_counts
+
+    trips = _trip_counts(kernel)
+    touched = [0] * len(kernel.params)
+    for u in kernel.values():
+        if u.op in ("load", "gather"):
+            touched[u.arg[0]] += trips[id(u)] * (1 if u.op == "load" else u.arg[3])
+    outputs = math.prod(lp.size for lp in kernel.loops)
+    for st in kernel.stores:
+        touched[st.param] += outputs
+    return sum(min(n, p.size) * p.dtype.itemsize for n, p in zip(touched, kernel.params))
 
 
 def _gpt2(args: argparse.Namespace) -> None:

@@ -30,7 +30,7 @@ import corvid as cv
 from corvid.codegen.ir import Opt
 from corvid.codegen.opt import OptError, apply_opt, apply_opts, gpu_heuristics, reduce_loops
 from corvid.codegen.passes import finalize
-from corvid.render.cuda import BLOCK_THREADS, CUDALaunch, CUDARenderer, cuda_launch
+from corvid.render.cuda import BLOCK_THREADS, VECTOR_BYTES, CUDALaunch, CUDARenderer, cuda_launch
 from corvid.render.gpu import Launch
 from corvid.runtime import device as registry
 from corvid.runtime.cpu import CPUDevice
@@ -114,7 +114,8 @@ def suite_kernels():
         for spelling in [s for s, c in registry._canonical.items() if c == CAPTURE]:
             registry._canonical.pop(spelling)
     # (cascaded sums with the CUDA device's own runs: codegen/cascade.py)
-    out = [(k.name, finalize(gpu_heuristics(k, MAX_THREADS), block=CUDADevice.sum_block)) for k in _CAPTURED]
+    out = [(k.name, finalize(gpu_heuristics(k, MAX_THREADS, vector_bytes=VECTOR_BYTES), block=CUDADevice.sum_block))
+           for k in _CAPTURED]
     for name, t in _kernels().items():
         k0 = _base(t)
         for axis, lp in enumerate(reduce_loops(k0)):
@@ -260,7 +261,8 @@ def test_dtypes_are_rendered_without_headers():
     src = CUDARenderer().render(_base(h * 3 + float("inf")))
     assert "cv_half* __restrict__ p0, const cv_half* __restrict__ p1" in src
     assert "p0[i0] = cv_f32_f16(" in src and "(float)p1[i0]" in src and "__int_as_float(0x7f800000)" in src
-    assert "#include" not in src and "_Bool" not in src and "__builtin" not in src
+    # (GCC's builtins are not CUDA's; __builtin_assume, the buffers' alignment, is both)
+    assert "#include" not in src and "_Bool" not in src and "__builtin" not in src.replace("__builtin_assume(", "")
     f = cv.Tensor(np.zeros(4, np.float32), device="NULL")
     assert "(uint8_t)(int)(" in CUDARenderer().render(_base(f.astype(cv.uint8)))  # wraps as numpy (x86)
     assert "cv_f2u64(" in CUDARenderer().render(_base(f.astype(cv.uint64)))
@@ -280,7 +282,7 @@ def test_float8_is_rendered_without_headers():
     assert "uint8_t* __restrict__ p0, const uint8_t* __restrict__ p1" in src
     assert "static inline __device__ uint8_t cv_f32_e5m2(float f)" in src and "__float_as_uint(" in src
     assert "p0[i0] = cv_f32_e5m2(" in src and "cv_round_e5m2(" in src
-    assert "#include" not in src and "memcpy" not in src and "__builtin" not in src
+    assert "#include" not in src and "memcpy" not in src and "__builtin" not in src.replace("__builtin_assume(", "")
 
 
 
@@ -419,6 +421,45 @@ def test_the_attention_kernels_compile_for_sm_90(compiler):
             sources.append(src)
     tu, _ = _translation_unit(sources)
     build(tu)
+
+
+def _ptx_memory_ops(src: str) -> set[str]:
+    """The global loads and stores (``ld.global.v4.f32``...) in the PTX nvcc makes of ``src``."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not installed (the PTX is read from its output)")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.cu")
+        with open(path, "w") as f:
+            f.write(f"namespace cvk0 {{\n{src}}}\n")
+        subprocess.run([nvcc, "-ptx", f"-arch={ARCH}", "-fmad=false", "-w", "-o", path + ".ptx", path],
+                       check=True, capture_output=True, timeout=300)
+        with open(path + ".ptx") as f:
+            return set(re.findall(r"\b(?:ld|st)\.global[.\w]*", f.read()))
+
+
+@pytest.mark.parametrize("case", ["chain", "bf16_gelu", "broadcast_row", "strided"])
+def test_elementwise_kernels_read_and_write_16_bytes_per_instruction(case):
+    """An elementwise kernel as the CUDA device optimizes and renders it: each work item's loads of
+    an operand are neighbours the compiler merges into one 16-byte instruction (the buffers'
+    alignment is stated; the loads come before any branch), as are its stores; a transposed
+    operand stays element by element (its neighbours are far apart)."""
+    n = 1 << 16
+    x, row = _real(n // 768 * 768), _real(768, seed=1)
+    t = {"chain": lambda: ((x * 1.5 + 0.5).relu() * x).exp(),
+         "bf16_gelu": lambda: cv.nn.functional.gelu(x.astype(cv.bfloat16).realize()),
+         "broadcast_row": lambda: (x.reshape(-1, 768) + row).astype(cv.bfloat16),
+         "strided": lambda: _real(256, 256).T + 1}[case]()
+    k = gpu_heuristics(_base(t), MAX_THREADS, vector_bytes=VECTOR_BYTES)
+    assert any(o.op == "upcast" for o in k.opts)
+    src = CUDARenderer().render(k)
+    assert src.count("__builtin_assume(((unsigned long long)p") == len(k.params)
+    ops = _ptx_memory_ops(src)
+    want = {"chain": {"ld.global.v4.f32", "st.global.v4.f32"}, "bf16_gelu": {"ld.global.v4.u32", "st.global.v4.u32"},
+            "broadcast_row": {"ld.global.v4.f32", "st.global.v4.u32"}, "strided": {"ld.global.f32", "st.global.v4.f32"}}[case]
+    assert want <= ops, ops
+    # (the scalar constants, 8-byte float parameters, are the only other loads)
+    assert ops - want <= {"ld.global.f64", "ld.global.nc.f64"}, ops
 
 
 def test_a_long_sums_partials_are_read_by_neighbouring_threads():

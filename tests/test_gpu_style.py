@@ -11,8 +11,8 @@ import pytest
 import corvid as cv
 from corvid.codegen import search
 from corvid.codegen.ir import Opt
-from corvid.codegen.opt import (GPU_MANY_OUTPUTS, OptError, apply_opt, apply_opts, can_vectorize, gpu_heuristics,
-                                reduce_loops)
+from corvid.codegen.opt import (GPU_MANY_OUTPUTS, WIDE_ITEMS_MIN_OUTPUTS, OptError, apply_opt, apply_opts,
+                                can_vectorize, gpu_heuristics, reduce_loops)
 from corvid.render.opencl import launch
 from corvid.runtime.device import get_device
 from tests.test_opt import _base, _kernels, _real
@@ -189,6 +189,55 @@ def test_cpu_like_devices_get_vector_columns_for_column_reduces():
     assert gpu_heuristics(col).opts == ()  # (a GPU: neighbouring work items already read neighbours)
     assert gpu_heuristics(_base(_real(64, 256).sum(axis=1)), vector_lanes=8).opts == ()
     assert gpu_heuristics(_base((_real(64, 256) * 2).exp()), vector_lanes=8).opts == ()
+
+
+def test_wide_items_give_each_work_item_16_bytes_of_its_narrowest_operand():
+    """``vector_bytes`` (CUDA's 16): an elementwise kernel's innermost loop upcast by the elements
+    of 16 bytes of its narrowest contiguous operand (4 floats, 8 bfloat16, at most 8); nothing
+    where the row is odd, where no operand is contiguous along the loop, where the size is
+    symbolic or the kernel small, or for reduces (their own actions)."""
+    n = WIDE_ITEMS_MIN_OUTPUTS
+
+    def opts(t, **kw):
+        return [str(o) for o in gpu_heuristics(_base(t), vector_bytes=16, **kw).opts]
+
+    assert opts((_real(n) * 2).exp()) == ["upcast(0, 4)"]
+    assert opts((_real(n, dtype=cv.bfloat16) * 2).exp()) == ["upcast(0, 8)"]
+    assert opts(_real(n).astype(cv.bfloat16)) == ["upcast(0, 8)"]  # (the narrow output sets it)
+    assert opts(_real(n).astype(cv.float64) + 1) == ["upcast(0, 4)"]
+    assert opts(_real(n, 2).astype(cv.int8) + 1) == ["upcast(0, 8)"]  # (at most 8 per item)
+    assert opts(_real(64, 768) + _real(768, seed=1)) == ["upcast(1, 4)"]  # (a broadcast row: contiguous too)
+    assert opts(_real(n + 2) + 1) == []  # (a length 4 does not divide)
+    assert opts(_real(256, 258)[:, :257] + 1) == []  # (an odd row)
+    assert opts(_real(n // 8) * 2) == []  # (small: an element per work item)
+    assert opts(_real(n).sum()) == [o for o in opts(_real(n).sum()) if not o.startswith("upcast")]
+    assert opts((_real(n) * 2).exp(), shared_reduce=False) == ["upcast(0, 4)"]
+    assert [str(o) for o in gpu_heuristics(_base((_real(n) * 2).exp())).opts] == []  # (not asked for: OpenCL)
+
+
+def test_wide_items_keep_their_values_on_cl_and_the_cpu(cl):
+    """The wide items' kernels (several outputs per work item, their loads first) give what the
+    unoptimized kernel gives, float, bfloat16 and integer, with nan and inf among the inputs."""
+    n = WIDE_ITEMS_MIN_OUTPUTS
+    x = _real(n)
+    x = cv.Tensor(np.where(np.arange(n) % 97 == 0, np.nan, np.where(np.arange(n) % 89 == 0, -np.inf, x.numpy()))
+                  .astype(np.float32)).realize()
+    cases = [(x * 1.5 + 0.5).relu().exp(), (x.astype(cv.bfloat16) * 3).astype(cv.float32), x.astype(cv.bfloat16),
+             _real(64, 768) * _real(768, seed=1) - 1, (x * 100).astype(cv.int8) + 1]
+    for i, t in enumerate(cases):
+        k0 = _base(t)
+        k = gpu_heuristics(k0, vector_bytes=16)
+        assert any(o.op == "upcast" for o in k.opts)
+        arrays = search.random_inputs(k0, seed=3)
+        arrays = [x.numpy() if a.shape == x.shape and a.dtype == np.float32 else a for a in arrays]  # (nan, -inf)
+        want = _run("CPU", k0, arrays)
+        for device in ("CL", "CPU"):
+            got = _run(device, k, arrays)
+            if want.dtype.itemsize == 2:  # (bfloat16: the bits, nan included)
+                got, want16 = got.view(np.uint16), want.view(np.uint16)
+                _check(got, want16, True, k.opts)
+            else:  # (exp: the devices' own, within an ulp)
+                _check(got, want, i > 0 or device == "CPU", k.opts)
 
 
 def test_gpu_heuristics_give_matmul_work_items_register_tiles(cl):

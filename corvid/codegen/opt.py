@@ -679,7 +679,8 @@ def _reduce_streams(k: Kernel) -> Kernel:
     return apply_opt(k, Opt("upcast_reduce", 0, amount)) if amount else k
 
 
-def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, vector_lanes: int = 0) -> Kernel:
+def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, vector_lanes: int = 0,
+                   vector_bytes: int = 0) -> Kernel:
     """Actions for GPU-style devices (no search).
 
     * Register tiles: where a reduce reads values that do not depend on one of the two innermost
@@ -702,10 +703,14 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
       a leading axis) gets vectors of that many lanes across the outputs, as on the CPU
       (``_reduce_columns``): each work item then reads whole runs of a row, not one element per
       row (PoCL, a 4096^2 column sum: 66 -> 11 ms). Elsewhere such a driver vectorizes across
-      work items itself, and explicit vectors only slowed it down (a 5-op chain 7.7 -> 67 ms)."""
+      work items itself, and explicit vectors only slowed it down (a 5-op chain 7.7 -> 67 ms).
+    * Wide items (``vector_bytes``, a GPU that loads that many bytes in one instruction: CUDA's
+      16): a kernel with no reduce gives each work item ``vector_bytes`` of its narrowest
+      contiguous operand (``upcast`` of the innermost output loop, see :func:`wide_items`), which
+      the GPU compiler reads and writes with one vector instruction each."""
     loops = reduce_loops(k)
     if not loops:
-        return k
+        return wide_items(k, vector_bytes) if vector_bytes else k
     from .linearize import placement
 
     values, place = placement(k)
@@ -740,6 +745,38 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
     if best[0]:
         return apply_opt(k, Opt("group_local", best[2], best[0]))
     return _padded_group(k, loops, max_group)
+
+
+WIDE_ITEMS_MAX = 8  # elements per work item at most (wide_items): 16 bytes of bfloat16; 8 bytes of int8/bool
+WIDE_ITEMS_MIN_OUTPUTS = 1 << 14  # smaller kernels keep an element per work item (more work items, same bytes)
+
+
+def wide_items(k: Kernel, vector_bytes: int) -> Kernel:
+    """``upcast`` of the innermost output loop of an elementwise kernel by the elements of
+    ``vector_bytes`` bytes of its narrowest operand read or written contiguously along that loop
+    (at most :data:`WIDE_ITEMS_MAX`), so that each work item's loads of one operand are
+    neighbours starting on a multiple of that many elements; ``k`` unchanged where no operand is
+    contiguous along it, where that many elements do not divide it, where its size is symbolic,
+    or where the kernel is small. A GPU reads at most a few loads per work item in flight: one
+    float per thread kept about 8 KiB in flight per SM, where an H200 needs some 20 KiB to reach
+    its bandwidth; 16 bytes per load is what its widest load instruction moves (what PyTorch's
+    elementwise kernels do). The renderer states the buffers' alignment
+    (``render/cuda.py``), so that the compiler may merge the neighbours into one instruction."""
+    if not k.loops or k.vector_width > 1 or any(is_symbolic(lp.size) for lp in k.loops):
+        return k
+    if math.prod(lp.size for lp in k.loops) < WIDE_ITEMS_MIN_OUTPUTS:
+        return k
+    axis = len(k.loops) - 1
+    var = k.loops[axis].var
+    accessed = [(u.arg[0], u.arg[1]) for u in k.values() if u.op == "load"] + \
+        [(st.param, st.index) for st in k.stores]
+    sizes = [k.params[p].dtype.itemsize for p, idx in accessed if _stride(idx, var) == 1]
+    if not sizes:
+        return k
+    amount = min(WIDE_ITEMS_MAX, vector_bytes // min(sizes))
+    if amount < 2 or k.loops[axis].size % amount:
+        return k
+    return apply_opt(k, Opt("upcast", axis, amount))
 
 
 # a contiguous reduce this long is shared by a work-group even when outputs are many: one work item

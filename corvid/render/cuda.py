@@ -34,7 +34,11 @@ statements and values and the work-group structure it shares with OpenCL
 Complex values are the structs ``cv_complex64``/``cv_complex128`` (real part ``x``, imaginary
 ``y``), computed by the helpers of :mod:`corvid.render.gpu` (numpy's product and quotient; exp,
 log, sqrt, the trigonometric and hyperbolic functions; the inverse ones and complex powers raise
-NotImplementedError). Vectorized kernels are not rendered (the CUDA device applies no CPU actions).
+NotImplementedError). Vectorized kernels are not rendered (the CUDA device applies no CPU actions);
+CUDA's vectors are the compiler's: every kernel states that its buffers are 16-byte aligned
+(:meth:`CUDARenderer._assumptions`), so neighbouring loads of a work item's outputs
+(:func:`corvid.codegen.opt.wide_items`) become one ``ld.global.v4`` where their indices keep
+that alignment, and stay single loads where they do not.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from .c import _MATH, FLOAT8, compute_type
 from .gpu import GPURenderer, Launch, launch
 
 BLOCK_THREADS = 256  # threads per block of a kernel without "local" loops
+VECTOR_BYTES = 16  # the widest load and store of one instruction (ld.global.v4.f32): wide_items's target
+BUFFER_ALIGN = 16  # the alignment kernels are told their buffers have (cuMemAlloc gives 256)
 MAX_BLOCKS = (1 << 31) - 1  # gridDim.x
 MAX_THREADS = (1024, 1024, 64)  # blockDim.x, .y, .z (and at most 1024 in all) on every GPU since sm_20
 
@@ -210,6 +216,13 @@ class CUDARenderer(GPURenderer):
 
     def _prelude(self) -> str:
         return _PRELUDE
+
+    def _assumptions(self, k: Kernel) -> list[str]:
+        # every buffer a kernel gets is a whole cuMemAlloc block (runtime/cuda.py: CUDAAllocator;
+        # corvid's buffers have no offsets), which the driver aligns to 256 bytes: said here, the
+        # compiler merges a work item's neighbouring loads and stores into 16-byte instructions
+        # (wide_items in codegen/opt.py) -- and only where the indices keep that alignment
+        return [f"  __builtin_assume(((unsigned long long)p{i} & {BUFFER_ALIGN - 1}) == 0);" for i in range(len(k.params))]
 
     def _ids(self) -> list[str]:
         lines = super()._ids()

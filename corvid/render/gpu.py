@@ -298,7 +298,8 @@ class GPURenderer(CRenderer):
         self._emit_grid(stmts, list(self.launch.grid))
         sizes = [] if k.dims_param is None else [  # (the symbolic sizes, read once: see graph/symbolic.py Dim)
             f"  {self.long_type} cv_d{j} = p{k.dims_param}[{j}];" for j in range(k.params[k.dims_param].size)]
-        body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self.shared_decls, *sizes,
+        body = "\n".join([*self.helpers.values(), f"{self._signature(k)} {{", *self._assumptions(k),
+                          *self.shared_decls, *sizes,
                           *self._ids(), *self.lines, "}", ""])
         for c, spelled in self.spellings:
             body = body.replace(c, spelled)
@@ -321,6 +322,11 @@ class GPURenderer(CRenderer):
     def _prelude(self) -> str:
         """Source before the helpers and the kernel: typedefs, index helpers, extensions."""
         raise NotImplementedError
+
+    def _assumptions(self, k: Kernel) -> list[str]:
+        """Lines at the top of the kernel telling the compiler what the runtime guarantees (none
+        by default)."""
+        return []
 
     def _ids(self) -> list[str]:
         """Lines at the top of the kernel that read the ids it needs: each ``"local"`` loop's
@@ -345,7 +351,13 @@ class GPURenderer(CRenderer):
     # the work-group structure ------------------------------------------------------------------
     def _emit_grid(self, stmts: list, grid: list[Loop]) -> None:
         """Print ``stmts`` with the output loops ``grid`` (outermost first) as ids. Statements
-        around a grid loop run in every work item (each computes them itself)."""
+        around a grid loop run in every work item (each computes them itself). A work item's
+        own loads come first (they depend on no other value), so that a GPU compiler, which
+        merges neighbouring loads only within a basic block, sees those of a wide item
+        (``wide_items``) side by side before any branch of the arithmetic (``erff``)."""
+        if not grid:
+            stmts = [s for s in stmts if isinstance(s, Def) and s.u.op == "load"] + \
+                [s for s in stmts if not (isinstance(s, Def) and s.u.op == "load")]
         for s in stmts:
             if isinstance(s, For) and not s.reduce and grid and s.loop.var == grid[0].var:
                 pos = len(self.launch.grid) - len(grid)

@@ -61,7 +61,7 @@ import numpy as np
 from ..codegen.ir import Kernel, Opt
 from ..codegen.opt import gpu_heuristics
 from ..graph.symbolic import Sym, size_function
-from ..render.cuda import MAX_BLOCKS, CUDALaunch, CUDARenderer, cuda_launch, scatter_launch
+from ..render.cuda import MAX_BLOCKS, VECTOR_BYTES, CUDALaunch, CUDARenderer, cuda_launch, scatter_launch
 from ..render.gpu import Launch
 from .compiler import _cache_folder, _entry_digest, _open_private, _read_fd, _write_private
 from .device import Allocator, Device, Program
@@ -686,7 +686,7 @@ class CUDADevice(Device):
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
         larger than this GPU allows."""
-        return gpu_heuristics(kernel, self.max_threads)
+        return gpu_heuristics(kernel, self.max_threads, vector_bytes=VECTOR_BYTES)
 
     def candidate_opts(self, kernel: Kernel) -> list[Opt]:
         """The actions a beam search tries next on ``kernel``
