@@ -4,7 +4,8 @@ compiler with an emulation of the CUDA built-ins it uses, each of a block's thre
 Emulated: ``threadIdx``/``blockIdx`` (x), ``__shared__`` (one array for all threads; blocks run
 one after another), ``__syncthreads``, ``__shfl_xor_sync`` (whole warps), ``__float_as_uint`` and
 the like, and ``CV_MMA`` (``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``, warp-wide) with
-the PTX ISA's fragment layouts: lane ``l``, ``g = l / 4``, ``c = l % 4``; A registers hold
+the PTX ISA's fragment layouts (and ``__shfl_down_sync``/``__shfl_sync`` of any value up to 8
+bytes, for work-group reduces; :func:`kernel_source` makes a whole rendered kernel buildable): lane ``l``, ``g = l / 4``, ``c = l % 4``; A registers hold
 (g, 2c..2c+1), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..) of the 16x16 A; B registers (2c..2c+1, g)
 and (2c+8..2c+9, g) of the 16x8 B (k, n); C/D (g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1); the
 lower-index element in the lower 16 bits. So a kernel that misplaces a fragment element gives
@@ -53,6 +54,28 @@ static inline float __shfl_xor_sync(unsigned, float v, int m) {
   cv_warp_barrier[w]->arrive_and_wait();
   return r;
 }
+static unsigned long long cv_slots64[32][32];
+template <class T> static inline T cv_exchange(T v, int from) {  // (a warp-wide exchange of values up to 8 bytes)
+  static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  cv_slots64[w][l] = bits;
+  cv_warp_barrier[w]->arrive_and_wait();
+  bits = cv_slots64[w][from];
+  cv_warp_barrier[w]->arrive_and_wait();
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned d) {  // (past the warp: its own value)
+  const int l = threadIdx.x % 32;
+  return cv_exchange(v, l + (int)d < 32 ? l + (int)d : l);
+}
+template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return cv_exchange(v, src & 31); }
+static inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
+static inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
+#define __builtin_assume(x) ((void)0)
 static inline float cv_bf16(unsigned bits16) { return __uint_as_float((bits16 & 0xffffu) << 16); }
 static inline void cv_emu_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
@@ -98,6 +121,24 @@ extern "C" void cv_launch(void** args, int blocks, int threads) {
   for (auto* w : warps) delete w;
 }
 """
+
+
+_HOST_F16 = {  # the CUDA prelude's two PTX conversions, as the host's _Float16 does them
+    'asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));': "_Float16 h; std::memcpy(&h, &x, 2); f = (float)h;",
+    'asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));': "_Float16 v = (_Float16)f; std::memcpy(&h.bits, &v, 2);",
+}
+
+
+def kernel_source(src: str) -> tuple[str, str]:
+    """(a rendered CUDA kernel's source as the emulation builds it, the name to call): its
+    float16 conversions the host's, the whole in a namespace (its prelude's typedefs would clash
+    with the host's ``<cstdint>``)."""
+    import re
+
+    for ptx, host in _HOST_F16.items():
+        src = src.replace(ptx, host)
+    name = re.search(r"__launch_bounds__\(\d+\) (\w+)\(", src).group(1)
+    return f"namespace cvk0 {{\n{src}}}\n", f"cvk0::{name}"
 
 
 def compiler() -> str | None:

@@ -79,6 +79,7 @@ _SHIM = r"""#include <cstring>
 #define __device__
 #define __launch_bounds__(n)
 #define __restrict__
+#define __builtin_assume(x) ((void)0)  /* (clang's and CUDA's, not GCC's: the buffers' alignment, a hint) */
 #define __align__(n) alignas(n)
 struct cv_dim3 { unsigned x, y, z; };
 static cv_dim3 blockIdx, threadIdx;

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..codegen.ir import Kernel
+from ..codegen.ir import Kernel, U
 from ..dtype import DType
 from ..graph.node import Op
 from ..graph.symbolic import Sym, upper
@@ -54,6 +54,9 @@ from .c import _MATH, FLOAT8, compute_type
 from .gpu import GPURenderer, Launch, launch
 
 BLOCK_THREADS = 256  # threads per block of a kernel without "local" loops
+WARP = 32
+# accumulator types __shfl_down_sync takes (CUDA's overloads: 32- and 64-bit integers and floats)
+_SHUFFLED = frozenset({"float", "double", "int32_t", "uint32_t", "int64_t", "uint64_t"})
 VECTOR_BYTES = 16  # the widest load and store of one instruction (ld.global.v4.f32): wide_items's target
 BUFFER_ALIGN = 16  # the alignment kernels are told their buffers have (cuMemAlloc gives 256)
 MAX_BLOCKS = (1 << 31) - 1  # gridDim.x
@@ -245,6 +248,47 @@ class CUDARenderer(GPURenderer):
 
     def _local_id(self, dim: int) -> str:
         return f"threadIdx.{'xyz'[dim]}"
+
+    def _emit_shared_reduce(self, u: U, pad: str) -> None:
+        """A work-group reduce whose work items are whole warps of ``threadIdx.x`` (its width a
+        multiple of 32) and whose accumulator a warp can shuffle: each warp's partials meet in
+        registers (``__shfl_down_sync``, a tree of 5 steps into lane 0), and only the warps'
+        partials go through shared memory, each work item combining them in the same order, so
+        every item holds the same total. Two barriers per reduce, where the tree through shared
+        memory (:meth:`GPURenderer._emit_shared_reduce`, kept for the rest) takes one per step:
+        9 for a block of 256. The sum is still a pairwise tree."""
+        lp = next(x for x in u.arg[1] if x.kind == "local")
+        dims = self.launch.local
+        own = self._alias.get(lp.var, lp.var)
+        t = self._type(u)
+        if not dims or dims[0].var != own or dims[0].size % WARP or t not in _SHUFFLED:
+            super()._emit_shared_reduce(u, pad)
+            return
+        stride = {x.var: math.prod(y.size for y in dims[j + 1:]) for j, x in enumerate(dims)}
+        first = " + ".join(f"{self._var(x.var)} * {stride[x.var]}" for x in dims[1:]) or "0"
+        acc, lid, step, warps = self._name(u), self._var(lp.var), stride[own], dims[0].size // WARP
+        other = f"{acc}_o"
+        self.lines += [
+            f"{pad}for (int o = {WARP // 2}; o > 0; o >>= 1) {{  // (the warp's partials, into lane 0)",
+            f"{pad}  {t} {other} = __shfl_down_sync(0xffffffffu, {acc}, o);",
+            f"{pad}  {acc} = {self._combine(u, acc, other)};",
+            f"{pad}}}",
+        ]
+        if warps == 1:
+            self.lines.append(f"{pad}{acc} = __shfl_sync(0xffffffffu, {acc}, 0);")
+            return
+        arr = f"{acc}_warps"
+        self.shared_decls.append(f"  {self.shared} {t} {arr}[{warps * step}];")
+        self.lines += [
+            f"{pad}if (({lid} & {WARP - 1}) == 0) {arr}[({lid} >> 5) * {step} + {first}] = {acc};",
+            f"{pad}{self.barrier}",
+            f"{pad}{acc} = {arr}[{first}];",
+            f"{pad}for (int w = 1; w < {warps}; w++) {{",
+            f"{pad}  {t} {other} = {arr}[w * {step} + {first}];",
+            f"{pad}  {acc} = {self._combine(u, acc, other)};",
+            f"{pad}}}",
+            f"{pad}{self.barrier}  // (before the array is written again)",
+        ]
 
     def _math_name(self, op: Op, dt: DType) -> str:
         return _MATH[op] + ("f" if compute_type(dt) == "float" else "")
