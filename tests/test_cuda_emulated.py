@@ -1,5 +1,6 @@
-"""CUDA's work-group reduces through warp shuffles (corvid/render/cuda.py:
-``CUDARenderer._emit_shared_reduce``), run without a GPU.
+"""Kernels as the CUDA device renders them, run without a GPU: work-group reduces through warp
+shuffles (corvid/render/cuda.py: ``CUDARenderer._emit_shared_reduce``) and elementwise kernels of
+wide items (corvid/codegen/opt.py: ``wide_items``; tests/test_cuda.py reads their PTX).
 
 The kernels are those the CUDA device makes (its heuristics; work-groups of 256, 64 and 32 work
 items, rows shared by a block, a row's reduces sharing one), rendered as CUDA C and compiled by
@@ -18,7 +19,7 @@ from corvid.codegen.ir import Opt
 from corvid.codegen.opt import apply_opt, gpu_heuristics
 from corvid.codegen.passes import finalize
 from corvid.codegen import search
-from corvid.render.cuda import _CUDA_TYPES, CUDARenderer, cuda_launch
+from corvid.render.cuda import _CUDA_TYPES, VECTOR_BYTES, CUDARenderer, cuda_launch
 from corvid.runtime.cuda import CUDADevice
 from tests import cuda_emulator as E
 from tests.test_gpu_style import _run
@@ -115,4 +116,21 @@ def test_a_work_group_of_one_warp_or_of_no_whole_warp(width):
     assert ("__shfl_down_sync" in src) == (width % 32 == 0)
     assert ("__shfl_sync(" in src) == (width == 32)
     arrays = _inputs(k0, seed=4, special=True)
+    _same(_emulate(k, arrays), _run("CPU", k0, arrays), True)
+
+
+@pytest.mark.parametrize("case", ["chain", "bf16", "broadcast_row", "to_int8"])
+def test_wide_items_compute_the_cpus_values(case):
+    """Elementwise kernels of 4 or 8 outputs per thread, their loads first, as CUDA renders them
+    (with the buffers' alignment stated): the values of the unoptimized kernel on the CPU."""
+    n = 1 << 14
+    x = _real(n)
+    t = {"chain": lambda: (x * 1.5 + 0.5).relu() * x - 2,
+         "bf16": lambda: (x.astype(cv.bfloat16) * 3 + 1).astype(cv.bfloat16),
+         "broadcast_row": lambda: (x.reshape(-1, 256) + _real(256, seed=1)).astype(cv.bfloat16),
+         "to_int8": lambda: (x * 100).astype(cv.int8)}[case]()
+    k0 = _base(t)
+    k = gpu_heuristics(k0, MAX_THREADS, vector_bytes=VECTOR_BYTES)
+    assert any(o.op == "upcast" for o in k.opts)
+    arrays = _inputs(k0, seed=6, special=True)
     _same(_emulate(k, arrays), _run("CPU", k0, arrays), True)
