@@ -119,7 +119,7 @@ def test_a_work_group_of_one_warp_or_of_no_whole_warp(width):
     _same(_emulate(k, arrays), _run("CPU", k0, arrays), True)
 
 
-@pytest.mark.parametrize("case", ["chain", "bf16", "broadcast_row", "to_int8"])
+@pytest.mark.parametrize("case", ["chain", "bf16", "broadcast_row", "to_int8", "odd_rows"])
 def test_wide_items_compute_the_cpus_values(case):
     """Elementwise kernels of 4 or 8 outputs per thread, their loads first, as CUDA renders them
     (with the buffers' alignment stated): the values of the unoptimized kernel on the CPU."""
@@ -128,7 +128,8 @@ def test_wide_items_compute_the_cpus_values(case):
     t = {"chain": lambda: (x * 1.5 + 0.5).relu() * x - 2,
          "bf16": lambda: (x.astype(cv.bfloat16) * 3 + 1).astype(cv.bfloat16),
          "broadcast_row": lambda: (x.reshape(-1, 256) + _real(256, seed=1)).astype(cv.bfloat16),
-         "to_int8": lambda: (x * 100).astype(cv.int8)}[case]()
+         "to_int8": lambda: (x * 100).astype(cv.int8),
+         "odd_rows": lambda: _real(64, 258)[:, :257] * 2 + _real(64, 1, seed=2)}[case]()  # (4 rows per item)
     k0 = _base(t)
     k = gpu_heuristics(k0, MAX_THREADS, vector_bytes=VECTOR_BYTES)
     assert any(o.op == "upcast" for o in k.opts)

@@ -193,8 +193,8 @@ def test_cpu_like_devices_get_vector_columns_for_column_reduces():
 
 def test_wide_items_give_each_work_item_16_bytes_of_its_narrowest_operand():
     """``vector_bytes`` (CUDA's 16): an elementwise kernel's innermost loop upcast by the elements
-    of 16 bytes of its narrowest contiguous operand (4 floats, 8 bfloat16, at most 8); nothing
-    where the row is odd, where no operand is contiguous along the loop, where the size is
+    of 16 bytes of its narrowest contiguous operand (4 floats, 8 bfloat16, at most 8); 4 rows per
+    work item where the row is odd; nothing where the rows are odd too, where no operand is contiguous along the loop, where the size is
     symbolic or the kernel small, or for reduces (their own actions)."""
     n = WIDE_ITEMS_MIN_OUTPUTS
 
@@ -208,7 +208,8 @@ def test_wide_items_give_each_work_item_16_bytes_of_its_narrowest_operand():
     assert opts(_real(n, 2).astype(cv.int8) + 1) == ["upcast(0, 8)"]  # (at most 8 per item)
     assert opts(_real(64, 768) + _real(768, seed=1)) == ["upcast(1, 4)"]  # (a broadcast row: contiguous too)
     assert opts(_real(n + 2) + 1) == []  # (a length 4 does not divide)
-    assert opts(_real(256, 258)[:, :257] + 1) == []  # (an odd row)
+    assert opts(_real(256, 258)[:, :257] + 1) == ["upcast(0, 4)"]  # (odd rows: 4 rows per item)
+    assert opts(_real(255, 258)[:, :257] + 1) == []  # (and an odd number of them)
     assert opts(_real(n // 8) * 2) == []  # (small: an element per work item)
     assert opts(_real(n).sum()) == [o for o in opts(_real(n).sum()) if not o.startswith("upcast")]
     assert opts((_real(n) * 2).exp(), shared_reduce=False) == ["upcast(0, 4)"]
@@ -223,7 +224,8 @@ def test_wide_items_keep_their_values_on_cl_and_the_cpu(cl):
     x = cv.Tensor(np.where(np.arange(n) % 97 == 0, np.nan, np.where(np.arange(n) % 89 == 0, -np.inf, x.numpy()))
                   .astype(np.float32)).realize()
     cases = [(x * 1.5 + 0.5).relu().exp(), (x.astype(cv.bfloat16) * 3).astype(cv.float32), x.astype(cv.bfloat16),
-             _real(64, 768) * _real(768, seed=1) - 1, (x * 100).astype(cv.int8) + 1]
+             _real(64, 768) * _real(768, seed=1) - 1, (x * 100).astype(cv.int8) + 1,
+             _real(64, 258)[:, :257] * 2]
     for i, t in enumerate(cases):
         k0 = _base(t)
         k = gpu_heuristics(k0, vector_bytes=16)

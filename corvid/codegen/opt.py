@@ -748,6 +748,7 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
 
 
 WIDE_ITEMS_MAX = 8  # elements per work item at most (wide_items): 16 bytes of bfloat16; 8 bytes of int8/bool
+WIDE_ITEMS_ROWS = 4  # rows per work item where no loop gives 16-byte neighbours (wide_items)
 WIDE_ITEMS_MIN_OUTPUTS = 1 << 14  # smaller kernels keep an element per work item (more work items, same bytes)
 
 
@@ -755,9 +756,10 @@ def wide_items(k: Kernel, vector_bytes: int) -> Kernel:
     """``upcast`` of the innermost output loop of an elementwise kernel by the elements of
     ``vector_bytes`` bytes of its narrowest operand read or written contiguously along that loop
     (at most :data:`WIDE_ITEMS_MAX`), so that each work item's loads of one operand are
-    neighbours starting on a multiple of that many elements; ``k`` unchanged where no operand is
-    contiguous along it, where that many elements do not divide it, where its size is symbolic,
-    or where the kernel is small. A GPU reads at most a few loads per work item in flight: one
+    neighbours starting on a multiple of that many elements. Where that many elements do not
+    divide it (or no operand is contiguous along it), an outer loop upcast by
+    :data:`WIDE_ITEMS_ROWS` instead: the item's loads are then single but in flight together.
+    ``k`` unchanged where neither applies, where a size is symbolic, or where the kernel is small. A GPU reads at most a few loads per work item in flight: one
     float per thread kept about 8 KiB in flight per SM, where an H200 needs some 20 KiB to reach
     its bandwidth; 16 bytes per load is what its widest load instruction moves (what PyTorch's
     elementwise kernels do). The renderer states the buffers' alignment
@@ -771,12 +773,16 @@ def wide_items(k: Kernel, vector_bytes: int) -> Kernel:
     accessed = [(u.arg[0], u.arg[1]) for u in k.values() if u.op == "load"] + \
         [(st.param, st.index) for st in k.stores]
     sizes = [k.params[p].dtype.itemsize for p, idx in accessed if _stride(idx, var) == 1]
-    if not sizes:
-        return k
-    amount = min(WIDE_ITEMS_MAX, vector_bytes // min(sizes))
-    if amount < 2 or k.loops[axis].size % amount:
-        return k
-    return apply_opt(k, Opt("upcast", axis, amount))
+    amount = min(WIDE_ITEMS_MAX, vector_bytes // min(sizes)) if sizes else 0
+    if amount >= 2 and k.loops[axis].size % amount == 0:
+        return apply_opt(k, Opt("upcast", axis, amount))
+    # no 16-byte neighbours (a row of odd length: 8192 rows of GPT-2's 50257 logits): the work item
+    # still takes several rows, the same column of each, so that its loads are independent and in
+    # flight together, neighbouring work items still reading neighbours
+    for outer, lp in enumerate(k.loops[:-1]):
+        if lp.size % WIDE_ITEMS_ROWS == 0:
+            return apply_opt(k, Opt("upcast", outer, WIDE_ITEMS_ROWS))
+    return k
 
 
 # a contiguous reduce this long is shared by a work-group even when outputs are many: one work item
