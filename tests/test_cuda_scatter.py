@@ -26,7 +26,7 @@ import corvid as cv
 from corvid import dtype as dt
 from corvid.ops.indexing import scatter_prim
 from corvid.render.cuda import CUDARenderer, scatter_launch
-from corvid.render.gpu import SCATTER_ITEMS, SCATTER_SCANS
+from corvid.render.gpu import SCATTER_ITEMS, SCATTER_SCANS, scatter_ranges
 from tests.test_cuda import _translation_unit, compiler  # noqa: F401  (compiler: a fixture)
 
 REDUCES = ("set", "sum", "prod", "max", "min")
@@ -63,12 +63,16 @@ def test_the_launch_is_one_thread_per_output_column_and_range_of_rows():
     src = r.render_scatter("k", "sum", dt.float32, 3, 10, 20, 1000, 1)
     assert "const long long w = (long long)blockIdx.x * 256 + (long long)threadIdx.x;" in src
     assert "if (w >= O * R * I) return;" in src and 'extern "C" __global__ void __launch_bounds__(256) k(' in src
-    assert "R = 2, c = 5;" in src and r.scatter_work_items(3, 10, 20, 1000) == 6000
-    # x[idx] = v on a long vector: thousands of threads, not one; bounded by the index reads
-    assert r.scatter_ranges(1, 10**6, 1000, 1) == SCATTER_ITEMS
-    assert r.scatter_ranges(1, 10**6, 10**6, 1) == SCATTER_SCANS // 10**6
-    assert r.scatter_ranges(1, 7, 5, 1) == 7 and r.scatter_ranges(2, 50257, 8192, 768) == 3  # (GPT-2's embedding)
-    assert r.scatter_ranges(1, 100, 10**9, 1) == 1
+    assert "R = 10, c = 1;" in src and r.scatter_work_items(3, 10, 20, 1000) == 30000  # (a thread per row and column)
+    # x[idx] = v on a long vector: tens of thousands of threads, not one; bounded by the index reads
+    assert r.scatter_ranges(1, 10**6, 1000, 1) == r.scatter_items == 1 << 16
+    assert r.scatter_ranges(1, 10**6, 10**6, 1) == r.scatter_scans // 10**6
+    assert r.scatter_ranges(1, 7, 5, 1) == 7 and r.scatter_ranges(1, 100, 10**11, 1) == 1
+    # GPT-2's embedding gradient (50257 x 768, 8192 tokens): 66,048 threads of 585 rows each
+    assert r.scatter_ranges(1, 50257, 8192, 768) == 86 and r.scatter_work_items(1, 50257, 8192, 768) == 66048
+    # (the module's defaults, a CPU-type device's: a few thousand)
+    assert scatter_ranges(1, 10**6, 1000, 1) == SCATTER_ITEMS and scatter_ranges(2, 50257, 8192, 768) == 3
+    assert scatter_ranges(1, 10**6, 10**6, 1) == SCATTER_SCANS // 10**6
 
 
 # --- the CUDA sources, run on the host ---------------------------------------------------------------

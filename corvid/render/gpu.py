@@ -246,14 +246,14 @@ SCATTER_ITEMS = 4096  # work items a GPU's scatter aims at (a few per core of a 
 SCATTER_SCANS = 1 << 26  # index reads a scatter allows itself in all (work items × updates each reads)
 
 
-def scatter_ranges(O: int, n: int, m: int, inner: int, items: int = SCATTER_ITEMS) -> int:
+def scatter_ranges(O: int, n: int, m: int, inner: int, items: int = SCATTER_ITEMS, scans: int = SCATTER_SCANS) -> int:
     """Into how many ranges of rows a SCATTER kernel (``O`` outer, ``n`` rows, ``m`` updates,
     ``inner`` columns) splits each output column: one work item per (column, range), so a 1-D
     scatter (``x[idx] = v``) or an embedding table's gradient runs on about ``items`` work items,
     not one per column. Each work item reads every index (it combines those in its range), so
-    the ranges are bounded by :data:`SCATTER_SCANS` index reads in all."""
+    the ranges are bounded by ``scans`` index reads in all (:data:`SCATTER_SCANS`)."""
     columns = max(O * inner, 1)
-    budget = SCATTER_SCANS // max(columns * m, 1)
+    budget = scans // max(columns * m, 1)
     return max(1, min(n, -(-items // columns), budget))
 
 
@@ -592,10 +592,11 @@ class GPURenderer(CRenderer):
     # SCATTER: a fixed template (see _render_scatter) with these dialect hooks ------------------
     scatter_copies_x = True  # whether each work item copies its column of x (else the runtime copies x first)
     scatter_items = SCATTER_ITEMS  # the work items a scatter aims at (a device running them one by one wants few)
+    scatter_scans = SCATTER_SCANS  # the index reads a scatter's work items make in all, at most
 
     def scatter_ranges(self, O: int, n: int, m: int, inner: int) -> int:
         """Ranges of rows a SCATTER kernel of this shape splits its columns into (:func:`scatter_ranges`)."""
-        return scatter_ranges(O, n, m, inner, self.scatter_items)
+        return scatter_ranges(O, n, m, inner, self.scatter_items, self.scatter_scans)
 
     def scatter_work_items(self, O: int, n: int, m: int, inner: int) -> int:
         """The work items a SCATTER kernel of this shape launches (one per column and range)."""
