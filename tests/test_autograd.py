@@ -785,3 +785,40 @@ def test_sigmoid_is_stable_at_the_extremes_and_its_gradient_finite():
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-6, atol=1e-44)  # (sigmoid(-100) is subnormal in float32)
     e = np.exp(-np.abs(a.astype(np.float64)))
     np.testing.assert_allclose(x.grad.numpy(), e / (1 + e) ** 2, rtol=1e-5, atol=1e-44)
+
+
+def test_a_transforms_results_keep_no_variable_of_its_own_under_a_detach():
+    """value_and_grad's results are the plain graph of f on the plain inputs, below a DETACH too:
+    a VAR left under ``x.max().detach()`` made jit compute everything below it twice (a language
+    model's whole forward pass). And logsumexp/softmax/log_softmax shift by a detached max, so
+    their backward has no max one-hot (no comparison with the max) and is the softmax."""
+    from corvid.graph.node import Op, toposort
+
+    rng = np.random.default_rng(0)
+    x, w = (cv.Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((6, 4), (4, 9)))
+
+    def f(p):
+        z = p[0] @ p[1]
+        return (z.logsumexp(1) + z.softmax(1)[:, 0] + z.log_softmax(1)[:, 1] + (z - z.max().detach()).sum(1)).sum()
+
+    loss, grads = cv.value_and_grad(f)((x, w))
+    for t in (loss, *grads):
+        assert not [n for n in toposort([t.node]) if n.op is Op.VAR], "a VAR of the transform is left"
+    g = cv.grad(lambda z: z.logsumexp(1).sum())(x)
+    # (no comparison of every element with the max, the ties' one-hot: only the max's isinf, per row)
+    assert not [n for n in toposort([g.node]) if n.op is Op.CMPEQ and n.shape == x.shape]
+    np.testing.assert_allclose(g.numpy(), x.softmax(1).numpy(), rtol=1e-6)
+    # finite differences, in float64, of the shift-invariant part (a detached global max does
+    # change the gradient: it is held constant)
+    def f(p):
+        z = p[0] @ p[1]
+        return (z.logsumexp(1) + z.softmax(1)[:, 0] + z.log_softmax(1)[:, 1]).sum()
+
+    x64, w64 = x.astype(cv.float64), w.astype(cv.float64)
+    gx = cv.grad(f)((x64, w64))[0].numpy()
+    eps, num = 1e-6, np.zeros(x.shape)
+    for i in np.ndindex(*x.shape):
+        d = np.zeros(x.shape)
+        d[i] = eps
+        num[i] = (f((x64 + cv.Tensor(d), w64)).item() - f((x64 - cv.Tensor(d), w64)).item()) / (2 * eps)
+    np.testing.assert_allclose(gx, num, rtol=1e-5, atol=1e-6)

@@ -341,3 +341,28 @@ def test_a_module_s_integer_buffer_reloaded_is_not_replayed_stale():
     a.load_state_dict(b.state_dict())
     assert f(a, x).tolist() == [5.0, 5.0] and f(a, x).tolist() == [5.0, 5.0]
     assert f.traces == 2
+
+
+def test_a_detached_max_under_value_and_grad_does_not_compute_the_forward_twice():
+    """``jit(value_and_grad(f))`` with ``z.max().detach()`` in f (what logsumexp and softmax do):
+    as many kernels as with the max not detached less the max's one-hot, not a second copy of
+    everything below the DETACH (the VARs of value_and_grad were left under it: a language
+    model's forward pass ran twice per training step)."""
+    rng = np.random.default_rng(0)
+    x, w = (cv.Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((64, 128), (128, 256)))
+
+    def counted(detach: bool) -> int:
+        def f(p):
+            z = p[0] @ p[1]
+            m = z.max(1, keepdims=True)
+            m = m.detach() if detach else m
+            return ((z - m).exp().sum(1, keepdims=True).log() + m).sum()
+
+        jf = cv.jit(cv.value_and_grad(f))
+        loss, (gx, gw) = jf((x, w))
+        want = cv.value_and_grad(f)((x, w))
+        np.testing.assert_allclose(loss.numpy(), want[0].numpy(), rtol=1e-5)
+        np.testing.assert_allclose(gw.numpy(), want[1][1].numpy(), rtol=1e-4, atol=1e-5)
+        return next(iter(jf._cache.values()))[0].kernels
+
+    assert counted(True) <= counted(False)

@@ -354,3 +354,15 @@ def test_fuzz_vmap_equals_loop(prog):
     in_axes = (x_axis,) + tuple(mapped.get(i) for i in keys)
     check(f, (x,) + tuple(others[i] for i in keys), in_axes=in_axes, out_axes=out_axis)
 
+
+
+def test_values_under_a_detach_are_batched():
+    """A DETACH stops gradients, not batching: ``x.max().detach()`` inside vmap is each row's own
+    max (vmap walked only the nodes with a VAR below outside a DETACH, so the detached max was
+    left over the unbatched placeholder, and realizing it raised)."""
+    x = cv.Tensor(np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32))
+    f = lambda r: (r - r.max().detach()).exp().sum()  # noqa: E731
+    np.testing.assert_allclose(cv.vmap(f)(x).numpy(), [f(x[i]).numpy() for i in range(3)], rtol=1e-6)
+    np.testing.assert_allclose(cv.vmap(lambda r: r.softmax(-1))(x).numpy(), x.softmax(-1).numpy(), rtol=1e-6)
+    grads = cv.vmap(cv.grad(lambda r: r.logsumexp()))(x).numpy()
+    np.testing.assert_allclose(grads, x.softmax(-1).numpy(), rtol=1e-6)

@@ -95,19 +95,23 @@ class Node:
     every graph that still refers to this node reads the stored value instead of recomputing it.
     """
 
-    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "traced", "__weakref__")
+    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "traced", "marked", "__weakref__")
 
     def __init__(self, op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]):
         self.op, self.src, self.arg, self.dtype, self.shape = op, src, arg, dtype, shape
         self.buffer = arg if op is Op.BUFFER else None
-        # True when a VAR lies below (outside a DETACH): the node depends on a marked variable
-        traced = op is Op.VAR
-        if not traced and op is not Op.DETACH:
+        # traced: a VAR lies below (outside a DETACH): the node depends on a marked variable.
+        # marked: a VAR lies below, DETACHes or not (what a transform that takes its VARs out of a
+        # graph must visit: the value under a DETACH is computed over them all the same)
+        traced = marked = op is Op.VAR
+        if not traced:
             for s in src:
-                if s.traced:
-                    traced = True
-                    break
-        self.traced = traced
+                if s.marked:
+                    marked = True
+                    if s.traced and op is not Op.DETACH:
+                        traced = True
+                        break
+        self.traced, self.marked = traced, marked
 
     @property
     def numel(self) -> int:

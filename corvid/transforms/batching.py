@@ -253,14 +253,14 @@ class _Batcher:
         self.marks: dict[int, Any] = {}  # free for MARK_RULES (one batched record per call, say)
 
     def batch(self, root: Node) -> tuple[Node, int | None]:
-        for n in toposort([root], stop=lambda m: not m.traced or id(m) in self.memo):
+        for n in toposort([root], stop=lambda m: not m.marked or id(m) in self.memo):
             if id(n) not in self.memo:
                 self.memo[id(n)] = self._rule(n)
                 self.keep.append(n)
         return self.memo[id(root)]
 
     def _rule(self, n: Node) -> tuple[Node, int | None]:
-        if not n.traced or not n.src:  # constants, buffers, placeholders of other transforms
+        if not n.marked or not n.src:  # constants, buffers, placeholders of other transforms (a DETACH: its source may be batched)
             return n, None
         srcs = [self.memo[id(s)] for s in n.src]
         if all(b is None for _, b in srcs):
