@@ -581,6 +581,9 @@ class _Table:
             else:
                 r.compiled = msg["why"]
                 report(f"  {r.name:<22} torch.compile: {msg['why']}")
+        elif kind == "profile":
+            report(f"  {r.name}: corvid's kernels, one call under cv.profile (device time)\n"
+                   + "\n".join("    " + line for line in msg["table"].splitlines()))
         elif kind == "error":
             r.errors.append(msg["error"])
             report(f"  {r.name:<22} ERROR {msg['error']}\n" + "\n".join("    | " + x for x in msg["tail"]))
@@ -1033,6 +1036,7 @@ class GPURow:
     dtype: str = "float32"
     repeat: int = 20  # steady-state samples at most (a quarter with --quick)
     compile_note: str = ""  # why torch.compile is not tried on it ("": it is)
+    profile: bool = False  # after the timed calls, one more of corvid's under cv.profile: its costliest kernels
 
     @property
     def compiles(self) -> bool:
@@ -1519,7 +1523,7 @@ ROWS: list[GPURow] = [
            compile_note="not tried (cuBLAS either way)"),
     GPURow("attention_bf16", "scaled_dot_product_attention forward + backward, 8x12x1024x64 bfloat16, causal "
            "(corvid: jit; torch: eager autograd)", "compute", _attention, "bfloat16",
-           compile_note="not tried (a backward pass)"),
+           compile_note="not tried (a backward pass)", profile=True),
     GPURow("attention_bf16_f32", "the same, corvid with CORVID_ATTENTION=float32 (its float32 kernels)", "compute",
            _attention_row("float32"), "bfloat16", repeat=5, compile_note="not tried (a backward pass)"),
     GPURow("attention_bf16_composite", "the same, corvid with CORVID_ATTENTION=composite (products and a "
@@ -1532,11 +1536,12 @@ ROWS: list[GPURow] = [
     GPURow("conv2d", "conv2d 32x64x56x56, 3x3 -> 64, padding 1, float32", "compute", _conv),
     GPURow("add_1024", "x + 1, 1024 float32: dispatch latency", "latency", _add_one, repeat=200),
     GPURow("cnn_train_step", "MNIST CNN training step, batch 128, Adam (corvid: jit; torch: eager)", "step",
-           _cnn_step, compile_note="not tried (a training step)"),
-    GPURow("transformer_block", "GPT-2 block forward 8x256x768, 12 heads (corvid: jit; torch: eager)", "step", _block),
+           _cnn_step, compile_note="not tried (a training step)", profile=True),
+    GPURow("transformer_block", "GPT-2 block forward 8x256x768, 12 heads (corvid: jit; torch: eager)", "step", _block,
+           profile=True),
     GPURow("gpt2_train_bf16", "GPT-2 small training step, batch 8x1024, bfloat16 autocast, AdamW (corvid: jit; "
            "torch: eager)", "step", _gpt2_train, dtype="bfloat16", repeat=5,
-           compile_note="not tried (a training step)"),
+           compile_note="not tried (a training step)", profile=True),
 ]
 
 
@@ -1594,6 +1599,23 @@ def _setup(args: argparse.Namespace, with_corvid: bool) -> tuple[Ctx, Any, str]:
 def _samples(args: argparse.Namespace, row: GPURow) -> tuple[int, float]:
     """(steady-state samples at most, seconds per framework at most)."""
     return (max(3, row.repeat // 4), 0.2) if args.quick else (row.repeat, 2.0)
+
+
+PROFILE_TOP = 12  # kernel names a row's profile lists
+
+
+def _profile_table(call: Callable[[], Any]) -> str:
+    """corvid's ``call()`` once more under :func:`corvid.profile` (kernel by kernel, no device
+    graph: each kernel's device time from CUDA events), as the profile's table of the costliest
+    kernels; the reason instead where it fails."""
+    import corvid as cv
+
+    try:
+        with cv.profile() as prof:
+            call()
+        return prof.table(top=PROFILE_TOP)
+    except Exception as e:  # (the row's figures stand; only its profile is missing)
+        return f"(no profile: {type(e).__name__}: {e})"
 
 
 def worker_rows(args: argparse.Namespace) -> int:
@@ -1654,6 +1676,8 @@ def worker_rows(args: argparse.Namespace) -> int:
             emit(kind="row", row=name, work=bench.work, check=bench.check(outs), peer_errors=peer_errors,
                  times={w: t.median_s for w, t in timings.items()}, first=first,
                  samples={w: len(t.runs_s) for w, t in timings.items()})
+            if row.profile and "corvid" in outs:
+                emit(kind="profile", row=name, table=_profile_table(bench.calls["corvid"]))
         except Exception as e:
             emit(kind="error", row=name, error=f"{type(e).__name__}: {e}", tail=_tail(e))
             return 3

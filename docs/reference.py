@@ -66,7 +66,7 @@ PAGES: list[Page] = [
              _s("Data types", "DType bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 "
                 "float32 float64 float8_e4m3fn float8_e5m2 complex64 complex128 ALL_DTYPES astype can_cast "
                 "result_type promote_types finfo iinfo isdtype"),
-             _s("Devices and execution", "devices default_device get_default_device set_default_device empty_cache beam "
+             _s("Devices and execution", "devices default_device get_default_device set_default_device empty_cache beam profile "
                 "autocast set_float32_matmul_precision get_float32_matmul_precision matmul_precision"),
              _s("Constants", "e pi inf nan newaxis"),
              _s("Errors", "ShapeError AxisError ArgumentError"),

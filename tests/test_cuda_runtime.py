@@ -572,3 +572,40 @@ def test_a_device_without_actions_of_its_own_is_not_searched(monkeypatch):
     monkeypatch.setitem(registry._devices, "PLAINTEST", Plain())
     with cv.beam(2):
         assert search.optimize(k, "PLAINTEST").opts == (Opt("upcast", 0, 2),)
+
+
+# --- profiling --------------------------------------------------------------------------------------
+
+def test_a_profile_times_each_kernel_between_cuda_events_and_bypasses_the_graph(fake):
+    """cv.profile on the CUDA device: each kernel of a jit step (replayed as a graph before and
+    after) launches between two events of the stream, with no synchronize between kernels; the
+    profile lists every launch by its kernel's name, the events go back to a pool, and the step
+    launches its graph again once the profile has ended."""
+    cu = fake.cu
+    jf = cv.jit(_f)
+    x, y = _inputs(0)
+    xs, ys = cv.Tensor(x, device=FAKE), cv.Tensor(y, device=FAKE)
+    jf(xs, ys)
+    jf(xs, ys)  # (the graph is recorded)
+    cu.calls.clear()
+    with cv.profile() as prof:
+        got = jf(xs, ys).numpy()
+        kernels = _main_launches(fake)
+        records = cu.named("cuEventRecord")
+        assert not cu.named("cuGraphLaunch") and len(kernels) >= 3
+        # (two events a kernel, read at the end; the copy out has its own event)
+        assert len(records) == 2 * len(kernels) + 1 and not cu.named("cuEventElapsedTime")
+    np.testing.assert_allclose(got, _want(x, y), rtol=1e-5)
+    names = [k.name for k in prof.kernels]
+    assert names == [s.name for s in [ln.sk for ln in _program(jf).launches]]
+    assert all(k.device == FAKE and k.seconds >= 0 for k in prof.kernels) and prof.total <= prof.wall
+    assert len(fake._event_pool) == 2 * len(kernels)  # (every event returned)
+    table = prof.table(top=2)
+    assert table.splitlines()[1].split()[0] == prof.summary()[0].name and "more kernel names" in table
+    cu.calls.clear()
+    jf(xs, ys)
+    assert len(cu.named("cuGraphLaunch")) == 1 and not cu.named("cuEventRecord")
+    with cv.profile():
+        with pytest.raises(RuntimeError, match="one at a time"):
+            with cv.profile():
+                pass

@@ -116,11 +116,12 @@ def test_the_gpu_page_runs_as_written(tmp_path):
 
     text = open(os.path.join(ROOT, "docs", "gpu.md")).read()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "docs/gpu.md", "exec"), namespace)
     assert namespace["loss"].device == namespace["device"]
+    assert {k.device for k in namespace["prof"].kernels} == {cv.runtime.device.canonical_device(namespace["device"])}
 
 
 def test_random_samplers_draw_on_the_default_device(device):

@@ -42,6 +42,11 @@ def test_the_quick_report_on_the_cpu_has_every_part_and_passes(tmp_path):
         line = next((x for x in table_lines if x.startswith(f"| {row.name} ")), None)
         assert line is not None and line.rstrip(" |").endswith("ok"), (row.name, table)
     assert "% limit of the bandwidth rows: of the copy bandwidth measured in this run" in table
+    for row in (r for r in ROWS if r.profile):  # each step's costliest kernels, from cv.profile
+        head = f"  {row.name}: corvid's kernels, one call under cv.profile (device time)\n"
+        assert head in table, row.name
+        listed = table.split(head, 1)[1].splitlines()
+        assert listed[0].split()[:2] == ["kernel", "device"] and any(x.strip().startswith("total") for x in listed[:16])
     assert "MNIST, one epoch of examples/mnist.py" in examples
     assert "test accuracy" in examples or "skipped: no MNIST files" in examples
     assert "falling, ok" in examples and "GPT-2-small: skipped (--quick)" in examples

@@ -9,6 +9,7 @@ machine and cached) and the optimization actions applied to it; 3 = also the gen
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtype as dt
+from .. import profiler as _profiler
 from ..graph.node import IDENTITY, MOVEMENT, Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
 from .schedule import (_SHARDED, HOST_VIEW_MAX, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for,
@@ -152,7 +154,11 @@ def _run_plan(every: list[Node], plan: list) -> bool:
             b = _const_input([every[i] for i in consts], dev)[0].buffer
             held.append(b)
             handles.append(b.handle)
-        compiled.programs[dev](handles)
+        if _profiler._ACTIVE is None:
+            compiled.programs[dev](handles)
+        else:
+            _profiler._ACTIVE.record(compiled.kernel.name, dev, compiled.kernel,
+                                     functools.partial(compiled.programs[dev], handles))
         if out_node.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
             out_node.buffer = out
     return True
@@ -198,7 +204,10 @@ def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> Non
             held.append(b)
             handles.append(b.handle)
         t0 = time.perf_counter()
-        program(handles)
+        if _profiler._ACTIVE is None:
+            program(handles)
+        else:
+            _profiler._ACTIVE.record(sk.name, sk.device, sk.kernel, functools.partial(program, handles))
         if dbg >= 2:
             get_device(sk.device).synchronize()
             _report(sk, time.perf_counter() - t0, dbg)

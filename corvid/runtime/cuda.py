@@ -573,6 +573,7 @@ class CUDADevice(Device):
         self.renderer = CUDARenderer()
         self._functions: dict[bytes, tuple[Any, Any]] = {}  # cubin -> (module, function)
         self._timing: tuple[Any, Any] | None = None  # the two events of elapsed()
+        self._event_pool: list[Any] = []  # timing events of time_launch, reused
         self._capture: Any = None  # the stream graphs are recorded on (created by the first)
         self._blas: Any = _UNSET  # cuBLASLt's state (blas()), made on first use
         self.blas_error: str | None = None  # why blas() is None
@@ -728,6 +729,28 @@ class CUDADevice(Device):
 
     def synchronize(self) -> None:
         self.call("cuStreamSynchronize", self.stream)
+
+    def time_launch(self, run: Callable[[], None]) -> Callable[[], float]:
+        """Launch ``run()``'s work between two CUDA events on the stream (no synchronize) and
+        return a function giving the seconds between them, which waits for the second
+        (:func:`corvid.profile`; the events go back to a pool when read)."""
+        pool = self._event_pool
+        start = pool.pop() if pool else self.call("cuEventCreate", self.cu.CUevent_flags.CU_EVENT_DEFAULT)
+        end = pool.pop() if pool else self.call("cuEventCreate", self.cu.CUevent_flags.CU_EVENT_DEFAULT)
+        self.call("cuEventRecord", start, self.stream)
+        try:
+            run()
+        finally:
+            self.call("cuEventRecord", end, self.stream)
+
+        def seconds() -> float:
+            try:
+                self.call("cuEventSynchronize", end)
+                return float(self.call("cuEventElapsedTime", start, end)) / 1000
+            finally:
+                pool.extend((start, end))
+
+        return seconds
 
     def elapsed(self, work: Callable[[], None]) -> float:
         """Seconds of GPU time that the work ``work()`` launches on this device takes, measured

@@ -66,6 +66,7 @@ from ..graph.node import Mark, Node, Op, node, toposort
 from ..runtime.device import Buffer, canonical_device, default_device, get_device
 from ..tree import tree_flatten, tree_unflatten
 from .. import dtype as _dt
+from .. import profiler as _profiler
 
 _INT64 = _dt.int64
 
@@ -170,7 +171,8 @@ class _Captured:
             bufs[i] = draw(sizes)
         dbg = _debug_level()
         self.runs += 1
-        graphed = sizes is None and self.runs > 1 and self._graph is not False and dbg < 2 and \
+        prof = _profiler._ACTIVE  # (a profile times each kernel: no device graph meanwhile)
+        graphed = sizes is None and self.runs > 1 and self._graph is not False and dbg < 2 and prof is None and \
             self._launch_graph(launches, bufs)
         if not graphed:
             for k, (program, device, dtype, numel, alloc, itemsize, o, ins, free) in enumerate(launches):
@@ -185,6 +187,9 @@ class _Captured:
                     program([h] + [bufs[j].handle for j in ins])
                     get_device(device).synchronize()
                     _report(self.launches[k].sk, time.perf_counter() - t0, dbg)
+                elif prof is not None:
+                    sk = self.launches[k].sk
+                    prof.record(sk.name, device, sk.kernel, functools.partial(program, [h] + [bufs[j].handle for j in ins]))
                 else:
                     program([h] + [bufs[j].handle for j in ins])
                 bufs[o] = out
