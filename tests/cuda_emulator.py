@@ -30,6 +30,7 @@ PRELUDE = r"""
 #include <vector>
 struct cv_uint3 { unsigned x, y, z; };
 static thread_local cv_uint3 threadIdx, blockIdx;
+static thread_local unsigned cv_tid;  // the thread's linear id in its block (x fastest): warps are 32 of them
 static std::barrier<>* cv_block_barrier;
 static std::barrier<>* cv_warp_barrier[32];
 static float cv_slots[32][32];
@@ -47,7 +48,7 @@ static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 static inline float __shfl_xor_sync(unsigned, float v, int m) {
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  const int w = cv_tid / 32, l = cv_tid % 32;
   cv_slots[w][l] = v;
   cv_warp_barrier[w]->arrive_and_wait();
   const float r = cv_slots[w][l ^ m];
@@ -57,7 +58,7 @@ static inline float __shfl_xor_sync(unsigned, float v, int m) {
 static unsigned long long cv_slots64[32][32];
 template <class T> static inline T cv_exchange(T v, int from) {  // (a warp-wide exchange of values up to 8 bytes)
   static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  const int w = cv_tid / 32, l = cv_tid % 32;
   unsigned long long bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   cv_slots64[w][l] = bits;
@@ -69,7 +70,7 @@ template <class T> static inline T cv_exchange(T v, int from) {  // (a warp-wide
   return out;
 }
 template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned d) {  // (past the warp: its own value)
-  const int l = threadIdx.x % 32;
+  const int l = cv_tid % 32;
   return cv_exchange(v, l + (int)d < 32 ? l + (int)d : l);
 }
 template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return cv_exchange(v, src & 31); }
@@ -78,7 +79,7 @@ static inline long long __double_as_longlong(double f) { long long u; std::memcp
 #define __builtin_assume(x) ((void)0)
 static inline float cv_bf16(unsigned bits16) { return __uint_as_float((bits16 & 0xffffu) << 16); }
 static inline void cv_emu_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  const int w = cv_tid / 32, l = cv_tid % 32;
   for (int i = 0; i < 4; i++) { cv_mma_a[w][l][i] = a[i]; cv_mma_c[w][l][i] = d[i]; }
   cv_mma_b[w][l][0] = b0; cv_mma_b[w][l][1] = b1;
   cv_warp_barrier[w]->arrive_and_wait();
@@ -105,8 +106,9 @@ static inline void cv_emu_mma(float* d, const unsigned* a, unsigned b0, unsigned
 #define CV_MMA(d, a, b0, b1) cv_emu_mma((d), (a), (b0), (b1))
 """
 
-LAUNCH = r"""
-extern "C" void cv_launch(void** args, int blocks, int threads) {
+RUN = r"""
+template <class F> static void cv_run(F call, int blocks, int tx, int ty, int tz) {
+  const int threads = tx * ty * tz;
   std::barrier<> block(threads);
   std::vector<std::barrier<>*> warps;
   for (int w = 0; w < (threads + 31) / 32; w++) warps.push_back(new std::barrier<>(threads - 32 * w < 32 ? threads - 32 * w : 32));
@@ -115,11 +117,19 @@ extern "C" void cv_launch(void** args, int blocks, int threads) {
   for (int b = 0; b < blocks; b++) {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; t++)
-      pool.emplace_back([=] { threadIdx = {(unsigned)t, 0, 0}; blockIdx = {(unsigned)b, 0, 0}; CALL; });
+      pool.emplace_back([=] {
+        threadIdx = {(unsigned)(t % tx), (unsigned)(t / tx % ty), (unsigned)(t / (tx * ty))};
+        blockIdx = {(unsigned)b, 0, 0};
+        cv_tid = (unsigned)t;
+        call();
+      });
     for (auto& th : pool) th.join();
   }
   for (auto* w : warps) delete w;
 }
+"""
+LAUNCH = RUN + r"""
+extern "C" void cv_launch(void** args, int blocks, int threads) { cv_run([=] { CALL; }, blocks, threads, 1, 1); }
 """
 
 
@@ -170,3 +180,36 @@ def launch(lib: ctypes.CDLL, arrays: list, blocks: int, threads: int) -> None:
     """Run the kernel over numpy arrays (their buffers, in parameter order)."""
     ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
     lib.cv_launch(ptrs, blocks, threads)
+
+
+def build_many(kernels: list[tuple[str, list[str]]], folder: str) -> ctypes.CDLL:
+    """Several rendered CUDA kernels (``(source, C types of its parameters)``, each source as
+    the renderer gives it) as one library in ``folder``: kernel ``i`` runs as
+    ``cv_launch_<i>(args, blocks, tx, ty, tz)`` (a block of ``tx * ty * tz`` threads)."""
+    import re
+
+    parts = [PRELUDE, RUN]
+    for i, (src, types) in enumerate(kernels):
+        for ptx, host in _HOST_F16.items():
+            src = src.replace(ptx, host)
+        name = re.search(r"__launch_bounds__\(\d+\) (\w+)\(", src).group(1)
+        src = src.replace('extern "C" ', "")  # (C names are global: the kernels of one library would clash)
+        call = f"cvk{i}::{name}(" + ", ".join(f"({t.replace('cvk0::', f'cvk{i}::')})args[{j}]"
+                                               for j, t in enumerate(types)) + ")"
+        parts.append(f"namespace cvk{i} {{\n{src}}}\n"
+                     f'extern "C" void cv_launch_{i}(void** args, int b, int tx, int ty, int tz) '
+                     f"{{ cv_run([=] {{ {call}; }}, b, tx, ty, tz); }}\n")
+    path, lib = os.path.join(folder, "kernels.cpp"), os.path.join(folder, "kernels.so")
+    with open(path, "w") as f:
+        f.write("".join(parts))
+    done = subprocess.run([compiler() or "g++", "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w", path,
+                           "-o", lib], capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(done.stderr[:6000])
+    return ctypes.CDLL(lib)
+
+
+def launch_many(lib: ctypes.CDLL, i: int, arrays: list, blocks: int, threads: tuple[int, int, int]) -> None:
+    """Run kernel ``i`` of a :func:`build_many` library over numpy arrays."""
+    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    getattr(lib, f"cv_launch_{i}")(ptrs, blocks, *threads)

@@ -477,3 +477,72 @@ def test_a_long_sums_partials_are_read_by_neighbouring_threads():
     (load,) = [line for line in CUDARenderer().render(k).splitlines() if "p1[" in line]
     local = next(lp.var.name for lp in k.reduce_loops() if lp.kind == "local")
     assert re.search(rf"\+{local}\b", load) and not re.search(rf"{local}\*", load), load  # (stride 1 across threads)
+
+
+# --- values, in an emulation ---------------------------------------------------------------------------
+EMULATED_THREADS = 4096  # kernels of more threads (blocks x block size) are left out: an OS thread each
+
+
+def test_every_small_backend_suite_kernel_computes_the_cpus_values_in_an_emulation(suite_kernels, tmp_path):
+    """The backend suite's kernels as the CUDA device optimizes and renders them (work-group
+    reduces through warp shuffles, rows shared by a block, the row cache, wide items, register
+    tiles, every dtype), compiled by the host's C++ compiler with an emulation of CUDA's
+    built-ins (tests/cuda_emulator.py) and run on random inputs: the values of the same kernel on
+    the CPU -- bit for bit for integers and bool, to float rounding otherwise (sums in another
+    order, the host's libm against the CPU kernels' own functions)."""
+    from corvid.codegen import search
+    from corvid.render.cuda import _CUDA_TYPES
+    from tests import cuda_emulator as E
+    from tests.test_gpu_style import _run
+
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler for the emulation")
+    renderer, chosen, seen = CUDARenderer(), [], set()
+    for name, k in suite_kernels:
+        try:
+            src = renderer.render(k)
+        except NotImplementedError:
+            continue
+        dims = cuda_launch(k)
+        if src in seen or k.dims_param is not None or dims.blocks * math.prod(dims.threads) > EMULATED_THREADS:
+            continue
+        seen.add(src)
+        types = []
+        for p in k.params:
+            t = _CUDA_TYPES[p.dtype.name]
+            types.append(f"{'' if p.output else 'const '}{'cvk0::' if t.endswith('_t') or t.startswith('cv_') else ''}{t}*")
+        chosen.append((name, k, src, types, dims))
+    assert len(chosen) >= 80, len(chosen)
+    assert {"group_local", "rows_local", "upcast"} <= {o.op for _, k, *_ in chosen for o in k.opts}
+    halves = [chosen[i::BATCHES] for i in range(BATCHES)]
+
+    def build(i: int):
+        folder = tmp_path / f"b{i}"
+        folder.mkdir()
+        try:
+            return E.build_many([(src, types) for _, _, src, types, _ in halves[i]], str(folder))
+        except RuntimeError as e:
+            if "barrier" in str(e):
+                pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+            raise
+
+    with ThreadPoolExecutor(BATCHES) as pool:
+        libs = list(pool.map(build, range(BATCHES)))
+    bad = []
+    for lib, half in zip(libs, halves):
+        for i, (name, k, _, _, dims) in enumerate(half):
+            arrays = [np.ascontiguousarray(a) for a in search.random_inputs(k, seed=11)]
+            want = _run("CPU", k, arrays)
+            got = np.zeros(k.params[0].size, k.params[0].dtype.np)
+            E.launch_many(lib, i, [got] + arrays, int(dims.blocks), dims.threads)
+            want = want.reshape(-1)
+            if want.dtype.kind in "iub" or want.dtype.itemsize == 1:
+                same = np.array_equal(got.view(np.uint8), want.view(np.uint8))
+            else:
+                g, w = got.astype(np.complex128 if want.dtype.kind == "c" else np.float64), \
+                    want.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
+                same = bool(np.all((np.isnan(g) & np.isnan(w)) | (g == w) |
+                                   (np.abs(g - w) <= 2e-3 * np.abs(w) + 1e-5 * max(1.0, np.nanmax(np.abs(w), initial=0)))))
+            if not same:
+                bad.append((name, [str(o) for o in k.opts]))
+    assert not bad, bad
