@@ -474,3 +474,42 @@ def test_a_product_with_a_residual_epilogue_is_tiled_along_its_rows():
     assert [o.axis for o in opts if o.op == "upcast" and o.arg >= 4] == [0], opts
     np.testing.assert_allclose(y.numpy(), r + h @ w.T + b, rtol=1e-4, atol=1e-3)
 
+
+
+def test_an_mlps_backward_stores_its_bfloat16_gradient_once_and_not_in_float32():
+    """jit(grad) of a bfloat16 MLP block (linear, tanh GELU, linear), scheduled on the NULL device
+    (its products are kernels, as on a GPU without a library; the CPU routes bfloat16 products its
+    own way): the hidden-size values its kernels store are the products, the forward's activation
+    and the gradient through the GELU, each once and in bfloat16. Differentiated through its
+    formula, GELU's pieces shared by the forward and the backward were stored (five more kernels
+    of that size), and the float32 gradient was stored before its rounding, which every consumer
+    read through. The values are the CPU's."""
+    rng = np.random.default_rng(0)
+    n, d, hidden = 64, 32, 128
+
+    def run(device):
+        x, gy = (cv.Tensor(rng.standard_normal((n, d)).astype(np.float32), device=device).astype(cv.bfloat16).realize()
+                 for _ in range(2))
+        w1, w2 = (cv.Tensor(rng.standard_normal(s).astype(np.float32) * 0.1, device=device).realize()
+                  for s in ((hidden, d), (d, hidden)))
+        b1 = cv.Tensor(np.zeros(hidden, np.float32), device=device).realize()
+
+        def loss(p):
+            w1, b1, w2 = p
+            with cv.autocast(cv.bfloat16):
+                h = cv.nn.functional.gelu(cv.nn.functional.linear(x, w1, b1), approximate="tanh")
+                y = cv.nn.functional.linear(h, w2)
+            return (y * gy).astype(cv.float32).sum()
+
+        step = cv.jit(cv.grad(loss))
+        return step, step((w1, b1, w2)), cv.grad(loss)((w1, b1, w2))
+
+    step, _, _ = run("NULL")
+    launches = next(iter(step._cache.values()))[0].launches
+    hidden_out = [(ln.sk.name, ln.sk.output.dtype.name) for ln in launches if ln.sk.output.numel == n * hidden]
+    products = [name for name, _ in hidden_out if name.startswith("r_")]
+    elementwise = [(name, t) for name, t in hidden_out if not name.startswith("r_")]
+    assert len(products) <= 2 and len(elementwise) == 2 and all(t == "bfloat16" for _, t in elementwise), hidden_out
+    _, grads, want = run("CPU")
+    for got, ref in zip(grads, want):
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=2e-2, atol=2e-2)

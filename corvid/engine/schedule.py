@@ -421,6 +421,7 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
             base = x if found is None else found[0]
             if base.buffer is None:
                 stored[id(base)] = base
+    narrowed = _narrowing_users(every)
     while True:
         added = False
         seen_in: dict[int, int] = {}
@@ -435,6 +436,10 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
         for n in every:
             if seen_in.get(id(n), 0) > 1 and id(n) not in stored and \
                     (n.op is Op.REDUCE or _shared_worth_storing(n, stored, seen_in[id(n)])):
+                # a value whose one use is its rounding to a narrower float is stored rounded:
+                # every kernel reads it through that cast anyway, at half the bytes or less (a
+                # bfloat16 gradient computed in float32: GELU's, the loss's)
+                n = narrowed.get(id(n), n)
                 stored[id(n)] = n
                 added = True
         # deep chains are cut last, where the kernels' regions are known: cut first, a 12-layer
@@ -611,6 +616,24 @@ def _recomputed_elementwise(root: Node, nodes: list[Node], inputs: list[Node], l
                 _cost(n, is_input) >= RECOMPUTE_COST:
             return [n]
     return []
+
+
+def _narrowing_users(every: list[Node]) -> dict[int, Node]:
+    """id of a float node -> its cast to a narrower float, where that cast is its only use in
+    ``every`` (see :func:`_stored`)."""
+    users: dict[int, list[Node]] = {}
+    for n in every:
+        if n.buffer is None:
+            for s in n.src:
+                users.setdefault(id(s), []).append(n)
+    out: dict[int, Node] = {}
+    for n in every:
+        use = users.get(id(n))
+        if use and len(use) == 1 and n.buffer is None and n.dtype.is_float:
+            c = use[0]
+            if c.op is Op.CAST and c.dtype.is_float and c.dtype.itemsize < n.dtype.itemsize and c.buffer is None:
+                out[id(n)] = c
+    return out
 
 
 def _shared_worth_storing(n: Node, stored: dict[int, Node], kernels: int) -> bool:
