@@ -619,31 +619,32 @@ def test_round_integers_to_negative_decimals(dtype):
             np.testing.assert_array_equal(got[exact], np.round(a, decimals)[exact])
 
 
-@pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_of_narrow_floats_is_computed_in_float32_and_rounded_once(approximate):
-    """bfloat16/float16 GELU (as PyTorch's kernels): the float32 value rounded once, and its
-    gradient ``g * gelu'(x)`` in float32 rounded once (op by op it was rounded some ten times);
-    the gradient against finite differences in float64, and grad of grad."""
+_ACTIVATIONS = {"gelu": lambda t: t.gelu(), "gelu_tanh": lambda t: t.gelu(approximate="tanh"),
+                "silu": lambda t: t.silu(), "sigmoid": lambda t: t.sigmoid()}
+
+
+@pytest.mark.parametrize("name", sorted(_ACTIVATIONS))
+def test_activations_of_narrow_floats_are_computed_in_float32_and_rounded_once(name):
+    """bfloat16/float16 GELU, SiLU and sigmoid (as PyTorch's kernels): the float32 value rounded
+    once, and the gradient ``g * f'(x)`` in float32 rounded once (op by op, GELU was rounded some
+    ten times); the gradient against finite differences in float64, and grad of grad."""
+    f = _ACTIVATIONS[name]
     rng = np.random.default_rng(0)
     x32 = rng.standard_normal(4096).astype(np.float32) * 3
     g32 = rng.standard_normal(4096).astype(np.float32)
     for narrow in (cv.bfloat16, cv.float16):
         x, g = cv.Tensor(x32).astype(narrow), cv.Tensor(g32).astype(narrow)
         wide = x.astype(cv.float32)
-        got = x.gelu(approximate).numpy().view(np.uint16)
-        assert got.dtype == np.uint16
-        np.testing.assert_array_equal(got, wide.gelu(approximate).astype(narrow).numpy().view(np.uint16))
-        _, vjp = cv.vjp(lambda t: t.gelu(approximate), x)
-        (dx,) = vjp(g)
+        got = f(x).numpy().view(np.uint16)
+        np.testing.assert_array_equal(got, f(wide).astype(narrow).numpy().view(np.uint16))
+        (dx,) = cv.vjp(f, x)[1](g)
         assert dx.dtype == narrow
-        want = cv.vjp(lambda t: t.gelu(approximate), wide)[1](g.astype(cv.float32))[0].astype(narrow)
+        want = cv.vjp(f, wide)[1](g.astype(cv.float32))[0].astype(narrow)
         np.testing.assert_array_equal(dx.numpy().view(np.uint16), want.numpy().view(np.uint16))
     x64 = cv.Tensor(x32[:64].astype(np.float64))
-    d = cv.grad(lambda t: t.gelu(approximate).sum())(x64).numpy()
+    d = cv.grad(lambda t: f(t).sum())(x64).numpy()
     h = 1e-6
-    num = ((x64 + h).gelu(approximate).numpy() - (x64 - h).gelu(approximate).numpy()) / (2 * h)
-    np.testing.assert_allclose(d, num, rtol=1e-6, atol=1e-9)
-    d2 = cv.grad(lambda t: cv.grad(lambda u: u.gelu(approximate).sum())(t).sum())(x64).numpy()
-    num2 = (cv.grad(lambda t: t.gelu(approximate).sum())(x64 + h).numpy()
-            - cv.grad(lambda t: t.gelu(approximate).sum())(x64 - h).numpy()) / (2 * h)
+    np.testing.assert_allclose(d, (f(x64 + h).numpy() - f(x64 - h).numpy()) / (2 * h), rtol=1e-6, atol=1e-9)
+    d2 = cv.grad(lambda t: cv.grad(lambda u: f(u).sum())(t).sum())(x64).numpy()
+    num2 = (cv.grad(lambda t: f(t).sum())(x64 + h).numpy() - cv.grad(lambda t: f(t).sum())(x64 - h).numpy()) / (2 * h)
     np.testing.assert_allclose(d2, num2, rtol=1e-5, atol=1e-7)

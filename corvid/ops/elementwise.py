@@ -705,11 +705,7 @@ class ElementwiseMixin:
         >>> cv.Tensor([-100.0, 0.0, 2.0]).sigmoid()
         Tensor([3.78351e-44, 5.00000e-01, 8.80797e-01])
         """
-        x = _as_float(self)
-        up = x >= 0
-        e = where(up, -x, x).exp()  # not -|x|: abs has slope 0 at 0, which would lose sigmoid'(0)
-        r = (1 + e).reciprocal()
-        return where(up, r, e * r)
+        return _activation_rule("sigmoid")(_as_float(self))
 
     def silu(self: Tensor) -> Tensor:
         """SiLU (swish), ``x * sigmoid(x)``, elementwise; integers compute in float32.
@@ -717,8 +713,7 @@ class ElementwiseMixin:
         >>> cv.Tensor([-1.0, 0.0, 2.0]).silu()
         Tensor([-0.26894143,  0.        ,  1.761594  ])
         """
-        x = _as_float(self)
-        return x * x.sigmoid()
+        return _activation_rule("silu")(_as_float(self))
 
     def gelu(self: Tensor, approximate: str = "none") -> Tensor:
         """GELU, ``x * Phi(x)`` with ``Phi`` the standard normal CDF, elementwise; integers compute in float32.
@@ -735,7 +730,7 @@ class ElementwiseMixin:
         x = _as_float(self)
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        return _gelu_rule(approximate)(x)
+        return _activation_rule("gelu_tanh" if approximate == "tanh" else "gelu")(x)
 
     def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
         """``log(1 + exp(beta*x)) / beta`` computed without overflow (a smooth ``relu``).
@@ -749,27 +744,43 @@ class ElementwiseMixin:
 
 _NARROW_FLOATS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 _GELU_C = math.sqrt(2 / math.pi)
-_GELU_RULES: dict[str, Any] = {}
+_RULES: dict[str, Any] = {}
 
 
-def _gelu_parts(x: Tensor, approximate: str) -> tuple[Tensor, Tensor]:
-    """(GELU of ``x``, its derivative), in ``x``'s dtype (float32 for the narrow floats' callers)."""
-    if approximate == "tanh":
+def _sigmoid_of(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(sigmoid(x), its derivative), from ``e = exp(-|x|)``, which never overflows: 1/(1+e) for
+    x >= 0, e/(1+e) below; the derivative ``e/(1+e)^2`` (``s * (1 - s)`` is 0 from x = 17 on in
+    float32: the 1 - s cancels)."""
+    up = x >= 0
+    e = where(up, -x, x).exp()
+    r = (1 + e).reciprocal()
+    return where(up, r, e * r), e * r * r
+
+
+def _activation_parts(name: str, x: Tensor) -> tuple[Tensor, Tensor]:
+    """(the activation ``name`` of ``x``, its derivative), computed in ``x``'s dtype."""
+    if name == "gelu_tanh":
         t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
         slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_C * (1 + 3 * 0.044715 * x * x))
         return 0.5 * x * (1 + t), slope
-    phi = 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
-    return x * phi, phi + x * ((-0.5) * x * x).exp() * (1 / math.sqrt(2 * math.pi))
+    if name == "gelu":
+        phi = 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
+        return x * phi, phi + x * ((-0.5) * x * x).exp() * (1 / math.sqrt(2 * math.pi))
+    s, ds = _sigmoid_of(x)
+    if name == "sigmoid":
+        return s, ds
+    return x * s, s + x * ds  # silu
 
 
-def _gelu_rule(approximate: str) -> Any:
-    """GELU as a ``custom_vjp``: the value, and a backward ``g * gelu'(x)`` computed from ``x``
-    alone. A narrow float (bfloat16, float16, float8) is computed in float32 and rounded once,
-    value and gradient, as PyTorch's kernels do (op by op, it was rounded after each of some ten
-    steps). And the backward shares nothing with the forward but ``x``: differentiated through
-    its formula, the pieces the two had in common were stored between them, a GPT-2 step's MLP
+def _activation_rule(name: str) -> Any:
+    """The activation ``name`` (``gelu``, ``gelu_tanh``, ``silu``, ``sigmoid``) as a
+    ``custom_vjp``: its value, and a backward ``g * f'(x)`` computed from ``x`` alone. A narrow
+    float (bfloat16, float16, float8) is computed in float32 and rounded once, value and
+    gradient, as PyTorch's kernels do (op by op, GELU was rounded after each of some ten steps).
+    And the backward shares nothing with the forward but ``x``: differentiated through GELU's
+    formula, the pieces the two had in common were stored between them, a GPT-2 step's MLP
     backward five kernels over 8192 x 3072 values where one suffices."""
-    rule = _GELU_RULES.get(approximate)
+    rule = _RULES.get(name)
     if rule is not None:
         return rule
     from ..transforms.custom import custom_vjp
@@ -777,17 +788,22 @@ def _gelu_rule(approximate: str) -> Any:
     def wide(x: Tensor) -> Tensor:
         return x.astype(dt.float32) if x.dtype.name in _NARROW_FLOATS else x
 
-    @custom_vjp
-    def gelu(x: Tensor) -> Tensor:
-        return _gelu_parts(wide(x), approximate)[0].astype(x.dtype)
+    def value(x: Tensor) -> Tensor:
+        return _activation_parts(name, wide(x))[0].astype(x.dtype)
 
     def bwd(res: tuple[Tensor], g: Tensor) -> tuple[Tensor]:
         (x,) = res
-        return ((wide(g) * _gelu_parts(wide(x), approximate)[1]).astype(x.dtype),)
+        return ((wide(g) * _activation_parts(name, wide(x))[1]).astype(x.dtype),)
 
-    gelu.defvjp(lambda x: (gelu(x), (x,)), bwd)
-    _GELU_RULES[approximate] = gelu
-    return gelu
+    def fwd(x: Tensor) -> tuple[Tensor, tuple[Tensor]]:
+        # (the residual is x's value now, in a tensor of its own: an in-place op, x.sigmoid_(),
+        # then gives x the result's node, and the rule would differentiate at the result)
+        return rule(x), (type(x)._from_node(x.node, x.device),)
+
+    rule = custom_vjp(value)
+    rule.defvjp(fwd, bwd)
+    _RULES[name] = rule
+    return rule
 
 
 def _bit_pattern(t: Tensor, value: Any) -> Any:
