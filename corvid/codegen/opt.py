@@ -759,11 +759,13 @@ def wide_items(k: Kernel, vector_bytes: int) -> Kernel:
     neighbours starting on a multiple of that many elements. Where that many elements do not
     divide it (or no operand is contiguous along it), an outer loop upcast by
     :data:`WIDE_ITEMS_ROWS` instead: the item's loads are then single but in flight together.
-    ``k`` unchanged where neither applies, where a size is symbolic, or where the kernel is small. A GPU reads at most a few loads per work item in flight: one
-    float per thread kept about 8 KiB in flight per SM, where an H200 needs some 20 KiB to reach
-    its bandwidth; 16 bytes per load is what its widest load instruction moves (what PyTorch's
-    elementwise kernels do). The renderer states the buffers' alignment
-    (``render/cuda.py``), so that the compiler may merge the neighbours into one instruction."""
+    ``k`` unchanged where neither applies, where a size is symbolic, or where the kernel is small.
+
+    Why: a GPU keeps a few loads per work item in flight; one float per thread kept about 8 KiB
+    in flight per SM, where an H200 needs some 20 KiB to reach its bandwidth, and 16 bytes is
+    what its widest load instruction moves (as PyTorch's elementwise kernels do). The renderer
+    states the buffers' alignment (``render/cuda.py``), so that the compiler may merge the
+    neighbours into one instruction."""
     if not k.loops or k.vector_width > 1 or any(is_symbolic(lp.size) for lp in k.loops):
         return k
     if math.prod(lp.size for lp in k.loops) < WIDE_ITEMS_MIN_OUTPUTS:

@@ -440,8 +440,9 @@ def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
                 # every kernel reads it through that cast anyway, at half the bytes or less (a
                 # bfloat16 gradient computed in float32: GELU's, the loss's)
                 n = narrowed.get(id(n), n)
-                stored[id(n)] = n
-                added = True
+                if id(n) not in stored:
+                    stored[id(n)] = n
+                    added = True
         # deep chains are cut last, where the kernels' regions are known: cut first, a 12-layer
         # GPT step's graph (no reduce stored yet) was cut inside matrix products, whose
         # broadcast products (128 x 768 x 3072 floats) became kernels of their own
