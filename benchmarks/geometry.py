@@ -109,7 +109,7 @@ def _launched(kernel: Any) -> Launched:
 
 
 def _moved(kernel: Any) -> int:
-    """The bytes a kernel reads and writes: each buffer's loads (a gather's row once) and stores as
+    """The bytes a kernel reads and writes: each buffer's loads (and gathers) and stores as
     often as they run, but no more than the whole buffer (read through the caches once). A
     kernel's own ``estimates()`` counts every buffer whole, which made a copy of 98,304 elements
     out of a 26 MB buffer look like a kernel that moves 26 MB."""
@@ -119,14 +119,25 @@ def _moved(kernel: Any) -> int:
     touched = [0] * len(kernel.params)
     for u in kernel.values():
         if u.op in ("load", "gather"):
-            touched[u.arg[0]] += trips[id(u)] * (1 if u.op == "load" else u.arg[3])
+            touched[u.arg[0]] += trips[id(u)]  # (a gather too: one element of its axis per trip)
     outputs = math.prod(lp.size for lp in kernel.loops)
     for st in kernel.stores:
         touched[st.param] += outputs
     return sum(min(n, p.size) * p.dtype.itemsize for n, p in zip(touched, kernel.params))
 
 
-def _gpt2(args: argparse.Namespace) -> None:
+def _ready(*trees: Any) -> None:
+    """Realize every tensor of ``trees`` (a workload's setup: its parameters and state), so that
+    the step's kernels are the only ones listed."""
+    import corvid as cv
+    from corvid.tree import tree_flatten
+
+    leaves = [t for tree in trees for t in tree_flatten(tree)[0] if isinstance(t, cv.Tensor)]
+    if leaves:
+        cv.realize(*leaves)
+
+
+def _gpt2(args: argparse.Namespace) -> Callable[[], Any]:
     import corvid as cv
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -136,10 +147,16 @@ def _gpt2(args: argparse.Namespace) -> None:
         cfg = gpt.GPTConfig(vocab_size=50257, block_size=args.tokens, n_embd=768, n_head=12, n_layer=args.layers)
         trainer = gpt.Trainer(gpt.GPT(cfg), amp=cv.bfloat16)
         x = cv.Tensor(np.zeros((args.batch, args.tokens), np.int64), device=NAME)
-        trainer.step(x, x)
+    _ready(trainer.params, trainer.state, x)
+
+    def step() -> Any:
+        with cv.default_device(NAME):
+            return trainer.step(x, x)
+
+    return step
 
 
-def _cnn(args: argparse.Namespace) -> None:
+def _cnn(args: argparse.Namespace) -> Callable[[], Any]:
     import corvid as cv
 
     from .latency import cnn_params, cnn_step
@@ -149,10 +166,11 @@ def _cnn(args: argparse.Namespace) -> None:
     m, v = [cv.zeros(p.shape, device=NAME) for p in ps], [cv.zeros(p.shape, device=NAME) for p in ps]
     x = cv.Tensor(np.zeros((128, 1, 28, 28), np.float32), device=NAME)
     y = cv.Tensor(np.zeros(128, np.int64), device=NAME)
-    cv.realize(cv.jit(cnn_step(cv))(ps, m, v, x, y, 1)[0])
+    _ready(ps, m, v, x, y)
+    return lambda: cv.realize(cv.jit(cnn_step(cv))(ps, m, v, x, y, 1)[0])
 
 
-def _block(args: argparse.Namespace) -> None:
+def _block(args: argparse.Namespace) -> Callable[[], Any]:
     import corvid as cv
 
     from .blocks import block_input, block_sizes, block_weights, corvid_block
@@ -162,7 +180,9 @@ def _block(args: argparse.Namespace) -> None:
         model = corvid_block(s.d, s.heads)
     model.load_state_dict({k: cv.Tensor(w, device=NAME) for k, w in block_weights(False).items()})
     model.eval()
-    cv.jit(lambda m, a: m(a))(model, cv.Tensor(block_input(False), device=NAME)).realize()
+    a = cv.Tensor(block_input(False), device=NAME)
+    _ready(model.state_dict(), a)
+    return lambda: cv.jit(lambda m, a: m(a))(model, a).realize()
 
 
 WORKLOADS = {"gpt2": _gpt2, "cnn": _cnn, "block": _block}
@@ -170,13 +190,15 @@ WORKLOADS = {"gpt2": _gpt2, "cnn": _cnn, "block": _block}
 
 def geometry(workload: str, args: argparse.Namespace) -> list[Launched]:
     """The kernels one step of ``workload`` launches on :class:`GeometryDevice` (registered for
-    the run only: ``cv.devices()`` does not list it afterwards)."""
+    the run only: ``cv.devices()`` does not list it afterwards); not those of its setup (the
+    parameters' initialization, the optimizer's state), which is realized first."""
     from corvid.runtime import device as registry
 
     registry.register_backend(NAME, f"{__name__}:GeometryDevice")
     try:
+        step = WORKLOADS[workload](args)  # (the setup: parameters, state and inputs, realized)
         LAUNCHED.clear()
-        WORKLOADS[workload](args)
+        step()
         return list(LAUNCHED)
     finally:
         registry.unregister_backend(NAME)
