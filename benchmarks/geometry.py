@@ -56,6 +56,7 @@ class GeometryDevice(NullDevice):
     kernel it is asked to compile (:data:`LAUNCHED`)."""
 
     optimization_actions = False
+    attention_tensor_cores = True  # (an sm_90 GPU's: bfloat16 attention takes the tensor-core kernels)
 
     def __init__(self, index: int = 0) -> None:
         from corvid.render.cuda import CUDARenderer
