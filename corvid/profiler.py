@@ -3,8 +3,8 @@
 >>> x = cv.randn(256, 256).realize()
 >>> with cv.profile() as prof:
 ...     y = ((x @ x).relu() + 1).sum(axis=0).realize()
->>> [(k.name, k.device, k.flops) for k in prof.kernels]  # (one fused kernel: the product, relu, +1, the sum)
-[('r_256', 'CPU', 33751040)]
+>>> [(k.name, k.device, k.flops) for k in prof.kernels]  # (the product; relu, +1 and the sum fused)
+[('r_256_256', 'CPU', 33554432), ('r_256', 'CPU', 196608)]
 >>> prof.total > 0
 True
 
