@@ -410,3 +410,47 @@ def test_ctc_against_torch_with_gradient():
     out.backward()
     np.testing.assert_allclose(out.item(), expected.item(), rtol=1e-5)
     np.testing.assert_allclose(xc.grad.numpy(), xt.grad.numpy(), atol=1e-6)
+
+
+def test_cross_entropy_reads_the_logits_twice_and_gathers_the_target():
+    """A language-model loss (bfloat16 logits, autocast's float32 loss), its value and gradient in
+    one jit program, scheduled on the NULL device: the logits are read by the row max, the row
+    sum of exponentials and the gradient, and by no other kernel (the target's logit is gathered:
+    where(one_hot, logp, 0).sum read every row a fourth time), nor is their float32 widening
+    stored; forward mode and vmap go through the gather too. Values and gradients are torch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    n, c = 64, 1000
+    x = rng.standard_normal((n, c)).astype(np.float32)
+    t = rng.integers(0, c, n)
+    t[3] = -100
+
+    def loss(z, tt):
+        with cv.autocast(cv.bfloat16):
+            return L.cross_entropy(z, tt)
+
+    z, tt = cv.Tensor(x, device="NULL").astype(cv.bfloat16).realize(), cv.Tensor(t, device="NULL")
+    step = cv.jit(cv.value_and_grad(loss))
+    step(z, tt)
+    launches = next(iter(step._cache.values()))[0].launches
+    touching = [ln.sk for ln in launches if any(i.numel == n * c for i in ln.sk.inputs)]
+    # (reduces over the rows and the gradient read every logit; the gather reads one per row)
+    whole = [sk.name for sk in touching if sk.name.startswith("r_") or sk.output.numel == n * c]
+    gathers = [sk.name for sk in touching if sk.name.startswith("E_") and sk.output.numel == n]
+    assert len(whole) <= 3 and len(gathers) == 1, [sk.name for sk in touching]
+    assert not [ln.sk.name for ln in launches if ln.sk.output.numel == n * c and ln.sk.output.dtype == cv.float32]
+    zb = cv.Tensor(x).astype(cv.bfloat16)
+    value, grad = cv.value_and_grad(loss)(zb, cv.Tensor(t))
+    xt = torch.tensor(x).to(torch.bfloat16).float().requires_grad_()
+    want = torch.nn.functional.cross_entropy(xt, torch.tensor(t))
+    want.backward()
+    np.testing.assert_allclose(value.item(), want.item(), rtol=1e-5)
+    np.testing.assert_allclose(grad.astype(cv.float32).numpy(), xt.grad.numpy(), rtol=2e-2, atol=1e-4)
+    x64 = cv.Tensor(x[:4, :7].astype(np.float64))
+    tangent = cv.Tensor(rng.standard_normal((4, 7)))
+    _, jv = cv.jvp(lambda a: L.cross_entropy(a, cv.Tensor(t[:4] % 7)), (x64,), (tangent,))
+    g64 = cv.grad(lambda a: L.cross_entropy(a, cv.Tensor(t[:4] % 7)))(x64)
+    np.testing.assert_allclose(jv.item(), (g64.numpy() * tangent.numpy()).sum(), rtol=1e-10)
+    batched = cv.vmap(lambda a: L.cross_entropy(a, cv.Tensor(t[:4] % 7)))(cv.Tensor(np.stack([x[:4, :7], 2 * x[:4, :7]])))
+    np.testing.assert_allclose(batched.numpy(), [L.cross_entropy(cv.Tensor(s * x[:4, :7]), cv.Tensor(t[:4] % 7)).item()
+                                                 for s in (1, 2)], rtol=1e-6)
