@@ -2,14 +2,17 @@
 
 Every kernel the backend suite (tests/test_backends.py) builds is compiled for sm_90 (H100/H200)
 to machine code -- NVRTC from cuda-bindings when it is installed (the runtime's own compile path),
-else ``nvcc -cubin``, which also runs ptxas, so register and shared-memory limits are checked too.
+else the nvidia-cuda-nvrtc wheel's libnvrtc through ctypes, else ``nvcc -cubin``; NVRTC and nvcc
+both run ptxas, so register and shared-memory limits are checked too.
 The kernels are captured from the suite's own computations, run on a CPU-backed device that makes
 the CUDA device's graph choices (split reduces) and keeps each lowered kernel; the CUDA device's
 heuristics (register tiles, work-group reduces) are then applied as on the device. The rest
 checks the rendered text's structure and the launch geometry, which need no compiler.
 
-What this cannot check is whether the kernels compute the right values on a GPU: that needs the
-backend suite run on the CUDA device (it skips here with the reason).
+Values: the suite's kernels of up to 4096 threads also run, as rendered, in an emulation of the
+CUDA built-ins on the host (tests/cuda_emulator.py) against the CPU. What this cannot check is
+the GPU itself (its compiler's code, its memory model, timing): that needs the backend suite run
+on the CUDA device (it skips here with the reason).
 """
 
 import ctypes
@@ -139,6 +142,9 @@ def compiler():
         return (lambda src: nvrtc.build(src, ARCH, "backend_suite")), f"NVRTC {nvrtc.version}"
     except ImportError:
         pass
+    found = _nvrtc_library()
+    if found is not None:
+        return found
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip('neither NVRTC (pip install "corvid[cuda]") nor nvcc is available to compile CUDA C')
@@ -154,6 +160,39 @@ def compiler():
                 raise RuntimeError(done.stdout + done.stderr)
 
     return build, "nvcc"
+
+
+def _nvrtc_library():
+    """(build, name) over the nvidia-cuda-nvrtc wheel's libnvrtc through ctypes, where the wheel is
+    installed without cuda-bindings: NVRTC is the runtime's compiler, and it needs no GPU."""
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    paths = [] if spec is None else [p for d in spec.submodule_search_locations or []
+                                     for p in sorted(glob.glob(os.path.join(d, "*", "lib", "libnvrtc.so.*")))]
+    paths = [p for p in paths if "builtins" not in p]
+    if not paths:
+        return None
+    lib = ctypes.CDLL(paths[-1])
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+
+    def build(src: str) -> None:
+        prog = ctypes.c_void_p()
+        assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"suite.cu", 0, None, None) == 0
+        try:
+            opts = [f"--gpu-architecture={ARCH}".encode(), b"--fmad=false", b"-w"]
+            if lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)):
+                size = ctypes.c_size_t()
+                lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+                log = ctypes.create_string_buffer(size.value)
+                lib.nvrtcGetProgramLog(prog, log)
+                raise RuntimeError(log.value.decode(errors="replace"))
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    return build, f"NVRTC {major.value}.{minor.value} (the wheel's libnvrtc, through ctypes)"
 
 
 def _translation_unit(sources: list[str]) -> tuple[str, list[int]]:
