@@ -438,25 +438,19 @@ def test_the_attention_kernels_compile_for_sm_90(compiler):
     static at most)."""
     build, _ = compiler
     r, sources = CUDARenderer(), []
-    for kind in ("fwd", "dq", "dkdv"):
+    # (the float32 kernels: a work item per row, blocks of 64; the tensor-core ones: 4 warps of 16 rows)
+    for kind in ("fwd", "dq", "dkdv", "fwd_tc", "dq_tc", "dkdv_tc"):
+        tc = kind.endswith("_tc")
         for d, dv, causal, mask in ((64, 64, True, None), (128, 128, False, (2, 1, 1, 1024)), (80, 32, False, (1, 1, 512, 1024))):
             shapes = [(2, 12, 512, d), (2, 12, 1024, d), (2, 12, 1024, dv)] + ([mask] if mask else [])
-            if kind != "fwd":
+            if not kind.startswith("fwd"):
                 shapes += [(2, 12, 512, dv), (2, 12, 512), (2, 12, 512)]
             params = {"kind": kind, "causal": causal, "scale": d ** -0.5, "has_mask": mask is not None}
             src, groups, threads, flops = r.render_attention(f"attention_{kind}_{d}_{int(causal)}", params, shapes)
-            assert "#include" not in src and "__builtin" not in src and "__syncthreads();" in src
-            assert threads == 64 and groups == 24 * (8 if kind != "dkdv" else 16) and flops > 0
-            sources.append(src)
-    for kind in ("fwd_tc", "dq_tc", "dkdv_tc"):  # (the tensor-core kernels: 4 warps of 16 rows per block)
-        for d, dv, causal, mask in ((64, 64, True, None), (128, 128, False, (2, 1, 1, 1024)), (80, 32, False, (1, 1, 512, 1024))):
-            shapes = [(2, 12, 512, d), (2, 12, 1024, d), (2, 12, 1024, dv)] + ([mask] if mask else [])
-            if kind != "fwd_tc":
-                shapes += [(2, 12, 512, dv), (2, 12, 512), (2, 12, 512)]
-            params = {"kind": kind, "causal": causal, "scale": d ** -0.5, "has_mask": mask is not None}
-            src, groups, threads, flops = r.render_attention(f"attention_{kind}_{d}_{int(causal)}", params, shapes)
-            assert "#include" not in src and "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src
-            assert threads == 128 and groups == 24 * (8 if kind != "dkdv_tc" else 16) and flops > 0
+            assert "#include" not in src and "__syncthreads();" in src
+            assert ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src) == tc
+            assert tc or "__builtin" not in src
+            assert threads == (128 if tc else 64) and groups == 24 * (16 if kind.startswith("dkdv") else 8) and flops > 0
             sources.append(src)
     tu, _ = _translation_unit(sources)
     build(tu)
