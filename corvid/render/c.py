@@ -237,6 +237,21 @@ static inline {t} cv_ctan_{r}({t} z) {{
 """
 
 
+# a value the compiler may not look through (an empty asm that "changes" its register): gcc 12's
+# vectorizer turns a complex product's plain formula into vfmaddsub, which fuses a product into
+# each part whatever -ffp-contract says (-march=rocketlake); with every product opaque it cannot
+_OPAQUE = """#ifndef CV_OPAQUE
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CV_OPAQUE(v) __asm__("" : "+x"(v))
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define CV_OPAQUE(v) __asm__("" : "+w"(v))
+#else
+#define CV_OPAQUE(v) ((void)0)
+#endif
+#endif
+"""
+
+
 def _complex_helpers(t: str, r: str, fma: bool = False) -> str:
     """numpy's complex multiply (no C99 Annex G recovery of infinities) and divide (Smith's
     algorithm; a zero divisor gives numpy's inf/nan parts). numpy's SIMD loops multiply with one
@@ -247,15 +262,18 @@ def _complex_helpers(t: str, r: str, fma: bool = False) -> str:
     infinite and zero parts numpy's loops give."""
     off = '__attribute__((optimize("fp-contract=off")))'
     f = "f" if r == "float" else ""
+    opaque = _OPAQUE
     product = (f"__builtin_complex(__builtin_fma{f}(ar, br, -(ai * bi)), __builtin_fma{f}(ar, bi, ai * br))" if fma
                else "__builtin_complex(ar * br - ai * bi, ar * bi + ai * br)")
-    return f"""static inline {off} {t} cv_cmul_{r}({t} a, {t} b) {{
+    return f"""{opaque}static inline {off} {t} cv_cmul_{r}({t} a, {t} b) {{
   {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
   return {product};
 }}
 static inline {off} {t} cv_cmulplain_{r}({t} a, {t} b) {{  /* numpy's multiply.reduce: the plain formula */
   {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
-  return __builtin_complex(ar * br - ai * bi, ar * bi + ai * br);
+  {r} p0 = ar * br, p1 = ai * bi, p2 = ar * bi, p3 = ai * br;
+  CV_OPAQUE(p0); CV_OPAQUE(p1); CV_OPAQUE(p2); CV_OPAQUE(p3);  /* (else gcc's vectorizer fuses them: vfmaddsub) */
+  return __builtin_complex(p0 - p1, p2 + p3);
 }}
 static inline {off} {t} cv_cdiv_{r}({t} a, {t} b) {{
   {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
@@ -1255,6 +1273,8 @@ def _scatter_combine(reduce: str, dtype: DType, t: str) -> str:
     op = "+" if reduce == "sum" else "*"
     if dtype.is_int and dtype.name != "bool":  # unsigned arithmetic: wraps like numpy, no undefined behaviour
         return f"d[0] = ({t})((uint64_t)d[0] {op} (uint64_t)v);"
+    if dtype.is_complex and reduce == "prod":  # the plain formula, written out (see render_scatter)
+        return f"d[0] = cv_cmulplain_{'float' if dtype.name == 'complex64' else 'double'}(d[0], v);"
     return f"d[0] = d[0] {op} v;"
 
 
@@ -1289,9 +1309,15 @@ def render_scatter(name: str, reduce: str, dtype: DType, O: int, n: int, m: int,
 {body}
       }}
   }}"""
+    # a complex product multiplies by the plain formula, as numpy's multiply.at and the GPU
+    # renderers' scatter (gpu.py: scatter_combine) do, written out: C's own operator is the
+    # compiler's, and gcc 12 for an Intel AVX-512 core (-march=rocketlake) fuses it into a
+    # vfmaddsub even under -ffp-contract=off, so complex128 products differed in the last bits
+    helpers = _complex_helpers(_STORAGE[dtype.name], "float" if dtype.name == "complex64" else "double", has_fma()) \
+        if dtype.is_complex and reduce == "prod" else ""
     return _F16_TYPEDEF + f"""#include <stdint.h>
 typedef struct {{ uint64_t lo, hi; }} cv_bits128;
-void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
+{helpers}void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
   const long long O = {O}, n = {n}, m = {m}, I = {inner};
   {par}
   for (long long e = 0; e < O * n * I; e++) out[e] = x[e];
