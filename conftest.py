@@ -27,3 +27,7 @@ def _missing(module: str) -> bool:
 # corvid.plot needs matplotlib (the [plot] extra, part of [test]): without it, its docstring
 # examples are not collected (tests/test_plot.py skips with the reason instead)
 collect_ignore_glob = ["corvid/plot/*"] if _missing("matplotlib") else []
+# corvid.distributed needs mpi4py (the [distributed] extra, not part of [test]): likewise, its
+# docstring examples need it (tests/test_distributed.py skips with the reason)
+if _missing("mpi4py"):
+    collect_ignore_glob.append("corvid/distributed/*")
