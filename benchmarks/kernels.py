@@ -121,7 +121,8 @@ def _describe(sk: Any) -> tuple[str, str, str, float, float, bool]:
     flops, nbytes = kernel.estimates()
     loops = "x".join(str(lp.size) for lp in getattr(kernel, "loops", ())) or "1"
     ins = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in sk.inputs)
-    signature = f"({ins}) -> {sk.output.dtype.name}{list(sk.output.shape)}"
+    outs = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in sk.outputs)
+    signature = f"({ins}) -> {outs if not sk.extra else '(' + outs + ')'}"
     opts = " ".join(str(o) for o in getattr(kernel, "opts", ()))
     return loops, signature, opts, float(flops), float(nbytes), sk.output.dtype.name in ("float64", "complex128")
 

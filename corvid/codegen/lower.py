@@ -348,27 +348,48 @@ def gather_address(x: Node, axis: int, stop: Callable[[Node], bool] | None = Non
     return n, base, stride.value, cs
 
 
-def lower_unmerged(name: str, root: Node, inputs: list[Node], limit: float = math.inf,
+class GroupIndexMismatch(RuntimeError):
+    """A kernel of several outputs (:func:`lower_unmerged` given a list of roots) where one output
+    reads another at an element other than its own (``m2 = m1 + m1.flip(0)``): computed inline,
+    that output would be evaluated twice per element. The scheduler then gives each its own kernel."""
+
+
+def lower_unmerged(name: str, root: Node | list[Node], inputs: list[Node], limit: float = math.inf,
                    max_index: float = math.inf, int_consts: frozenset[int] = frozenset()
                    ) -> tuple[Kernel, _Lowerer]:
     """Lower the graph under ``root`` into a kernel storing ``root`` into param 0, one loop per
     output dimension. ``inputs`` are the nodes read from buffers (params 1..n).
     :class:`LoweringTooLarge` when it would emit more than ``limit`` values, or read a computed
-    node at an index (and gate) of more than ``max_index`` terms (see :attr:`Sym.tree_size`)."""
-    params = [Param(root.dtype, root.numel, True)] + [Param(n.dtype, n.numel, False) for n in inputs]
-    index_of = {id(n): i + 1 for i, n in enumerate(inputs)}
+    node at an index (and gate) of more than ``max_index`` terms (see :attr:`Sym.tree_size`).
+
+    ``root`` may be a list of nodes of one shape (a kernel of several outputs, see
+    ``engine/schedule.py: _groups``): output ``i`` is param ``i``, the inputs follow, and all the
+    outputs share the loops, so a value two of them need is computed once. One output may read
+    another only at its own element (:class:`GroupIndexMismatch` otherwise)."""
+    roots = root if isinstance(root, list) else [root]
+    shape = roots[0].shape
+    if any(r.shape != shape for r in roots):
+        raise ValueError(f"the outputs of one kernel must have one shape, got {[r.shape for r in roots]}")
+    params = [Param(r.dtype, r.numel, True) for r in roots] + [Param(n.dtype, n.numel, False) for n in inputs]
+    index_of = {id(n): i + len(roots) for i, n in enumerate(inputs)}
     kernel = Kernel(name, params, [])
     # the symbolic sizes' values (a kernel of a jit trace with symbolic dimensions: transforms/jit.py)
-    kernel.dims_param = next((i + 1 for i, n in enumerate(inputs) if n.op is Op.VAR and not n.src
+    kernel.dims_param = next((i + len(roots) for i, n in enumerate(inputs) if n.op is Op.VAR and not n.src
                               and n.arg.kind == "jit-dims"), None)
     lw = _Lowerer(kernel, lambda n: index_of.get(id(n)), limit, max_index, int_consts)
-    loops = [Loop(lw.new_var("i", s), s, "global") for s in root.shape]
+    loops = [Loop(lw.new_var("i", s), s, "global") for s in shape]
     idx = tuple(lp.var if lp.size > 1 else Num(0) for lp in loops)
-    value = lw.emit(root, idx, Num(1), root=True)
+    values = [lw.emit(r, idx, Num(1), root=True) for r in roots]
+    if len(roots) > 1:
+        own = {id(r): (id(r), idx, Num(1)) for r in roots}
+        for key in lw.memo:
+            if key[0] in own and key != own[key[0]]:
+                raise GroupIndexMismatch(f"{name}: an output is read at another element by another output")
     if lw.const_param is not None:
         kernel.params[lw.const_param] = Param(_F64, lw.const_values, False)
     kernel.loops = [lp for lp in loops if lp.size > 1]
-    kernel.stores = [Store(0, flat_index(idx, root.shape), value)]
+    flat = flat_index(idx, shape)
+    kernel.stores = [Store(i, flat, v) for i, v in enumerate(values)]
     if lw.stand_ins:
         kernel = _substituted(kernel, lw, _resolved(lw.stand_ins))
     return kernel, lw

@@ -632,7 +632,7 @@ def _dims(x: Sym) -> frozenset:
 def apply_heuristics(k: Kernel) -> Kernel:
     """Choose and apply actions for ``k`` (no search): register tiles for a matmul-like sum,
     else a loop order that walks memory contiguously."""
-    if len(k.stores) != 1:
+    if len({st.param for st in k.stores}) != len(k.stores):  # (one output stored twice: actions applied already)
         return k
     if k.symbolic():
         return _symbolic_heuristics(k)

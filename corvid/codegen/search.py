@@ -153,7 +153,8 @@ def optimize(k: Kernel, device: str) -> Kernel:
                 return finalize(k, block=block)
         return finalize(heuristics(k) if heuristics is not None else k, block=block)
     width = beam_width()
-    if width == 0 or not k.params or k.params[0].size == 0 or k.symbolic():
+    # (a kernel of several outputs takes the heuristics: the search's runner fills one output)
+    if width == 0 or not k.params or k.params[0].size == 0 or k.symbolic() or _outputs(k) > 1:
         return finalize(_actions(dev)[1](k), block=block)
     db = SearchCache()
     key = search_key(k, device)
@@ -322,12 +323,20 @@ def _actions(dev: Any) -> tuple[Callable[[Kernel], list[Opt]], Callable[[Kernel]
 
 
 # --- running candidates -------------------------------------------------------------------------------
+def _outputs(k: Kernel) -> int:
+    """How many outputs ``k`` stores (its first params)."""
+    n = 1
+    while n < len(k.params) and k.params[n].output:
+        n += 1
+    return n
+
+
 def random_inputs(k: Kernel, seed: int = 0) -> list[np.ndarray]:
     """One array per input param of ``k``: normal floats, small non-negative ints (valid indices
     for most gathers), random booleans."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for p in k.params[1:]:
+    for p in k.params[_outputs(k):]:
         if p.dtype.is_bool:
             a = rng.random(p.size) < 0.5
         elif p.dtype.is_int:
@@ -350,18 +359,20 @@ class _Runner:
 
     @classmethod
     def make(cls, k: Kernel, device: str) -> _Runner:
-        bufs = [Buffer(device, p.dtype, p.size).copyin(a) for p, a in zip(k.params[1:], random_inputs(k))]
+        bufs = [Buffer(device, p.dtype, p.size).copyin(a) for p, a in zip(k.params[_outputs(k):], random_inputs(k))]
         return cls(device, k, bufs)
 
     def run(self, program: Program, limit: float | None, runs: int = RUNS) -> tuple[np.ndarray, float] | None:
         """(output, best time of ``runs`` runs), or None when the first run exceeds ``limit`` seconds.
+        A kernel of several outputs gives them one after the other, flattened, as float64 (complex128
+        where one is complex), so :func:`_same` compares them all.
 
         On a device with its own clock (``elapsed``: CUDA events) each timed run is queued
         behind an untimed one, so that the device is busy while the host launches it: the
         events then measure the kernel, not the gap before its launch reaches the device."""
         dev = get_device(self.device)
-        out = Buffer(self.device, self.kernel.params[0].dtype, self.kernel.params[0].size)
-        handles = [out.handle] + [b.handle for b in self.inputs]
+        outs = [Buffer(self.device, p.dtype, p.size) for p in self.kernel.params[:_outputs(self.kernel)]]
+        handles = [b.handle for b in outs] + [b.handle for b in self.inputs]
         elapsed = getattr(dev, "elapsed", None)
         best = float("inf")
         for i in range(runs):
@@ -376,7 +387,11 @@ class _Runner:
             best = min(best, took)
             if i == 0 and limit is not None and best > limit:
                 return None
-        return out.numpy(), best
+        if len(outs) == 1:
+            return outs[0].numpy(), best
+        got = [b.numpy().reshape(-1) for b in outs]
+        wide = np.complex128 if any(g.dtype.kind == "c" for g in got) else np.float64
+        return np.concatenate([g.astype(wide) for g in got]), best
 
 
 def _make_runner(k: Kernel, device: str) -> Any:

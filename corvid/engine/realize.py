@@ -135,10 +135,13 @@ def _run_plan(every: list[Node], plan: list) -> bool:
         if dev not in compiled.programs:
             return False
     _fill_empty(every, plan)
-    for r, ins, compiled, consts, dev in plan:
-        out_node = every[r]
+    for rs, ins, compiled, consts, dev in plan:
+        out_node = every[rs[0]]
         out = Buffer(dev, out_node.dtype, out_node.numel)
         handles = [out.handle]
+        if len(rs) > 1:  # (a kernel of several outputs: params 0..k-1)
+            outs = [(out_node, out)] + [(every[r], Buffer(dev, every[r].dtype, every[r].numel)) for r in rs[1:]]
+            handles = [b.handle for _, b in outs]
         # every input Buffer stays referenced until the kernel has returned, not only its handle:
         # a Buffer's last reference returns its memory to the pool, where another thread takes it
         # and writes it (a runtime-constants buffer made here, or a shared node's buffer that
@@ -159,7 +162,11 @@ def _run_plan(every: list[Node], plan: list) -> bool:
         else:
             _profiler._ACTIVE.record(compiled.kernel.name, dev, compiled.kernel,
                                      functools.partial(compiled.programs[dev], handles))
-        if out_node.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
+        if len(rs) > 1:
+            for n, b in outs:
+                if n.buffer is None:
+                    n.buffer = b
+        elif out_node.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
             out_node.buffer = out
     return True
 
@@ -194,8 +201,8 @@ def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> Non
     start = time.perf_counter()
     for sk in schedule:
         program = sk.program
-        out = Buffer(sk.device, sk.output.dtype, sk.output.numel)
-        handles = [out.handle]
+        outs = [Buffer(sk.device, n.dtype, n.numel) for n in sk.outputs]
+        handles = [b.handle for b in outs]
         held = []  # the input Buffers, referenced until the kernel has returned (see _run_plan)
         for n in sk.inputs:
             b = n.buffer
@@ -211,8 +218,9 @@ def run_schedule(schedule: list[ScheduledKernel], dbg: int | None = None) -> Non
         if dbg >= 2:
             get_device(sk.device).synchronize()
             _report(sk, time.perf_counter() - t0, dbg)
-        if sk.output.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
-            sk.output.buffer = out
+        for n, b in zip(sk.outputs, outs):
+            if n.buffer is None:  # (another thread may have computed it meanwhile: keep one buffer)
+                n.buffer = b
     if dbg >= 1 and schedule:
         get_device(schedule[0].device).synchronize()
         ms = (time.perf_counter() - start) * 1e3

@@ -41,7 +41,7 @@ import numpy as np
 from .. import dtype as dt
 from ..codegen.ir import Kernel
 from ..codegen.linearize import placement
-from ..codegen.lower import (LoweringTooLarge, compared_consts, gather_address, lower_unmerged, merge_loops,
+from ..codegen.lower import (GroupIndexMismatch, LoweringTooLarge, compared_consts, gather_address, lower_unmerged, merge_loops,
                              runtime_const)
 from ..codegen.search import optimize
 from ..graph.node import ELEMENTWISE, IDENTITY, MOVEMENT, Node, Op, _arg_key, node, toposort
@@ -53,7 +53,8 @@ from ..runtime.device import Buffer, Program, get_device
 
 @dataclass
 class ScheduledKernel:
-    """One kernel of a schedule: computes ``output`` from ``inputs``.
+    """One kernel of a schedule: computes ``output`` from ``inputs`` (and, in a kernel of several
+    outputs, ``extra`` too: its params are the outputs, then the inputs).
 
     ``name``, ``kernel`` (the IR) and ``source`` (generated code) describe it; ``program``
     compiles it on first use (compiled programs are cached in memory and on disk)."""
@@ -63,6 +64,11 @@ class ScheduledKernel:
     inputs: list[Node]
     compiled: "_Compiled" = field(repr=False)
     device: str  # where it runs (the logical devices of a family share ``compiled``)
+    extra: tuple[Node, ...] = ()  # the outputs after the first
+
+    @property
+    def outputs(self) -> tuple[Node, ...]:
+        return (self.output,) + self.extra
 
     @property
     def kernel(self) -> Kernel:
@@ -79,7 +85,8 @@ class ScheduledKernel:
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in self.inputs)
-        return f"<kernel {self.name}: ({ins}) -> {self.output.dtype.name}{list(self.output.shape)}>"
+        outs = ", ".join(f"{n.dtype.name}{list(n.shape)}" for n in self.outputs)
+        return f"<kernel {self.name}: ({ins}) -> {outs if not self.extra else '(' + outs + ')'}>"
 
 
 class _Recent(OrderedDict):
@@ -132,7 +139,7 @@ def _cached(key: tuple, make: Any) -> _Compiled:
     return compiled
 
 
-# structural key -> [(root position, input positions, compiled, constant positions, device)], or
+# structural key -> [(output positions, input positions, compiled, constant positions, device)], or
 # _SHARDED for a graph with sharded values (partitioned per device by corvid/sharding.py)
 _plans: dict[tuple, Any] = _Recent(max_loaded_kernels)
 _SHARDED = "sharded"
@@ -269,15 +276,16 @@ def schedule_from(found: tuple) -> list[ScheduledKernel]:
 
         return partition_schedule(todo, list(devices))
     _fill_empty(every, plan)
-    return [ScheduledKernel(c.kernel.name, every[r], [every[i] for i in ins] +
-                            _const_input([every[i] for i in cs], dev), c, dev) for r, ins, c, cs, dev in plan]
+    return [ScheduledKernel(c.kernel.name, every[rs[0]], [every[i] for i in ins] +
+                            _const_input([every[i] for i in cs], dev), c, dev, tuple([every[r] for r in rs[1:]]))
+            for rs, ins, c, cs, dev in plan]
 
 
 def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = None,
              store_views: bool = False) -> tuple | None:
     """(roots to compute, their devices, every node of the graph in dependency order, plan), or
-    None when nothing needs computing. The plan lists the kernels as (output position, input
-    positions, compiled kernel, runtime-constant positions, device), positions in ``every``; it is
+    None when nothing needs computing. The plan lists the kernels as (output positions (a tuple),
+    input positions, compiled kernel, runtime-constant positions, device), positions in ``every``; it is
     ``_SHARDED`` for a graph with sharded values. :func:`create_schedule` and the realize fast
     path (``corvid/engine/realize.py``) share it. ``store_views`` (realize's): a graph without a plan
     first stores its small offset views of CPU values (:func:`_store_offset_views`)."""
@@ -311,11 +319,20 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
         else:
             stored = _stored(todo, every)
             plan = []
-            for n in every:
-                dev = placed.get(id(n))  # (None: another thread computed every consumer of n meanwhile)
-                if id(n) in stored and n.buffer is None and n.numel > 0 and dev is not None:
+            # (a node whose device is None: another thread computed every consumer of it meanwhile)
+            kernels = [n for n in every if id(n) in stored and n.buffer is None and n.numel > 0
+                       and placed.get(id(n)) is not None]
+            for members in _groups(kernels, stored, placed):
+                dev = placed[id(members[0])]
+                made = _make_group_kernel(members, stored, dev) if len(members) > 1 else None
+                if made is not None:
+                    compiled, ins, consts = made
+                    plan.append((tuple([pos[id(m)] for m in members]), [pos[id(i)] for i in ins], compiled,
+                                 [pos[id(c)] for c in consts], dev))
+                    continue
+                for n in members:  # (one kernel each, in the members' order: each reads only earlier ones)
                     compiled, ins, consts = _make_kernel(n, stored, dev)
-                    plan.append((pos[id(n)], [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts], dev))
+                    plan.append(((pos[id(n)],), [pos[id(i)] for i in ins], compiled, [pos[id(c)] for c in consts], dev))
         # the key saw fewer computed nodes than the planning did when another thread realized part
         # of this graph meanwhile: the plan is right for this run (nodes only ever gain buffers)
         # but not for the key (it would skip a node that other graphs of this key must compute).
@@ -877,6 +894,125 @@ def _kernel_name(nodes: list[Node], kernel: Kernel) -> str:
         prefix = "E"
     return "_".join([prefix] + [str(lp.size) if type(lp.size) is int else
                                 "".join(c for c in str(lp.size) if c.isalnum() or c == "_") for lp in kernel.loops])
+
+
+# --- kernels of several outputs ------------------------------------------------------------------------
+# Values that must be stored (realized, or needed by several kernels) and that one loop nest can
+# compute together share a kernel, which stores each of them: an optimizer's update of a parameter
+# and its two moments (one pass over p, m, v and the gradient, where three kernels read the
+# gradient twice and the new moments back), a layer norm's mean and variance (one kernel, its
+# rows read by both sums), a loss's row maximum and sum of exponentials. (``contiguous()`` keeps
+# its promise of a kernel of its own: neither it nor a kernel reading it joins a group.)
+#
+# A kernel joins an earlier kernel's group when both store values of one shape on one device and
+# it reads a value the group stores, or an input of at least its own size that the group reads
+# too. Kernels whose regions have reduces join only through a value the group stores, and only
+# when every reduce of both runs over the same axes of the same shape (the rows of a norm or a
+# loss): two sums over different axes of one matrix stay apart, each with its own loop order.
+# The groups are numbered in the order they open, and a kernel joins a group only when every group
+# it reads from has a lower number, so the groups run in that order with no cycle. The lowering
+# refuses a group where one output reads another at an element other than its own
+# (:class:`GroupIndexMismatch`); its kernels then run one by one.
+GROUP_MAX = 8  # outputs of one kernel
+GROUP_LOOKBACK = 4  # open groups of one (device, shape) a kernel may join: the latest ones
+# nodes of a group's regions, together: a deep chain cut every MAX_DEPTH ops stays cut (grouped,
+# its pieces read one another and made one region 100 times as deep), and no kernel grows large
+GROUP_NODES = 400
+_NOT_GROUPED = frozenset({Op.CUSTOM, Op.SCATTER, Op.COPY})
+
+
+def _reduce_axes(nodes: list[Node]) -> frozenset:
+    return frozenset((n.src[0].shape, n.arg[1]) for n in nodes if n.op is Op.REDUCE)
+
+
+def _groups(kernels: list[Node], stored: dict[int, Node], placed: dict[int, Any]) -> list[list[Node]]:
+    """``kernels`` (in dependency order) in groups that each become one kernel, in an order that
+    runs every group after those it reads from."""
+    groups: list[list[Node]] = []
+    group_of: dict[int, int] = {}
+    big: list[set[int]] = []  # per group: the ids of its members' inputs at least as large as the members
+    size: list[int] = []  # per group: the nodes of its members' regions
+    axes: list[frozenset] = []  # per group: (shape, axes) of its reduces
+    recent: dict[tuple, list[int]] = {}
+    for r in kernels:
+        g = None
+        key = None
+        if r.op not in _NOT_GROUPED and r.op is not Op.CONTIGUOUS and all(type(d) is int for d in r.shape):
+            nodes, inputs = _region(r, stored)
+            if len(nodes) <= GROUP_NODES and not any(
+                    n.op is Op.GATHER or n.op in _NOT_GROUPED or (n.op is Op.CONST and isinstance(n.arg, Sym))
+                    or any(type(d) is not int for d in n.shape) for n in nodes) \
+                    and not any((i.op is Op.CONTIGUOUS and i.buffer is None) or any(type(d) is not int for d in i.shape)
+                                for i in inputs):
+                key = (placed[id(r)], r.shape)
+                read = {group_of[id(i)] for i in inputs if id(i) in group_of}
+                mine = {id(i) for i in inputs if i.numel >= r.numel and i.op is not Op.CONST}
+                red = _reduce_axes(nodes)
+                for cand in reversed(recent.get(key, [])[-GROUP_LOOKBACK:]):
+                    if len(groups[cand]) >= GROUP_MAX or any(h > cand for h in read) or \
+                            size[cand] + len(nodes) > GROUP_NODES:
+                        continue
+                    if red or axes[cand]:
+                        ok = cand in read and len(red | axes[cand]) == 1
+                    else:
+                        ok = cand in read or not mine.isdisjoint(big[cand])
+                    if ok:
+                        g = cand
+                        break
+        if g is None:
+            g = len(groups)
+            groups.append([])
+            big.append(set())
+            size.append(0)
+            axes.append(frozenset())
+            if key is not None:  # (a kernel that cannot be grouped opens a group no other joins)
+                recent.setdefault(key, []).append(g)
+        groups[g].append(r)
+        group_of[id(r)] = g
+        if key is not None:
+            big[g] |= mine
+            size[g] += len(nodes)
+            axes[g] |= red
+    return groups
+
+
+def _group_region(members: list[Node], stored: dict[int, Node]) -> tuple[list[Node], list[Node]]:
+    """(nodes computed inside the kernel of ``members``, nodes it loads) in dependency order: the
+    members compute what they read of one another."""
+    own = {id(m) for m in members}
+    is_input = lambda n: id(n) not in own and (n.buffer is not None or id(n) in stored)  # noqa: E731
+    nodes = toposort(members, stop=is_input)
+    return [n for n in nodes if not is_input(n)], [n for n in nodes if is_input(n)]
+
+
+_mismatched: dict[tuple, bool] = _Recent(lambda: 4 * max_loaded_kernels())  # group structures refused by the lowering
+
+
+def _make_group_kernel(members: list[Node], stored: dict[int, Node], device: str
+                       ) -> tuple[_Compiled, list[Node], list[Node]] | None:
+    """:func:`_make_kernel` for a kernel storing every one of ``members`` (params 0..k-1, in that
+    order); None when the lowering refuses it (:class:`GroupIndexMismatch`)."""
+    nodes, inputs = _group_region(members, stored)
+    family = _family(device)
+    ints = compared_consts(nodes) if family == "CPU" else frozenset()
+    where = {id(n): i for i, n in enumerate(nodes)}
+    key = (family, _structure_key(nodes, inputs, ints), tuple(where[id(m)] for m in members))
+    if key in _mismatched:
+        return None
+
+    def make() -> _Compiled:
+        kernel, lw = lower_unmerged("kernel", list(members), inputs, int_consts=ints)
+        kernel = merge_loops(kernel)
+        kernel.name = _kernel_name(nodes, kernel) + f"_x{len(members)}"  # (named by its loops, and its outputs)
+        kernel = optimize(kernel, family)
+        return _Compiled(kernel, get_device(family).renderer.render(kernel), tuple(where[id(c)] for c in lw.consts))
+
+    try:
+        compiled = _cached(key, make)
+    except GroupIndexMismatch:
+        _mismatched[key] = True
+        return None
+    return compiled, inputs, [nodes[i] for i in compiled.const_pos]
 
 
 def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Compiled, list[Node], list[Node]]:

@@ -91,7 +91,7 @@ class _Slot:
 @dataclass
 class _Launch:
     sk: Any  # ScheduledKernel
-    out: int
+    outs: list[int]  # the slot of each output (params 0..k-1 of the kernel)
     ins: list[int]
     free_after: list[int] = field(default_factory=list)
 
@@ -123,8 +123,8 @@ class _Captured:
 
     def _make_plan(self) -> tuple:
         """Per-call work reduced to flat tuples: which slots read arguments, which read other
-        tensors (closures), the rng slots, each launch as (program, device, dtype, numel, out
-        slot, input slots, slots to free), and each output."""
+        tensors (closures), the rng slots, each launch as (program, device, allocator, outputs as
+        (slot, dtype, numel, itemsize), input slots, slots to free), and each output."""
         from .. import random as rnd
 
         args, others, rngs = [], [], []
@@ -146,9 +146,9 @@ class _Captured:
                 rngs.append((i, lambda d, s=s, c=count: rnd.params_buffer(c if type(c) is int else c(d), s.device)))
             elif s.kind == "dims":
                 others.append((i, lambda dyn, s=s: _sizes_buffer(self.sizes, dyn, s.device)))
-        launches = tuple((_sized(ln.sk), ln.sk.device, ln.sk.output.dtype, _size_fn(ln.sk.output.numel),
-                          get_device(ln.sk.device).allocator.alloc, ln.sk.output.dtype.itemsize,
-                          ln.out, tuple(ln.ins), tuple(ln.free_after)) for ln in self.launches)
+        launches = tuple((_sized(ln.sk), ln.sk.device, get_device(ln.sk.device).allocator.alloc,
+                          tuple((o, n.dtype, _size_fn(n.numel), n.dtype.itemsize) for o, n in zip(ln.outs, ln.sk.outputs)),
+                          tuple(ln.ins), tuple(ln.free_after)) for ln in self.launches)
         outputs = tuple((kind, v, self.slots[v].dtype if kind == "slot" else None,
                          _shape_fn(self.slots[v].shape) if kind == "slot" else None,
                          self.slots[v].device if kind == "slot" else None) for kind, v in self.outputs)
@@ -175,24 +175,26 @@ class _Captured:
         graphed = sizes is None and self.runs > 1 and self._graph is not False and dbg < 2 and prof is None and \
             self._launch_graph(launches, bufs)
         if not graphed:
-            for k, (program, device, dtype, numel, alloc, itemsize, o, ins, free) in enumerate(launches):
-                if type(numel) is not int:  # a symbolic size: this call's
-                    numel = numel(sizes)
-                out = Buffer(device, dtype, numel)
-                out._handle = h = alloc(numel * itemsize)  # what out.handle would do, minus the device lookup
+            for k, (program, device, alloc, outs_of, ins, free) in enumerate(launches):
+                hs = []
+                for o, dtype, numel, itemsize in outs_of:
+                    if type(numel) is not int:  # a symbolic size: this call's
+                        numel = numel(sizes)
+                    out = bufs[o] = Buffer(device, dtype, numel)
+                    out._handle = h = alloc(numel * itemsize)  # what out.handle would do, minus the device lookup
+                    hs.append(h)
                 if type(program) is tuple:  # (a program whose launch depends on the symbolic sizes)
                     program = functools.partial(program[0], sizes=sizes)
                 if dbg >= 2:  # DEBUG=2 reports each replayed kernel as a plain realize does
                     t0 = time.perf_counter()
-                    program([h] + [bufs[j].handle for j in ins])
+                    program(hs + [bufs[j].handle for j in ins])
                     get_device(device).synchronize()
                     _report(self.launches[k].sk, time.perf_counter() - t0, dbg)
                 elif prof is not None:
                     sk = self.launches[k].sk
-                    prof.record(sk.name, device, sk.kernel, functools.partial(program, [h] + [bufs[j].handle for j in ins]))
+                    prof.record(sk.name, device, sk.kernel, functools.partial(program, hs + [bufs[j].handle for j in ins]))
                 else:
-                    program([h] + [bufs[j].handle for j in ins])
-                bufs[o] = out
+                    program(hs + [bufs[j].handle for j in ins])
                 for j in free:
                     bufs[j] = None
         outs = []
@@ -250,12 +252,15 @@ class _Captured:
             if self._graph is False:
                 return False
             fixed, handles = self._fixed, []
-            for _, device, dtype, numel, alloc, itemsize, o, ins, _ in launches:
-                h = fixed.get(o)
-                if h is None:  # a result: new memory at every call, as without a graph
-                    out = bufs[o] = Buffer(device, dtype, numel)
-                    out._handle = h = alloc(numel * itemsize)
-                handles.append([h] + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
+            for _, device, alloc, outs_of, ins, _ in launches:
+                hs = []
+                for o, dtype, numel, itemsize in outs_of:
+                    h = fixed.get(o)
+                    if h is None:  # a result: new memory at every call, as without a graph
+                        out = bufs[o] = Buffer(device, dtype, numel)
+                        out._handle = h = alloc(numel * itemsize)
+                    hs.append(h)
+                handles.append(hs + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
             self._graph(handles)
             return True
 
@@ -264,18 +269,19 @@ class _Captured:
         results = {v for kind, v in self.outputs if kind == "slot"} | {j for _, _, j in self.writes}
         fixed: dict[int, Any] = {}
         spare: dict[int, list[Any]] = {}  # nbytes -> handles whose last reader has run
-        for _, device, dtype, numel, _, itemsize, o, _, free in launches:
-            nbytes = numel * itemsize
-            if o not in results:
-                if spare.get(nbytes):
-                    fixed[o] = spare[nbytes].pop()
-                else:
-                    b = Buffer(device, dtype, numel)
-                    self._graph_memory.append(b)
-                    fixed[o] = b.handle
+        nbytes_of: dict[int, int] = {}
+        for _, device, _, outs_of, _, free in launches:
+            for o, dtype, numel, itemsize in outs_of:
+                nbytes = nbytes_of[o] = numel * itemsize
+                if o not in results:
+                    if spare.get(nbytes):
+                        fixed[o] = spare[nbytes].pop()
+                    else:
+                        b = Buffer(device, dtype, numel)
+                        self._graph_memory.append(b)
+                        fixed[o] = b.handle
             for j in free:
-                ln = launches[self.slots[j].ref]
-                spare.setdefault(ln[3] * ln[5], []).append(fixed[j])
+                spare.setdefault(nbytes_of[j], []).append(fixed[j])
         return fixed
 
 
@@ -966,8 +972,8 @@ def _capture(out_leaves: list[Any], out_tree: Any, rec: _Recorder, writes_src: l
         launches: list[_Launch] = []
         for sk in schedule:
             ins = [_input_slot(m, slot_of, slots, None if sk.output.op is Op.COPY else sk.device) for m in sk.inputs]
-            out = add(sk.output, _Slot("kernel", len(launches), sk.output.dtype, sk.output.shape, sk.device))
-            launches.append(_Launch(sk, out, ins))
+            outs = [add(n, _Slot("kernel", len(launches), n.dtype, n.shape, sk.device)) for n in sk.outputs]
+            launches.append(_Launch(sk, outs, ins))
             sk.program  # compile now, not during the first replay  # noqa: B018
         outputs: list[tuple[str, Any]] = []
         for x in out_leaves:
