@@ -151,6 +151,18 @@ def kernel_source(src: str) -> tuple[str, str]:
     return f"namespace cvk0 {{\n{src}}}\n", f"cvk0::{name}"
 
 
+def param_types(kernel) -> list[str]:
+    """The C++ parameter types of a rendered kernel's params (corvid's own types, such as the
+    bfloat16 struct, live in the kernel's namespace ``cvk0``)."""
+    from corvid.render.cuda import _CUDA_TYPES
+
+    out = []
+    for p in kernel.params:
+        t = _CUDA_TYPES[p.dtype.name]
+        out.append(f"{'' if p.output else 'const '}{'cvk0::' if t.endswith('_t') or t.startswith('cv_') else ''}{t}*")
+    return out
+
+
 def compiler() -> str | None:
     """A C++ compiler with C++20's ``<barrier>``, or None."""
     return shutil.which("g++") or shutil.which("clang++")

@@ -524,7 +524,6 @@ def test_every_small_backend_suite_kernel_computes_the_cpus_values_in_an_emulati
     the CPU -- bit for bit for integers and bool, to float rounding otherwise (sums in another
     order, the host's libm against the CPU kernels' own functions)."""
     from corvid.codegen import search
-    from corvid.render.cuda import _CUDA_TYPES
     from tests import cuda_emulator as E
     from tests.test_gpu_style import _run
 
@@ -540,10 +539,7 @@ def test_every_small_backend_suite_kernel_computes_the_cpus_values_in_an_emulati
         if src in seen or k.dims_param is not None or dims.blocks * math.prod(dims.threads) > EMULATED_THREADS:
             continue
         seen.add(src)
-        types = []
-        for p in k.params:
-            t = _CUDA_TYPES[p.dtype.name]
-            types.append(f"{'' if p.output else 'const '}{'cvk0::' if t.endswith('_t') or t.startswith('cv_') else ''}{t}*")
+        types = E.param_types(k)
         chosen.append((name, k, src, types, dims))
     assert len(chosen) >= 80, len(chosen)
     assert {"group_local", "rows_local", "upcast"} <= {o.op for _, k, *_ in chosen for o in k.opts}

@@ -19,7 +19,7 @@ from corvid.codegen.ir import Opt
 from corvid.codegen.opt import apply_opt, gpu_heuristics
 from corvid.codegen.passes import finalize
 from corvid.codegen import search
-from corvid.render.cuda import _CUDA_TYPES, VECTOR_BYTES, CUDARenderer, cuda_launch
+from corvid.render.cuda import VECTOR_BYTES, CUDARenderer, cuda_launch
 from corvid.runtime.cuda import CUDADevice
 from tests import cuda_emulator as E
 from tests.test_gpu_style import _run
@@ -38,10 +38,7 @@ def _emulate(k, arrays: list[np.ndarray]) -> np.ndarray:
     dims = cuda_launch(k)
     assert dims.threads[1:] == (1, 1), "the emulation has one thread dimension"
     text, name = E.kernel_source(src)
-    types = []
-    for p in k.params:
-        t = _CUDA_TYPES[p.dtype.name]
-        types.append(f"{'' if p.output else 'const '}{'cvk0::' if t.endswith('_t') or t.startswith('cv_') else ''}{t}*")
+    types = E.param_types(k)
     try:
         lib = E.build(text, name, types)
     except Exception as e:  # (a compiler without C++20's <barrier>)

@@ -285,7 +285,7 @@ def test_group_kernels_as_cuda_renders_them_match_the_cpu(case):
     from corvid.codegen.opt import gpu_heuristics
     from corvid.codegen.passes import finalize
     from corvid.codegen import search
-    from corvid.render.cuda import _CUDA_TYPES, VECTOR_BYTES, CUDARenderer, cuda_launch
+    from corvid.render.cuda import VECTOR_BYTES, CUDARenderer, cuda_launch
     from corvid.runtime.cuda import CUDADevice
     from tests import cuda_emulator as E
 
@@ -297,10 +297,7 @@ def test_group_kernels_as_cuda_renders_them_match_the_cpu(case):
     dims = cuda_launch(k)
     assert dims.threads[1:] == (1, 1)
     text, name = E.kernel_source(src)
-    types = []
-    for p in k.params:
-        t = _CUDA_TYPES[p.dtype.name]
-        types.append(f"{'' if p.output else 'const '}{'cvk0::' if t.endswith('_t') or t.startswith('cv_') else ''}{t}*")
+    types = E.param_types(k)
     try:
         lib = E.build(text, name, types)
     except Exception as e:  # noqa: BLE001 -- a compiler without C++20's <barrier>
