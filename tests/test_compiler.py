@@ -291,6 +291,54 @@ def test_kernels_take_the_vector_width_the_compilers_tuning_prefers():
     assert (width, wide, narrow) == ("32", "False", "True")
 
 
+def _wide_target():
+    """(cc, flags, preferred, target) of this machine's toolchain before any width was asked for,
+    or a skip where the tuning prefers its target's widest vectors already."""
+    from corvid.runtime.compiler import _preferred_vector_bits, _target_vector_bits, find_toolchain
+
+    tc = find_toolchain()
+    flags = tuple(f for f in tc.flags if not f.startswith("-mprefer-vector-width"))
+    preferred, target = _preferred_vector_bits(tc.cc, flags), _target_vector_bits(tc.cc, flags)
+    if preferred is None or target is None or preferred >= target:
+        pytest.skip(f"this compiler's tuning prefers its target's widest vectors ({preferred} of {target} bits)")
+    return tc.cc, tc.version, flags, preferred, target
+
+
+def test_wider_vectors_are_asked_for_where_they_measure_faster_once_per_machine(monkeypatch):
+    """An AVX-512 core that gcc tunes for 256-bit vectors: one core's multiply-adds are timed at
+    both widths, and the kernels are built with -mprefer-vector-width=512 when the wider ones
+    are 1.3 times as fast (on a 2-core Xeon: 248 against 134 GFLOP/s). The answer is cached in the
+    cache folder, keyed by compiler, flags and CPU."""
+    import json
+
+    cc, version, flags, preferred, target = _wide_target()
+    pays = compiler._wider_vectors_pay(cc, version, flags, preferred, target)
+    path = compiler.cache_dir() / "vector_width.json"
+    table = json.loads(path.read_text())
+    assert list(table.values()) == [pays] and os.stat(path).st_mode & 0o077 == 0
+    tc = compiler._probe_toolchain(cc, ())
+    assert (f"-mprefer-vector-width={target}" in tc.flags) == pays
+    assert tc.preferred_vector_bits == (target if pays else preferred)
+
+    def no_measuring(*a, **kw):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(compiler, "_probe", no_measuring)  # (the second answer comes from the file)
+    assert compiler._wider_vectors_pay(cc, version, flags, preferred, target) == pays
+    key = next(iter(table))
+    path.write_text(json.dumps({key: not pays}))  # (the file decides: a cached answer is used as it is)
+    assert compiler._wider_vectors_pay(cc, version, flags, preferred, target) == (not pays)
+    path.write_text(json.dumps({key: "yes"}))  # not a bool: measured again
+    with pytest.raises(AssertionError, match="measured again"):
+        compiler._wider_vectors_pay(cc, version, flags, preferred, target)
+
+
+def test_a_vector_width_the_user_asks_for_is_kept():
+    cc, _, _, preferred, target = _wide_target()
+    tc = compiler._probe_toolchain(cc, ("-mprefer-vector-width=256",))
+    assert f"-mprefer-vector-width={target}" not in tc.flags and tc.preferred_vector_bits == 256
+
+
 def test_the_vector_width_follows_the_compilers_target_not_the_cpu():
     """``-march=x86-64-v3`` builds AVX2 code even on an AVX-512 CPU: 32-byte vectors and 16 vector
     registers, read from the compiler's predefined macros, not from /proc/cpuinfo."""

@@ -54,6 +54,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -251,9 +252,71 @@ def _probe_toolchain(cc: str, extra: tuple[str, ...]) -> Toolchain | None:
             not _probe(cc, flags, ["-lm"], _PROBE_ATOMIC, folder, "omp-complex") and \
             _probe(cc, flags, ["-lm", "-latomic"], _PROBE_ATOMIC, folder, "atomic")
     openmp = omp_flags == ("-fopenmp",)
+    preferred, target = _preferred_vector_bits(cc, flags + extra), _target_vector_bits(cc, flags + extra)
+    if target is not None and preferred is not None and preferred < target and \
+            not any(f.startswith("-mprefer-vector-width") for f in extra) and \
+            _wider_vectors_pay(cc, version, flags + extra, preferred, target):
+        flags += (f"-mprefer-vector-width={target}",)
+        preferred = _preferred_vector_bits(cc, flags + extra)
     return Toolchain(cc=cc, version=version, openmp=openmp, libmvec=libmvec, atomic=atomic,
-                     flags=flags + extra, preferred_vector_bits=_preferred_vector_bits(cc, flags + extra),
-                     target_vector_bits=_target_vector_bits(cc, flags + extra))
+                     flags=flags + extra, preferred_vector_bits=preferred, target_vector_bits=target)
+
+
+# how much faster (one core's multiply-adds) the target's widest vectors must be than those the
+# tuning prefers for corvid to ask for them
+WIDER_VECTORS_GAIN = 1.3
+
+
+def _wider_vectors_pay(cc: str, version: str, flags: tuple[str, ...], preferred: int, target: int) -> bool:
+    """Whether kernels run faster with the target's widest vectors than with the narrower ones the
+    compiler's tuning prefers, measured: one core's rate of vector multiply-adds, ``preferred``
+    bits wide as the flags build them, against ``target`` bits wide with
+    ``-mprefer-vector-width=<target>`` (:data:`WIDER_VECTORS_GAIN` or more: yes).
+
+    gcc 12 tunes an Intel AVX-512 core (-march=native: rocketlake, sapphirerapids...) for 256-bit
+    vectors, which kept corvid's kernels to 256 bits: on one such 2-core Xeon 64-byte vectors did
+    248 GFLOP/s per core against 134, and a 1024^2 float32 matmul took 7.1 ms instead of 15.1
+    (numpy: 6.1). Cores that split 512-bit work in two (AMD's Zen 4), or that slow their clock
+    under it, gain little here and keep the tuning's width. The answer is kept in the cache
+    folder (``vector_width.json``, keyed by compiler, flags and CPU) and measured once per machine
+    (about 0.3 s); it is read as the peak figures are (:mod:`corvid.runtime.peak`)."""
+    import json
+
+    from .peak import _read_table, _source
+
+    key = hashlib.sha256("\0".join([cc, version, *flags, str(preferred), str(target), _cpu_identity()]).encode()).hexdigest()
+    try:
+        path: pathlib.Path | None = cache_dir() / "vector_width.json"
+    except Exception:  # noqa: BLE001 -- no usable cache folder: measure every time
+        path = None
+    table = _read_table(path) if path is not None else {}
+    if isinstance(table.get(key), bool):
+        return table[key]
+    wide = f"-mprefer-vector-width={target}"
+    with tempfile.TemporaryDirectory(prefix="corvid-probe-") as tmp:
+        rates = []
+        for bits, extra in ((preferred, ()), (target, (wide,))):
+            stem = f"width{bits}"
+            if not _probe(cc, flags + extra, ["-lm"], _source(bits // 8, True), pathlib.Path(tmp), stem):
+                return False
+            fn = load_library(pathlib.Path(tmp) / f"{stem}.so").corvid_peak_flops
+            fn.argtypes, fn.restype = [ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p], None
+            out = (ctypes.c_float * 1)()
+            fn(1 << 12, 1, out)
+            best = float("inf")
+            for _ in range(5):
+                t0 = time.perf_counter()
+                fn(1 << 18, 1, out)
+                best = min(best, time.perf_counter() - t0)
+            rates.append(bits / best)
+    pays = rates[1] >= WIDER_VECTORS_GAIN * rates[0]
+    if path is not None:
+        table[key] = pays
+        try:
+            _write_private(path, json.dumps(table).encode())
+        except OSError:  # (a full disk: measured again next time)
+            pass
+    return pays
 
 
 def _ask(cc: str, flags: tuple[str, ...], *query: str) -> list[str]:
