@@ -315,3 +315,27 @@ def test_group_kernels_as_cuda_renders_them_match_the_cpu(case):
     ref = want.run(dev.compile(k0, dev.renderer.render(k0)), None)[0]
     got = np.concatenate([o.astype(np.float64) for o in outs])
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["WEBGPU", "CL"])
+def test_outputs_of_different_widths_on_gpu_style_devices(device):
+    """A float32, a bool and an int8 output in one kernel: WGSL packs the narrow ones four to a
+    32-bit word, so each invocation then computes four elements of every output."""
+    from corvid.runtime.device import get_device
+
+    try:
+        get_device(device)
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"{device} not available: {e}")
+    host = np.random.default_rng(3).standard_normal((96, 40)).astype(np.float32)
+    a = cv.Tensor(host, device=device).realize()
+    outs = [a * 2 + 1, a > 0.25, (a * 20).astype(cv.int8)]
+    sched = create_schedule([o.node for o in outs], device)
+    assert len(sched) == 1 and len(sched[0].outputs) == 3, sched
+    if device == "WEBGPU":  # (one invocation per word of the narrowest output: no two write one word)
+        from corvid.render.wgsl import elements_per_invocation
+
+        assert elements_per_invocation(sched[0].kernel) == 4
+    np.testing.assert_array_equal(outs[0].numpy(), host * 2 + 1)
+    np.testing.assert_array_equal(outs[1].numpy(), host > 0.25)
+    np.testing.assert_array_equal(outs[2].numpy(), (host * 20).astype(np.int8))

@@ -81,8 +81,9 @@ def _kind(dt: DType) -> str:
 
 def elements_per_invocation(k: Kernel) -> int:
     """Output elements one invocation computes: those of one 32-bit word for outputs narrower
-    than 4 bytes (so that one invocation writes each word), else 1."""
-    return max(1, 4 // k.params[0].dtype.itemsize)
+    than 4 bytes (so that one invocation writes each word), else 1; a kernel of several outputs
+    goes by its narrowest."""
+    return max(1, 4 // min(p.dtype.itemsize for p in k.params if p.output))
 
 
 def grid_loops(k: Kernel) -> list[Loop]:
@@ -340,10 +341,12 @@ class WGSLRenderer:
             flat: Sym = Num(0)
             for i, lp in enumerate(k.loops):
                 flat = flat + lp.var * math.prod(x.size for x in k.loops[i + 1:])
-            row_major = len(k.stores) == 1 and k.stores[0].index == flat and k.stores[0].gate in (None, Num(1)) \
-                and math.prod(lp.size for lp in k.loops) == k.params[0].size
+            row_major = len({st.param for st in k.stores}) == len(k.stores) and all(
+                st.index == flat and st.gate in (None, Num(1)) and math.prod(lp.size for lp in k.loops) ==
+                k.params[st.param].size for st in k.stores)
             if not row_major:
-                raise NotImplementedError(f"WEBGPU: kernel {k.name} writes {k.params[0].dtype.name} elements out "
+                narrow = min((p for p in k.params if p.output), key=lambda p: p.dtype.itemsize)
+                raise NotImplementedError(f"WEBGPU: kernel {k.name} writes {narrow.dtype.name} elements out "
                                           "of order, which packed 32-bit words cannot take")
 
     # statements ------------------------------------------------------------------------------------
