@@ -339,3 +339,45 @@ def test_outputs_of_different_widths_on_gpu_style_devices(device):
     np.testing.assert_array_equal(outs[0].numpy(), host * 2 + 1)
     np.testing.assert_array_equal(outs[1].numpy(), host > 0.25)
     np.testing.assert_array_equal(outs[2].numpy(), (host * 20).astype(np.int8))
+
+
+def test_a_device_graph_replays_kernels_of_several_outputs():
+    """On the CUDA device (its driver a stand-in that runs the kernels' CPU builds:
+    tests/test_cuda_runtime.py), from the second call on a jitted step runs as one device graph.
+    A kernel of several outputs then writes some into results (new memory each call) and some
+    into intermediates the graph owns (a norm's variance, read by the next kernel only)."""
+    from tests.test_cuda_runtime import FAKE, _program, registered
+
+    def step(p, m, v, g, x):
+        p2, m2, v2 = _adam(p, m, v, g)
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return p2, m2, v2, mu, (x - mu) / (var + 1e-5).sqrt(), var.sum()  # (var: read by two kernels)
+
+    rng = np.random.default_rng(7)
+    host = [rng.standard_normal((64, 48)).astype(np.float32) for _ in range(4)]
+    host[2] = np.abs(host[2])
+    xs = rng.standard_normal((32, 256)).astype(np.float32)
+    with registered(FAKE, "tests.test_cuda_runtime:FakeCUDA") as dev:
+        jf = cv.jit(step)
+        p, m, v, g = (cv.Tensor(a, device=FAKE) for a in host)
+        x = cv.Tensor(xs, device=FAKE)
+        want = [a.astype(np.float64) for a in host]
+        for call in range(4):
+            dev.cu.calls.clear()
+            p, m, v, mu, y, vs = jf(p, m, v, g, x)
+            want[:3] = _adam(*want)
+            for got, w in zip((p, m, v), want[:3]):
+                np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-6)
+            a = xs.astype(np.float64)
+            np.testing.assert_allclose(mu.numpy(), a.mean(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(y.numpy(), (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5),
+                                       rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(vs.numpy(), a.var(-1).sum(), rtol=1e-5)
+            if call >= 2:
+                assert len(dev.cu.named("cuGraphLaunch")) == 1 and not dev.cu.named("cuLaunchKernel")
+        cap = _program(jf)
+        assert sorted(len(ln.outs) for ln in cap.launches)[-2:] == [2, 3], [ln.sk for ln in cap.launches]
+        norm = next(ln for ln in cap.launches if len(ln.outs) == 2)
+        # the mean is a result (new memory at each call), the variance an intermediate the graph owns
+        assert [o in cap._fixed for o in norm.outs] == [False, True]
