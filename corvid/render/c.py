@@ -262,10 +262,9 @@ def _complex_helpers(t: str, r: str, fma: bool = False) -> str:
     infinite and zero parts numpy's loops give."""
     off = '__attribute__((optimize("fp-contract=off")))'
     f = "f" if r == "float" else ""
-    opaque = _OPAQUE
     product = (f"__builtin_complex(__builtin_fma{f}(ar, br, -(ai * bi)), __builtin_fma{f}(ar, bi, ai * br))" if fma
                else "__builtin_complex(ar * br - ai * bi, ar * bi + ai * br)")
-    return f"""{opaque}static inline {off} {t} cv_cmul_{r}({t} a, {t} b) {{
+    return f"""{_OPAQUE}static inline {off} {t} cv_cmul_{r}({t} a, {t} b) {{
   {r} ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
   return {product};
 }}
