@@ -494,6 +494,31 @@ def test_interrupt_and_restart(kernel):
 
 
 @needs_kernel
+def test_an_interrupt_before_the_kernel_begins_the_cell_is_not_lost(tmp_path):
+    """Interrupted as it is marked running, before its request reaches the kernel: a SIGINT then
+    finds the kernel between requests, where it is ignored, and the loop ran forever (the suite
+    saw it once under load). The interrupt waits for the kernel to begin the cell."""
+    from corvid.notebook.kernel import Kernel
+
+    events, holder = [], {}
+
+    def on_event(cell, kind, payload):
+        events.append((time.monotonic(), cell, kind, payload))
+        if (cell, kind, payload) == ("a", "status", "running"):
+            holder["kernel"].interrupt()  # (in the worker, before it sends the cell)
+
+    k = holder["kernel"] = Kernel(tmp_path / "nb.md", on_event)
+    k.events = events
+    k.start()
+    try:
+        k.run([("a", "import time\nwhile True:\n    time.sleep(0.05)")])
+        assert k.wait_idle(60)
+        assert "KeyboardInterrupt" in "".join(_of(k, "a", "error"))
+    finally:
+        k.shutdown()
+
+
+@needs_kernel
 def test_a_kernel_that_dies_is_reported_and_started_again(kernel):
     kernel.run([("a", "import os\nos._exit(3)"), ("b", "print('queued behind it')")])
     assert kernel.wait_idle(30)

@@ -126,6 +126,11 @@ class Kernel:
         self._pending: list[str] = []  # queued cell ids, in order
         self._generation = 0  # bumped to cancel what is queued
         self._running: str | None = None
+        # whether the kernel has begun the running cell (its execute_input came), and an interrupt
+        # asked for before that: a SIGINT that reaches the kernel before it runs the cell's code
+        # is lost (ipykernel ignores it between requests) and the cell then ran on regardless
+        self._begun = False
+        self._interrupt_asked = False
         self._restarting = threading.Event()
         self._idle = threading.Event()
         self._manager: Any = None
@@ -149,8 +154,13 @@ class Kernel:
     def interrupt(self) -> None:
         """Cancel the queued cells and raise KeyboardInterrupt in the running one."""
         self._cancel()
-        if self._running is not None and self._manager is not None:
-            self._manager.interrupt_kernel()
+        with self._lock:
+            if self._running is None or self._manager is None:
+                return
+            if not self._begun:  # (delivered when the kernel begins the cell: see _execute)
+                self._interrupt_asked = True
+                return
+        self._manager.interrupt_kernel()
 
     def restart(self, timeout: float = 60.0) -> None:
         """Cancel the queue, end the process (a running cell is stopped) and start a fresh one;
@@ -302,6 +312,8 @@ class Kernel:
     def _execute(self, cell_id: str, source: str) -> None:
         client = self._client
         self._set_state("busy")
+        with self._lock:
+            self._begun, self._interrupt_asked = False, False
         self.on_event(cell_id, "status", "running")
         msg_id = client.execute(source, store_history=True, allow_stdin=False, stop_on_error=False)
         failed = False
@@ -327,6 +339,11 @@ class Kernel:
                 break
             if kind == "execute_input":
                 self.on_event(cell_id, "count", content["execution_count"])
+                with self._lock:
+                    self._begun = True
+                    asked, self._interrupt_asked = self._interrupt_asked, False
+                if asked:  # (an interrupt that came before the kernel began the cell)
+                    self._manager.interrupt_kernel()
             elif kind == "stream":
                 self.on_event(cell_id, "output" if content["name"] == "stdout" else "stderr", content["text"])
             elif kind in ("execute_result", "display_data"):
