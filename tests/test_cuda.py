@@ -84,6 +84,18 @@ def _gpu_shaped(device: str) -> None:
     cv.Tensor(rng.integers(-9, 9, (2, 4096)), device=device).prod(axis=1).numpy()
     (t(4, 4096) > 0).any(axis=1).numpy()
     fp8_workload(device)  # the 8-bit floats' conversions, ops, reductions and matmul
+    # kernels of several outputs (engine/schedule.py: _groups): an Adam update (parameter and
+    # moments, bfloat16 weights beside them), a norm's mean and variance, a loss's max and sum
+    p, m, v, g = t(1024), t(1024), t(1024).abs(), t(1024)
+    m2, v2 = m * 0.9 + g * 0.1, v * 0.999 + g * g * 0.001
+    p2 = p - 0.01 * m2 / (v2.sqrt() + 1e-8)
+    cv.realize(p2, m2, v2, p2.astype(cv.bfloat16))
+    x = t(8, 2048)
+    mu = x.mean(-1, keepdims=True)
+    cv.realize(mu, ((x - mu) ** 2).mean(-1, keepdims=True))
+    z = t(4, 4096)
+    mx = z.max(-1, keepdims=True)
+    cv.realize(mx, (z - mx).exp().sum(-1, keepdims=True))
 
 
 def _run_suite(device: str) -> None:
@@ -543,6 +555,7 @@ def test_every_small_backend_suite_kernel_computes_the_cpus_values_in_an_emulati
         chosen.append((name, k, src, types, dims))
     assert len(chosen) >= 80, len(chosen)
     assert {"group_local", "rows_local", "upcast"} <= {o.op for _, k, *_ in chosen for o in k.opts}
+    assert sum(search._outputs(k) > 1 for _, k, *_ in chosen) >= 3  # (kernels of several outputs)
     halves = [chosen[i::BATCHES] for i in range(BATCHES)]
 
     def build(i: int):
