@@ -166,3 +166,56 @@ def test_the_cuda_scatter_sources_compute_the_cpus_bits(reduce):
         getattr(lib, f"cv_run_{i}")((ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays]),
                                     ctypes.c_long(dims.blocks), ctypes.c_long(dims.threads[0]))
         assert out.tobytes() == want.tobytes(), (i, want.dtype, reduce, out, want)
+
+
+# --- a scatter into one repeated value (zeros: an embedding table's gradient) -------------------------
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to run the CUDA sources on the host")
+@pytest.mark.parametrize("reduce", ["sum", "set", "max"])
+def test_a_filled_scatter_writes_its_one_value_where_x_was_copied(reduce):
+    """``filled``: x is one element, every target's value before the updates; the CUDA source
+    (run on the host) gives the CPU's bits for a scatter into the whole repeated array."""
+    rng = np.random.default_rng(4)
+    x, src = np.full((2, 40, 3), -1.5, np.float32), rng.standard_normal((2, 60, 3)).astype(np.float32)
+    idx = rng.integers(-2, 42, (2, 60, 3))
+    want = scatter_prim(cv.Tensor(x), 1, cv.Tensor(idx), cv.Tensor(src), {"max": "amax"}.get(reduce, reduce)).numpy()
+    source = CUDARenderer().render_scatter("scatter_filled", reduce, dt.float32, 2, 40, 60, 3, 3, filled=True)
+    assert "x[0]" in source
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = _host_library([source], tmp)
+    out = np.zeros_like(x)
+    arrays = [out, np.array([-1.5], np.float32), idx.astype(np.int64), src]
+    dims = scatter_launch(CUDARenderer().scatter_work_items(2, 40, 60, 3))
+    lib.cv_run_0((ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays]), ctypes.c_long(dims.blocks),
+                 ctypes.c_long(dims.threads[0]))
+    assert out.tobytes() == want.tobytes()
+
+
+def _embedding_grad(device):
+    rng = np.random.default_rng(2)
+    w = cv.Tensor(rng.standard_normal((500, 48)).astype(np.float32), device=device).realize()
+    idx = cv.Tensor(rng.integers(0, 500, (4, 30)), device=device).realize()
+    up = cv.Tensor(rng.standard_normal((4, 30, 48)).astype(np.float32), device=device).realize()
+    g = cv.grad(lambda w: (w[idx] * up).sum())(w)
+    want = np.zeros((500, 48), np.float32)
+    np.add.at(want, idx.numpy(), up.numpy())
+    return g, want
+
+
+@pytest.mark.parametrize("device", ["CPU", "CL"])
+def test_an_embedding_gradient_scatters_into_a_value_not_a_table_of_zeros(device):
+    """The zeros an embedding's gradient starts from are no kernel of their own, stored and read
+    back (GPT-2's table: 154 MB written and read again each step): the C and CUDA templates write
+    the one value themselves. The CL runtime copies x whole before its launch, so there x stays
+    the table."""
+    from corvid.engine.schedule import create_schedule
+    from corvid.runtime.device import get_device
+
+    try:
+        get_device(device)
+    except (ImportError, RuntimeError, OSError) as e:
+        pytest.skip(f"{device} not available: {e}")
+    g, want = _embedding_grad(device)
+    (scatter,) = [sk for sk in create_schedule([g.node], device) if sk.name.startswith("scatter")]
+    assert (scatter.inputs[0].numel == 1) == (device == "CPU") and scatter.output.numel > 1000
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-6, atol=1e-6)

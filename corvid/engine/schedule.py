@@ -317,7 +317,7 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
         if any(type(d) is tuple for d in placed.values()):
             plan = _SHARDED
         else:
-            stored = _stored(todo, every)
+            stored = _stored(todo, every, placed)
             plan = []
             # (a node whose device is None: another thread computed every consumer of it meanwhile)
             kernels = [n for n in every if id(n) in stored and n.buffer is None and n.numel > 0
@@ -424,13 +424,18 @@ def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]
     return [n for n in nodes if not is_input(n)], inputs
 
 
-def _stored(roots: list[Node], every: list[Node]) -> dict[int, Node]:
+def _stored(roots: list[Node], every: list[Node], placed: dict[int, Any] | None = None) -> dict[int, Node]:
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
     for n in every:  # a host kernel (and a copy step) computes its node alone, from stored inputs
         if n.op in (Op.CUSTOM, Op.SCATTER, Op.COPY) and n.buffer is None:
             stored[id(n)] = n
-            srcs = [_unmarked(s) for s in n.src] if n.op is Op.CUSTOM else n.src
+            if n.op is Op.CUSTOM:
+                srcs = [_unmarked(s) for s in n.src]
+            elif n.op is Op.SCATTER and placed is not None and placed.get(id(n)) is not None:
+                srcs = _scatter_inputs(n, placed[id(n)])
+            else:
+                srcs = n.src
             stored.update({id(s): s for s in srcs if s.buffer is None})
         elif n.op is Op.GATHER:  # an indirect load reads a stored operand (seen through its views)
             x = n.src[0]
@@ -848,8 +853,8 @@ def _copy_step(root: Node, device: str) -> ScheduledKernel:
 class ScatterKernel:
     """What the schedule shows for a SCATTER kernel (a fixed C template, no loop IR)."""
 
-    def __init__(self, name: str, dtype: Any, O: int, n: int, m: int, inner: int):
-        self.name, self.dtype, self.shape = name, dtype, (O, n, m, inner)
+    def __init__(self, name: str, dtype: Any, O: int, n: int, m: int, inner: int, filled: bool = False):
+        self.name, self.dtype, self.shape, self.filled = name, dtype, (O, n, m, inner), filled
         self.params = [None] * 4  # out, x, idx, src
         self.loops: list = []
         self.vector_width = 1
@@ -857,28 +862,55 @@ class ScatterKernel:
     def estimates(self) -> tuple[int, int]:
         O, n, m, inner = self.shape
         flops = 0 if self.name.startswith("scatter_set") else O * m * inner
-        return flops, (2 * O * n * inner + 2 * O * m * inner) * self.dtype.itemsize + O * m * 8
+        # (x read and the output written; a filled scatter reads no x)
+        return flops, ((1 if self.filled else 2) * O * n * inner + 2 * O * m * inner) * self.dtype.itemsize + O * m * 8
+
+
+def _filled_from(x: Node) -> Node | None:
+    """The one-element literal that ``x`` repeats (``zeros(shape)``: a CONST reshaped and
+    expanded), or None."""
+    base = x
+    while base.op in (Op.RESHAPE, Op.EXPAND) and base.buffer is None and base.src:
+        base = base.src[0]
+    return base if base is not x and base.op is Op.CONST and base.numel == 1 and base.buffer is None else None
+
+
+def _scatter_inputs(root: Node, device: str) -> list[Node]:
+    """A SCATTER kernel's inputs: ``x``, the indices and the updates; ``x`` as its one-element
+    literal where it repeats one (an embedding table's gradient starts from zeros) and the
+    device's template copies ``x`` itself (the C and CUDA templates: the CL and WEBGPU runtimes
+    copy ``x`` whole before the launch). The template then writes that value, where the zeros were
+    a kernel of their own, stored and read back (GPT-2's: 154 MB written, and read again)."""
+    x, idx, src = root.src
+    fill = _filled_from(x)
+    if fill is not None:
+        renderer = get_device(device).renderer
+        if not hasattr(renderer, "render_scatter") or getattr(renderer, "scatter_copies_x", False):
+            return [fill, idx, src]
+    return [x, idx, src]
 
 
 def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
     from ..render.c import render_scatter
 
-    inputs = list(root.src)
+    inputs = _scatter_inputs(root, device)
     reduce, nj = root.arg
     x, idx, src = root.shape, inputs[1].shape, inputs[2].shape
     O, n, m, inner = math.prod(x[:nj]), x[nj], src[nj], math.prod(x[nj + 1:])
     idx_inner = inner if len(idx) > nj + 1 else 1
-    key = (_family(device), "scatter", reduce, root.dtype, O, n, m, inner, idx_inner)
+    filled = inputs[0].numel == 1 and root.numel > 1  # (x is one value, repeated)
+    key = (_family(device), "scatter", reduce, root.dtype, O, n, m, inner, idx_inner, filled)
 
     def make() -> _Compiled:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
-        kernel = ScatterKernel(name, root.dtype, O, n, m, inner)
+        kernel = ScatterKernel(name, root.dtype, O, n, m, inner, filled)
         renderer = get_device(device).renderer
         if hasattr(renderer, "render_scatter"):  # a GPU device's own template (one work item per column and range of rows)
-            source = renderer.render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner)
+            source = renderer.render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner,
+                                             **({"filled": True} if filled else {}))
         else:
             source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner,
-                                    getattr(renderer, "openmp", False))
+                                    getattr(renderer, "openmp", False), filled=filled)
         return _Compiled(kernel, source)  # type: ignore[arg-type]
 
     compiled = _cached(key, make)

@@ -1278,12 +1278,13 @@ def _scatter_combine(reduce: str, dtype: DType, t: str) -> str:
 
 
 def render_scatter(name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int, idx_inner: int,
-                   openmp: bool) -> str:
+                   openmp: bool, filled: bool = False) -> str:
     """C for SCATTER (see graph/node.py): copy x, then combine each src element into its target by
     ``reduce`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"set"``, which copies the bits, so
     it serves every dtype). Work is split across threads by ``o`` (or, with one ``o``, by blocks of
     ``r``), so no two threads touch one target and duplicates combine in index order (the last
-    ``"set"`` wins), without atomics."""
+    ``"set"`` wins), without atomics. ``filled``: ``x`` is one element, the value of every target
+    before the updates (a scatter into zeros)."""
     t = _SET_TYPES[dtype.itemsize] if reduce == "set" else _STORAGE[dtype.name]
     par = "#pragma omp parallel for schedule(static)" if openmp else ""
     idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
@@ -1319,7 +1320,7 @@ typedef struct {{ uint64_t lo, hi; }} cv_bits128;
 {helpers}void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
   const long long O = {O}, n = {n}, m = {m}, I = {inner};
   {par}
-  for (long long e = 0; e < O * n * I; e++) out[e] = x[e];
+  for (long long e = 0; e < O * n * I; e++) out[e] = x[{"0" if filled else "e"}];
 {loops}
 }}
 """

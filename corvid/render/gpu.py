@@ -616,10 +616,10 @@ class GPURenderer(CRenderer):
         raise NotImplementedError
 
     def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
-                       idx_inner: int) -> str:
+                       idx_inner: int, filled: bool = False) -> str:
         """The source of a SCATTER kernel (see :func:`_render_scatter`), launched over ``O * inner``
         work items (:meth:`scatter_items`)."""
-        return _render_scatter(self, name, reduce, dtype, O, n, m, inner, idx_inner)
+        return _render_scatter(self, name, reduce, dtype, O, n, m, inner, idx_inner, filled)
 
     def _scatter_signature(self, name: str, t: str) -> str:
         """The declaration of a SCATTER kernel ``(out, x, idx, src)`` whose elements are ``t``."""
@@ -732,7 +732,7 @@ def compute_type_of(dtype: DType) -> str:
 
 
 def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
-                   idx_inner: int) -> str:
+                   idx_inner: int, filled: bool = False) -> str:
     """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output and
     range ``q`` of its rows (``R`` ranges of ``c`` rows, :meth:`GPURenderer.scatter_ranges`; work
     item ``w = (o * R + q) * inner + r``, so neighbouring work items touch neighbouring elements)
@@ -740,7 +740,10 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
     then combines the updates that fall in its range into it, in index order. The work item owns
     every target it touches, so the result is deterministic and race-free without atomics, and
     each target sees exactly the CPU's sequence of operations (the last ``"set"`` wins; float
-    sums in index order are bitwise the CPU's). Out-of-range indices are dropped."""
+    sums in index order are bitwise the CPU's). Out-of-range indices are dropped. ``filled``: ``x``
+    is one element, every target's value before the updates (where the work items copy ``x``)."""
+    if filled and not self.scatter_copies_x:
+        raise ValueError("a filled scatter needs a template that copies x itself")
     if dtype.name in ("float64", "complex128") and reduce != "set" and not getattr(self, "fp64", True):
         raise NotImplementedError(f"{dtype.name} on the CL device needs the cl_khr_fp64 extension, "
                                   "which this OpenCL device does not report")
@@ -753,7 +756,7 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
         load, store = "{p}[{i}]", "{p}[{i}] = {v};"
     idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
     combine = scatter_combine(reduce, dtype, st)
-    copy = f"  for ({L} t = lo; t < hi; t++) out[(o * n + t) * I + r] = x[(o * n + t) * I + r];\n" \
+    copy = f"  for ({L} t = lo; t < hi; t++) out[(o * n + t) * I + r] = x[{'0' if filled else '(o * n + t) * I + r'}];\n" \
         if self.scatter_copies_x else "  /* (x was copied into out before the launch) */\n"
     R = self.scatter_ranges(O, n, m, inner)
     helpers = self._scatter_helpers(dtype) + (self.complex_lib(dtype) if dtype.is_complex and reduce != "set" else "")
