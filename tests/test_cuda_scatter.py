@@ -173,20 +173,20 @@ def test_the_cuda_scatter_sources_compute_the_cpus_bits(reduce):
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to run the CUDA sources on the host")
 @pytest.mark.parametrize("reduce", ["sum", "set", "max"])
 def test_a_filled_scatter_writes_its_one_value_where_x_was_copied(reduce):
-    """``filled``: x is one element, every target's value before the updates; the CUDA source
-    (run on the host) gives the CPU's bits for a scatter into the whole repeated array."""
+    """``filled``: no x, every target is the literal before the updates; the CUDA source (run on
+    the host) gives the CPU's bits for a scatter into the whole repeated array."""
     rng = np.random.default_rng(4)
     x, src = np.full((2, 40, 3), -1.5, np.float32), rng.standard_normal((2, 60, 3)).astype(np.float32)
     idx = rng.integers(-2, 42, (2, 60, 3))
     want = scatter_prim(cv.Tensor(x), 1, cv.Tensor(idx), cv.Tensor(src), {"max": "amax"}.get(reduce, reduce)).numpy()
-    source = CUDARenderer().render_scatter("scatter_filled", reduce, dt.float32, 2, 40, 60, 3, 3, filled=True)
-    assert "x[0]" in source
+    source = CUDARenderer().render_scatter("scatter_filled", reduce, dt.float32, 2, 40, 60, 3, 3, filled=-1.5)
+    assert "__restrict__ x" not in source and ("= -1.5f;" in source) == (reduce != "set")  # (set: its bits)
     with tempfile.TemporaryDirectory() as tmp:
         lib = _host_library([source], tmp)
     out = np.zeros_like(x)
-    arrays = [out, np.array([-1.5], np.float32), idx.astype(np.int64), src]
+    arrays = [out, idx.astype(np.int64), src]
     dims = scatter_launch(CUDARenderer().scatter_work_items(2, 40, 60, 3))
-    lib.cv_run_0((ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays]), ctypes.c_long(dims.blocks),
+    lib.cv_run_0((ctypes.c_void_p * 3)(*[a.ctypes.data for a in arrays]), ctypes.c_long(dims.blocks),
                  ctypes.c_long(dims.threads[0]))
     assert out.tobytes() == want.tobytes()
 
@@ -206,8 +206,8 @@ def _embedding_grad(device):
 def test_an_embedding_gradient_scatters_into_a_value_not_a_table_of_zeros(device):
     """The zeros an embedding's gradient starts from are no kernel of their own, stored and read
     back (GPT-2's table: 154 MB written and read again each step): the C and CUDA templates write
-    the one value themselves. The CL runtime copies x whole before its launch, so there x stays
-    the table."""
+    the literal themselves. The CL runtime copies x whole before its launch, so there x stays the
+    table. The literal stays a literal for every other graph (a CONST node is shared)."""
     from corvid.engine.schedule import create_schedule
     from corvid.runtime.device import get_device
 
@@ -217,5 +217,33 @@ def test_an_embedding_gradient_scatters_into_a_value_not_a_table_of_zeros(device
         pytest.skip(f"{device} not available: {e}")
     g, want = _embedding_grad(device)
     (scatter,) = [sk for sk in create_schedule([g.node], device) if sk.name.startswith("scatter")]
-    assert (scatter.inputs[0].numel == 1) == (device == "CPU") and scatter.output.numel > 1000
+    assert len(scatter.inputs) == (2 if device == "CPU" else 3) and scatter.output.numel > 1000
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-6, atol=1e-6)
+    zero = cv.zeros((), device=device).node  # (the literal the zeros repeat: still no buffer)
+    assert zero.op is cv.graph.node.Op.CONST and zero.buffer is None
+
+
+@pytest.mark.parametrize("reduce", ["set", "sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("value", [-1.5, -0.0, 0.0])
+def test_a_scatter_into_a_repeated_literal_on_the_cpu_matches_numpy(reduce, value):
+    """x = full(shape, value): the C template writes the literal (its bits for "set", where -0.0
+    must stay -0.0) and gives the bits of the same scatter into a stored x (and numpy's ufunc.at
+    for set, sum and prod)."""
+    from corvid.engine.schedule import create_schedule
+
+    rng = np.random.default_rng(8)
+    idx, src = rng.integers(0, 30, 50), rng.standard_normal(50).astype(np.float32)
+    src[::7] = -0.0
+    y = scatter_prim(cv.full((30,), value, dtype=cv.float32), 0, cv.Tensor(idx), cv.Tensor(src), reduce)
+    (scatter,) = [sk for sk in create_schedule([y.node], "CPU") if sk.name.startswith("scatter")]
+    assert len(scatter.inputs) == 2  # (no x: the literal is in the kernel)
+    stored = cv.Tensor(np.full(30, value, np.float32)).realize()
+    assert y.numpy().tobytes() == scatter_prim(stored, 0, cv.Tensor(idx), cv.Tensor(src), reduce).numpy().tobytes()
+    want = np.full(30, value, np.float32)
+    if reduce == "set":
+        want[idx] = src
+    elif reduce in ("sum", "prod"):
+        {"sum": np.add, "prod": np.multiply}[reduce].at(want, idx, src)
+    else:  # (max and min: which of two equal zeros is kept differs from numpy's .at, as before)
+        return
+    assert y.numpy().tobytes() == want.tobytes()

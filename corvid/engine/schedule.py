@@ -433,7 +433,7 @@ def _stored(roots: list[Node], every: list[Node], placed: dict[int, Any] | None 
             if n.op is Op.CUSTOM:
                 srcs = [_unmarked(s) for s in n.src]
             elif n.op is Op.SCATTER and placed is not None and placed.get(id(n)) is not None:
-                srcs = _scatter_inputs(n, placed[id(n)])
+                srcs = _scatter_inputs(n, placed[id(n)])[0]
             else:
                 srcs = n.src
             stored.update({id(s): s for s in srcs if s.buffer is None})
@@ -853,9 +853,9 @@ def _copy_step(root: Node, device: str) -> ScheduledKernel:
 class ScatterKernel:
     """What the schedule shows for a SCATTER kernel (a fixed C template, no loop IR)."""
 
-    def __init__(self, name: str, dtype: Any, O: int, n: int, m: int, inner: int, filled: bool = False):
-        self.name, self.dtype, self.shape, self.filled = name, dtype, (O, n, m, inner), filled
-        self.params = [None] * 4  # out, x, idx, src
+    def __init__(self, name: str, dtype: Any, O: int, n: int, m: int, inner: int, filled: float | None = None):
+        self.name, self.dtype, self.shape, self.filled = name, dtype, (O, n, m, inner), filled is not None
+        self.params = [None] * (4 if filled is None else 3)  # out, x, idx, src (no x: filled with a literal)
         self.loops: list = []
         self.vector_width = 1
 
@@ -866,40 +866,45 @@ class ScatterKernel:
         return flops, ((1 if self.filled else 2) * O * n * inner + 2 * O * m * inner) * self.dtype.itemsize + O * m * 8
 
 
-def _filled_from(x: Node) -> Node | None:
-    """The one-element literal that ``x`` repeats (``zeros(shape)``: a CONST reshaped and
-    expanded), or None."""
+def _filled_from(x: Node) -> float | None:
+    """The finite float32/float64 literal that ``x`` repeats (``zeros(shape)``: a CONST reshaped
+    and expanded), or None."""
     base = x
     while base.op in (Op.RESHAPE, Op.EXPAND) and base.buffer is None and base.src:
         base = base.src[0]
-    return base if base is not x and base.op is Op.CONST and base.numel == 1 and base.buffer is None else None
+    if base is x or base.op is not Op.CONST or base.buffer is not None or x.dtype.name not in ("float32", "float64") \
+            or isinstance(base.arg, Sym) or not math.isfinite(float(base.arg)):
+        return None
+    return float(base.arg)
 
 
-def _scatter_inputs(root: Node, device: str) -> list[Node]:
-    """A SCATTER kernel's inputs: ``x``, the indices and the updates; ``x`` as its one-element
-    literal where it repeats one (an embedding table's gradient starts from zeros) and the
-    device's template copies ``x`` itself (the C and CUDA templates: the CL and WEBGPU runtimes
-    copy ``x`` whole before the launch). The template then writes that value, where the zeros were
-    a kernel of their own, stored and read back (GPT-2's: 154 MB written, and read again)."""
+def _scatter_inputs(root: Node, device: str) -> tuple[list[Node], float | None]:
+    """(a SCATTER kernel's inputs, the value ``x`` repeats or None): ``x``, the indices and the
+    updates; without ``x`` where it repeats one literal (an embedding table's gradient starts from
+    zeros) and the device's template copies ``x`` itself (the C and CUDA templates: the CL and
+    WEBGPU runtimes copy ``x`` whole before the launch). The template then writes that literal,
+    where the zeros were a kernel of their own, stored and read back (GPT-2's: 154 MB written, and
+    read again). (The literal stays a literal: a CONST node is shared by every graph that
+    mentions it, and one given a buffer would be loaded by all of them.)"""
     x, idx, src = root.src
     fill = _filled_from(x)
     if fill is not None:
         renderer = get_device(device).renderer
         if not hasattr(renderer, "render_scatter") or getattr(renderer, "scatter_copies_x", False):
-            return [fill, idx, src]
-    return [x, idx, src]
+            return [idx, src], fill
+    return [x, idx, src], None
 
 
 def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
     from ..render.c import render_scatter
 
-    inputs = _scatter_inputs(root, device)
+    inputs, filled = _scatter_inputs(root, device)
     reduce, nj = root.arg
-    x, idx, src = root.shape, inputs[1].shape, inputs[2].shape
+    x, idx, src = root.shape, root.src[1].shape, root.src[2].shape
     O, n, m, inner = math.prod(x[:nj]), x[nj], src[nj], math.prod(x[nj + 1:])
     idx_inner = inner if len(idx) > nj + 1 else 1
-    filled = inputs[0].numel == 1 and root.numel > 1  # (x is one value, repeated)
-    key = (_family(device), "scatter", reduce, root.dtype, O, n, m, inner, idx_inner, filled)
+    key = (_family(device), "scatter", reduce, root.dtype, O, n, m, inner, idx_inner,
+           None if filled is None else (filled, math.copysign(1.0, filled)))  # (0.0 and -0.0 apart)
 
     def make() -> _Compiled:
         name = f"scatter_{reduce}_{O}_{n}_{m}_{inner}"
@@ -907,7 +912,7 @@ def _scatter_kernel(root: Node, device: str) -> ScheduledKernel:
         renderer = get_device(device).renderer
         if hasattr(renderer, "render_scatter"):  # a GPU device's own template (one work item per column and range of rows)
             source = renderer.render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner,
-                                             **({"filled": True} if filled else {}))
+                                             **({} if filled is None else {"filled": filled}))
         else:
             source = render_scatter(name, reduce, root.dtype, O, n, m, inner, idx_inner,
                                     getattr(renderer, "openmp", False), filled=filled)

@@ -23,6 +23,8 @@ import functools
 import math
 from collections import Counter
 
+import numpy as np
+
 from ..codegen.ir import Kernel, U
 from ..codegen.opt import VECTOR_OPS, stream_sums
 from ..codegen.opt import _contiguous_in as _lane_contiguous
@@ -1277,13 +1279,22 @@ def _scatter_combine(reduce: str, dtype: DType, t: str) -> str:
     return f"d[0] = d[0] {op} v;"
 
 
+def scatter_fill(value: float, dtype: DType, reduce: str, t: str) -> str:
+    """The literal a filled SCATTER writes into every target (see :func:`render_scatter`): its bits
+    as the unsigned type ``t`` for ``"set"`` (which moves bits), else the value."""
+    if reduce != "set":
+        return render_const(value, dtype)
+    bits = int(np.array(value, dtype.np).view(f"u{dtype.itemsize}").item())
+    return f"(({t}){bits}ULL)"
+
+
 def render_scatter(name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int, idx_inner: int,
-                   openmp: bool, filled: bool = False) -> str:
+                   openmp: bool, filled: float | None = None) -> str:
     """C for SCATTER (see graph/node.py): copy x, then combine each src element into its target by
     ``reduce`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"set"``, which copies the bits, so
     it serves every dtype). Work is split across threads by ``o`` (or, with one ``o``, by blocks of
     ``r``), so no two threads touch one target and duplicates combine in index order (the last
-    ``"set"`` wins), without atomics. ``filled``: ``x`` is one element, the value of every target
+    ``"set"`` wins), without atomics. ``filled``: there is no ``x``; every target is this literal
     before the updates (a scatter into zeros)."""
     t = _SET_TYPES[dtype.itemsize] if reduce == "set" else _STORAGE[dtype.name]
     par = "#pragma omp parallel for schedule(static)" if openmp else ""
@@ -1317,10 +1328,10 @@ def render_scatter(name: str, reduce: str, dtype: DType, O: int, n: int, m: int,
         if dtype.is_complex and reduce == "prod" else ""
     return _F16_TYPEDEF + f"""#include <stdint.h>
 typedef struct {{ uint64_t lo, hi; }} cv_bits128;
-{helpers}void {name}({t}* restrict out, const {t}* restrict x, const int64_t* restrict idx, const {t}* restrict src) {{
+{helpers}void {name}({t}* restrict out, {"" if filled is not None else f"const {t}* restrict x, "}const int64_t* restrict idx, const {t}* restrict src) {{
   const long long O = {O}, n = {n}, m = {m}, I = {inner};
   {par}
-  for (long long e = 0; e < O * n * I; e++) out[e] = x[{"0" if filled else "e"}];
+  for (long long e = 0; e < O * n * I; e++) out[e] = {"x[e]" if filled is None else scatter_fill(filled, dtype, reduce, t)};
 {loops}
 }}
 """

@@ -302,9 +302,9 @@ class CUDARenderer(GPURenderer):
         return _MATH[op] + ("f" if compute_type(dt) == "float" else "")
 
     # SCATTER (corvid/render/gpu.py: _render_scatter), launched by scatter_launch ---------------
-    def _scatter_signature(self, name: str, t: str) -> str:
+    def _scatter_signature(self, name: str, t: str, x: bool = True) -> str:
         return (f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}({t}* __restrict__ out, '
-                f"const {t}* __restrict__ x, const int64_t* __restrict__ idx, const {t}* __restrict__ src)")
+                f"{f'const {t}* __restrict__ x, ' if x else ''}const int64_t* __restrict__ idx, const {t}* __restrict__ src)")
 
     def _template_signature(self, name: str, n_inputs: int, threads: int) -> str:
         args = ", ".join(["float* __restrict__ p0"] + [f"const float* __restrict__ p{i + 1}" for i in range(n_inputs)])

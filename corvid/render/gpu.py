@@ -33,7 +33,7 @@ from ..codegen.linearize import AccFinal, Def, For, StoreStmt, linearize, placem
 from ..dtype import DType
 from ..graph.node import Op
 from ..graph.symbolic import Var, upper
-from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded, render_const
+from .c import _MATH, CRenderer, _magnitude, compute_type, narrow_rounded, render_const, scatter_fill
 
 GRID_DIMS = 3  # NDRanges and thread blocks have at most 3 dimensions
 
@@ -616,13 +616,14 @@ class GPURenderer(CRenderer):
         raise NotImplementedError
 
     def render_scatter(self, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
-                       idx_inner: int, filled: bool = False) -> str:
+                       idx_inner: int, filled: float | None = None) -> str:
         """The source of a SCATTER kernel (see :func:`_render_scatter`), launched over ``O * inner``
         work items (:meth:`scatter_items`)."""
         return _render_scatter(self, name, reduce, dtype, O, n, m, inner, idx_inner, filled)
 
-    def _scatter_signature(self, name: str, t: str) -> str:
-        """The declaration of a SCATTER kernel ``(out, x, idx, src)`` whose elements are ``t``."""
+    def _scatter_signature(self, name: str, t: str, x: bool = True) -> str:
+        """The declaration of a SCATTER kernel ``(out, x, idx, src)`` whose elements are ``t``
+        (``(out, idx, src)`` without ``x``)."""
         raise NotImplementedError
 
     def _scatter_id(self) -> str:
@@ -732,7 +733,7 @@ def compute_type_of(dtype: DType) -> str:
 
 
 def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: int, n: int, m: int, inner: int,
-                   idx_inner: int, filled: bool = False) -> str:
+                   idx_inner: int, filled: float | None = None) -> str:
     """The SCATTER kernel in this dialect: one work item per column ``(o, r)`` of the output and
     range ``q`` of its rows (``R`` ranges of ``c`` rows, :meth:`GPURenderer.scatter_ranges`; work
     item ``w = (o * R + q) * inner + r``, so neighbouring work items touch neighbouring elements)
@@ -740,9 +741,10 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
     then combines the updates that fall in its range into it, in index order. The work item owns
     every target it touches, so the result is deterministic and race-free without atomics, and
     each target sees exactly the CPU's sequence of operations (the last ``"set"`` wins; float
-    sums in index order are bitwise the CPU's). Out-of-range indices are dropped. ``filled``: ``x``
-    is one element, every target's value before the updates (where the work items copy ``x``)."""
-    if filled and not self.scatter_copies_x:
+    sums in index order are bitwise the CPU's). Out-of-range indices are dropped. ``filled``: there
+    is no ``x``; every target is this float literal before the updates (where the work items copy
+    ``x``)."""
+    if filled is not None and not self.scatter_copies_x:
         raise ValueError("a filled scatter needs a template that copies x itself")
     if dtype.name in ("float64", "complex128") and reduce != "set" and not getattr(self, "fp64", True):
         raise NotImplementedError(f"{dtype.name} on the CL device needs the cl_khr_fp64 extension, "
@@ -756,11 +758,12 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
         load, store = "{p}[{i}]", "{p}[{i}] = {v};"
     idx = "idx[o * m + i]" if idx_inner == 1 else "idx[(o * m + i) * I + r]"
     combine = scatter_combine(reduce, dtype, st)
-    copy = f"  for ({L} t = lo; t < hi; t++) out[(o * n + t) * I + r] = x[{'0' if filled else '(o * n + t) * I + r'}];\n" \
+    x_at = "x[(o * n + t) * I + r]" if filled is None else scatter_fill(filled, dtype, reduce, st)
+    copy = f"  for ({L} t = lo; t < hi; t++) out[(o * n + t) * I + r] = {x_at};\n" \
         if self.scatter_copies_x else "  /* (x was copied into out before the launch) */\n"
     R = self.scatter_ranges(O, n, m, inner)
     helpers = self._scatter_helpers(dtype) + (self.complex_lib(dtype) if dtype.is_complex and reduce != "set" else "")
-    body = f"""{self._scatter_signature(name, st)} {{
+    body = f"""{self._scatter_signature(name, st, filled is None)} {{
   const {L} O = {O}, n = {n}, m = {m}, I = {inner}, R = {R}, c = {-(-n // R)};
   const {L} w = {self._scatter_id()};
   if (w >= O * R * I) return;

@@ -179,8 +179,8 @@ class OpenCLRenderer(GPURenderer):
     # SCATTER (corvid/render/gpu.py: _render_scatter) ------------------------------------------
     scatter_copies_x = False  # (the CL device copies x with one enqueue_copy: all work items at once)
 
-    def _scatter_signature(self, name: str, t: str) -> str:
-        return (f"__kernel void {name}(__global {t}* restrict out, __global const {t}* restrict x, "
+    def _scatter_signature(self, name: str, t: str, x: bool = True) -> str:
+        return (f"__kernel void {name}(__global {t}* restrict out, {f'__global const {t}* restrict x, ' if x else ''}"
                 f"__global const int64_t* restrict idx, __global const {t}* restrict src)")
 
     def _scatter_id(self) -> str:
