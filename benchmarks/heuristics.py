@@ -88,7 +88,7 @@ def check_heuristics(quick: bool = False, runs: int = 7, retry_runs: int = 40) -
         for sk in tensor.schedule():
             if type(sk.kernel) is not Kernel:  # (a scatter or a host step, not a generated kernel)
                 continue
-            base = merge_loops(lower_unmerged(sk.name, list(sk.outputs) if sk.extra else sk.output, sk.inputs)[0])
+            base = merge_loops(lower_unmerged(sk.name, list(sk.outputs), sk.inputs)[0])
             plain, tuned = finalize(base), finalize(apply_heuristics(base))
             src_plain, src_tuned = dev.renderer.render(plain), dev.renderer.render(tuned)
             if src_plain == src_tuned or src_tuned in seen:

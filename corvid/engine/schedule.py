@@ -424,7 +424,7 @@ def _region(root: Node, stored: dict[int, Node]) -> tuple[list[Node], list[Node]
     return [n for n in nodes if not is_input(n)], inputs
 
 
-def _stored(roots: list[Node], every: list[Node], placed: dict[int, Any] | None = None) -> dict[int, Node]:
+def _stored(roots: list[Node], every: list[Node], placed: dict[int, Any]) -> dict[int, Node]:
     stored = {id(n): n for n in roots}
     stored.update({id(n): n for n in every if n.op is Op.CONTIGUOUS and n.buffer is None})
     for n in every:  # a host kernel (and a copy step) computes its node alone, from stored inputs
@@ -432,7 +432,7 @@ def _stored(roots: list[Node], every: list[Node], placed: dict[int, Any] | None 
             stored[id(n)] = n
             if n.op is Op.CUSTOM:
                 srcs = [_unmarked(s) for s in n.src]
-            elif n.op is Op.SCATTER and placed is not None and placed.get(id(n)) is not None:
+            elif n.op is Op.SCATTER and placed.get(id(n)) is not None:  # (None: computed by another thread meanwhile)
                 srcs = _scatter_inputs(n, placed[id(n)])[0]
             else:
                 srcs = n.src
