@@ -518,6 +518,61 @@ def test_an_interrupt_before_the_kernel_begins_the_cell_is_not_lost(tmp_path):
         k.shutdown()
 
 
+class _ScriptedKernel:
+    """A kernel process and client that play back iopub messages (no process): what
+    ``Kernel._execute`` makes of a cell whatever the kernel's timing."""
+
+    def __init__(self, iopub, shell):
+        self.iopub, self.shell, self.interrupts = list(iopub), list(shell), 0
+
+    def execute(self, source, **kw):
+        return "m1"
+
+    def get_iopub_msg(self, timeout):
+        import queue
+        if not self.iopub:
+            raise queue.Empty
+        kind, content = self.iopub.pop(0)
+        return {"parent_header": {"msg_id": "m1"}, "msg_type": kind, "content": content}
+
+    def get_shell_msg(self, timeout):
+        import queue
+        if not self.shell:
+            raise queue.Empty
+        parent, status = self.shell.pop(0)
+        return {"parent_header": {"msg_id": parent}, "content": {"status": status}}
+
+    def interrupt_kernel(self):
+        self.interrupts += 1
+
+    def is_alive(self):
+        return True
+
+
+@pytest.mark.parametrize("replies, interrupted", [
+    ([], True),  # the SIGINT came before the cell's code ran: ipykernel logs it, sends no reply
+    ([("m0", "ok")], True),  # (an earlier request's reply, never read, is not this one's)
+    ([("m0", "ok"), ("m1", "ok")], False),  # the cell ended before the SIGINT mattered
+])
+def test_an_interrupt_that_ipykernel_swallows_still_fails_the_cell(tmp_path, replies, interrupted):
+    from corvid.notebook.kernel import Kernel
+
+    events = []
+    k = Kernel(tmp_path / "nb.md", lambda cell, kind, payload: events.append((cell, kind, payload)))
+    fake = _ScriptedKernel([("execute_input", {"execution_count": 1}), ("status", {"execution_state": "idle"})],
+                           replies)
+    k._client = k._manager = fake
+    k._running = "a"
+    k.on_event = lambda cell, kind, payload: (events.append((cell, kind, payload)),
+                                              kind == "status" and payload == "running" and k.interrupt())
+    k._execute("a", "while True: pass")
+    assert fake.interrupts == 1  # (asked before the kernel began the cell: sent at its execute_input)
+    errors = [p for c, kind, p in events if kind == "error"]
+    assert bool(errors) == interrupted and all("KeyboardInterrupt" in e for e in errors)
+    assert events[-1] == ("a", "status", "error" if interrupted else "ok")
+    k._temp.cleanup()
+
+
 @needs_kernel
 def test_a_kernel_that_dies_is_reported_and_started_again(kernel):
     kernel.run([("a", "import os\nos._exit(3)"), ("b", "print('queued behind it')")])

@@ -28,6 +28,7 @@ import queue
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,7 @@ class Kernel:
         # is lost (ipykernel ignores it between requests) and the cell then ran on regardless
         self._begun = False
         self._interrupt_asked = False
+        self._interrupt_sent = False  # a SIGINT went to the kernel while this cell ran
         self._restarting = threading.Event()
         self._idle = threading.Event()
         self._manager: Any = None
@@ -160,6 +162,7 @@ class Kernel:
             if not self._begun:  # (delivered when the kernel begins the cell: see _execute)
                 self._interrupt_asked = True
                 return
+            self._interrupt_sent = True
         self._manager.interrupt_kernel()
 
     def restart(self, timeout: float = 60.0) -> None:
@@ -309,11 +312,25 @@ class Kernel:
                 if self.state == "busy":
                     self._set_state("idle")
 
+    @staticmethod
+    def _replied_ok(client: Any, msg_id: str, timeout: float = 2.0) -> bool:
+        """Whether the kernel's execute_reply to ``msg_id`` says ok (replies to earlier requests,
+        never read, are skipped); False when none comes within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = client.get_shell_msg(timeout=left)
+            except queue.Empty:
+                return False
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg["content"].get("status") == "ok"
+        return False
+
     def _execute(self, cell_id: str, source: str) -> None:
         client = self._client
         self._set_state("busy")
         with self._lock:
-            self._begun, self._interrupt_asked = False, False
+            self._begun, self._interrupt_asked, self._interrupt_sent = False, False, False
         self.on_event(cell_id, "status", "running")
         msg_id = client.execute(source, store_history=True, allow_stdin=False, stop_on_error=False)
         failed = False
@@ -342,6 +359,7 @@ class Kernel:
                 with self._lock:
                     self._begun = True
                     asked, self._interrupt_asked = self._interrupt_asked, False
+                    self._interrupt_sent |= asked
                 if asked:  # (an interrupt that came before the kernel began the cell)
                     self._manager.interrupt_kernel()
             elif kind == "stream":
@@ -358,6 +376,14 @@ class Kernel:
                 failed = True
             elif kind == "clear_output":
                 self.on_event(cell_id, "clear", None)
+        with self._lock:
+            sent = self._interrupt_sent
+        if sent and not failed and not self._replied_ok(client, msg_id):
+            # the SIGINT came after the kernel took the request but before the cell's code ran (or
+            # after it ended): ipykernel then logs the KeyboardInterrupt, sends no error and no
+            # reply, and the cell would read as a success
+            self.on_event(cell_id, "error", "KeyboardInterrupt: the cell was interrupted as it began or ended")
+            failed = True
         self.on_event(cell_id, "status", "error" if failed else "ok")
         if failed:
             self._cancel()
