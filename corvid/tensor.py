@@ -9,6 +9,7 @@ grouped by theme in mixins: :mod:`corvid.ops.movement`, :mod:`corvid.ops.element
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -599,15 +600,32 @@ def _int_out_of_range(t: Tensor, op: Op, value: int, d: DType, shape: tuple[int,
     return Tensor._from_node(_const_node(answer, dt.bool_, shape), t.device)
 
 
+# the broadcast literals of the latest scalar operands (``x + 1``, ``x * lr``): each is three
+# nodes to build, and an eager loop builds the same few again at every step. Bounded: emptied
+# whole when full (one atomic call, where evicting one entry could race another thread's)
+_SCALARS: dict[tuple, Node] = {}
+SCALARS_KEPT = 256
+
+
 def _scalar_operand(value: Scalar, d: DType, shape: tuple[int, ...]) -> Node:
     """The node ``Tensor._operand(value, d).broadcast_to(shape)`` builds: CONST, reshaped to all-ones
-    dimensions, expanded (each step only where it changes the shape)."""
+    dimensions, expanded (each step only where it changes the shape). ``value`` is a Python bool,
+    int or float (a float's key tells -0.0 from 0.0; nan is never equal to itself, so it misses)."""
+    key = (type(value), value, d, shape) if type(value) is not float else \
+        (float, value, math.copysign(1.0, value), d, shape)
+    found = _SCALARS.get(key)
+    if found is not None:
+        return found
     c = _const_node(value, d, ())
-    if not shape:
-        return c
-    ones = (1,) * len(shape)
-    c = node(Op.RESHAPE, (c,), ones, d, ones)
-    return c if shape == ones else node(Op.EXPAND, (c,), shape, d, shape)
+    if shape:
+        ones = (1,) * len(shape)
+        c = node(Op.RESHAPE, (c,), ones, d, ones)
+        if shape != ones:
+            c = node(Op.EXPAND, (c,), shape, d, shape)
+    if len(_SCALARS) >= SCALARS_KEPT:
+        _SCALARS.clear()
+    _SCALARS[key] = c
+    return c
 
 
 def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -620,6 +638,9 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     >>> total.item(), doubled.tolist()
     (6.0, [2.0, 4.0, 6.0])
     """
+    if len(tensors) == 1 and type(tensors[0]) is Tensor:  # (one: what its realize does, without the set-up)
+        tensors[0].realize()
+        return tensors
     roots: list[Node] = []
     devices: list[Any] = []
     for t in tensors:

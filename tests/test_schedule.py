@@ -532,3 +532,43 @@ def test_a_product_reduced_again_gets_a_kernel_of_its_own():
         np.testing.assert_allclose(t.numpy(), ref(a.numpy().astype(np.float64) @ b.numpy()), rtol=1e-4, atol=1e-3)
     small_a, small_b = a[:8, :16], b[:16, :8]  # (8 x 8 x 16 multiply-adds: one kernel)
     assert len((small_a @ small_b).sum().schedule()) == 1
+
+
+def test_the_planning_walk_is_the_toposort_and_its_key():
+    """plan_for walks a graph once (``_walk``): the same nodes in the same order as the toposort
+    that stops at stored values, and the same key as ``_graph_key`` of that order, for graphs with
+    shared nodes, a value read twice, a root that is another root's source, and stored roots."""
+    from corvid.engine.schedule import _graph_key, _stored_already, _walk
+    from corvid.graph.node import toposort
+
+    x, y = cv.Tensor(rand(4, 5)).realize(), cv.Tensor(rand(4, 5)).realize()
+    a = (x * 1.5 + y).exp()
+    shared = a * a + a.sum(1, keepdims=True)
+    cases = [[shared], [a, shared], [shared, a], [x + x], [x], [x, a, y], [(a + 1) * (a + 2), a + 1],
+             [cv.Tensor(rand(3)).reshape(3, 1).expand(3, 4) - 1.0]]
+    for roots in cases:
+        nodes = [t.node for t in roots]
+        every, key, pos, stored = _walk(nodes)
+        want = toposort(nodes, stop=_stored_already)
+        assert every == want
+        assert (key, pos, stored) == _graph_key(want)
+        assert stored == sum(n.buffer is not None for n in want)
+
+
+def test_scalar_operands_are_reused_and_keep_their_sign_and_kind():
+    """``x + c`` keeps the broadcast literal of recent scalars (one node to build, not four), and
+    a cached one is the literal asked for: -0.0 is not 0.0, True is not 1, 1 is not 1.0, nan works."""
+    import corvid.tensor as T
+
+    x = cv.Tensor(np.array([-0.0, 1.0, np.inf], np.float32))
+    assert (x + 1.0).node.src[1] is (x + 1.0).node.src[1]
+    for _ in range(2):  # (the second time from the cache)
+        np.testing.assert_array_equal(np.signbit((x + -0.0).numpy()), [True, False, False])
+        np.testing.assert_array_equal(np.signbit((x + 0.0).numpy()), [False, False, False])
+        assert np.isnan((x * float("nan")).numpy()).all()
+    i = cv.Tensor(np.array([1, 2], np.int8))
+    assert (i + True).dtype == cv.int8 and (i + 1).dtype == cv.int8 and (i + 1.0).dtype == cv.float32
+    assert (i + True).tolist() == [2, 3] and (i * 1.0).tolist() == [1.0, 2.0]
+    for v in range(3 * T.SCALARS_KEPT):  # bounded
+        x + float(v)
+    assert len(T._SCALARS) <= T.SCALARS_KEPT

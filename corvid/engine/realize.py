@@ -22,7 +22,7 @@ from .. import dtype as dt
 from .. import profiler as _profiler
 from ..graph.node import IDENTITY, MOVEMENT, Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
-from .schedule import (_SHARDED, HOST_VIEW_MAX, ScheduledKernel, _const_input, _fill_empty, host_view, plan_for,
+from .schedule import (_SHARDED, HOST_VIEW_MAX, ScheduledKernel, _const_input, host_view, plan_for,
                        reshaped_buffer, schedule_from, view_base_to_compute)
 
 
@@ -69,7 +69,7 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
         for r in todo:
             if r.numel == 0:
                 r.buffer = empty_value(r, device)
-            elif (value := _host_literal(r, device)) is not None:  # a small literal: numpy fills it
+            elif r.op in _SAME_EVERYWHERE and (value := _host_literal(r, device)) is not None:  # a small literal: numpy fills it
                 b = Buffer(device, r.dtype, r.numel).copyin(np.full(r.shape, value, r.dtype.np))
                 if r.buffer is None:
                     r.buffer = b
@@ -134,7 +134,6 @@ def _run_plan(every: list[Node], plan: list) -> bool:
     for _, _, compiled, _, dev in plan:
         if dev not in compiled.programs:
             return False
-    _fill_empty(every, plan)
     for rs, ins, compiled, consts, dev in plan:
         out_node = every[rs[0]]
         out = Buffer(dev, out_node.dtype, out_node.numel)
@@ -149,7 +148,9 @@ def _run_plan(every: list[Node], plan: list) -> bool:
         held = []
         for i in ins:
             b = every[i].buffer
-            if b.device != dev and type(b) is Buffer and out_node.op is not Op.COPY:
+            if b is None:  # an empty input: no kernel computes it (schedule.py: _fill_empty)
+                b = every[i].buffer = Buffer(dev, every[i].dtype, 0)
+            elif b.device != dev and type(b) is Buffer and out_node.op is not Op.COPY:
                 b = _moved(b, dev)
             held.append(b)
             handles.append(b.handle)

@@ -301,15 +301,13 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
     if not todo:
         return None
     sizes = sizes_node()  # (a jit capture with symbolic sizes: its kernels read them from this input)
-    every = toposort(todo if sizes is None else todo + [sizes], stop=_stored_already)
-    key, pos, computed = _graph_key(every)
+    every, key, pos, computed = _walk(todo if sizes is None else todo + [sizes])
     if key is None:  # a sharded input (a MultiBuffer) needs a partitioned schedule
         return todo, devices, every, _SHARDED
     key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
     plan = _plans.get(key)
     if plan is None and store_views and _store_offset_views(todo, devices, every):  # (another graph: maybe a known one)
-        every = toposort(todo if sizes is None else todo + [sizes], stop=_stored_already)
-        key, pos, computed = _graph_key(every)
+        every, key, pos, computed = _walk(todo if sizes is None else todo + [sizes])
         key = (devices, key, (pos[id(todo[0])],) if len(todo) == 1 else tuple([pos[id(r)] for r in todo]))
         plan = _plans.get(key)
     if plan is None:
@@ -724,6 +722,60 @@ def _structure_key(nodes: list[Node], inputs: list[Node], ints: frozenset[int] =
         key.append((n.op, arg, n.dtype, n.shape, tuple(
             ("in", pos[id(s)]) if id(s) in pos else num[id(s)] for s in n.src)))
     return tuple(key) + tuple((i.dtype, i.shape) for i in inputs)
+
+
+def _walk(roots: list[Node]) -> tuple[list[Node], tuple | None, dict[int, int], int]:
+    """``toposort(roots, stop=_stored_already)`` and :func:`_graph_key` of it in one pass (the
+    whole of a small realize's planning, when its plan is known): every node in dependency order,
+    the graph's key, each node's position, how many nodes the key saw stored.
+
+    A node's entry is made as the walk leaves it, when its sources have their positions; a node
+    met again is known by its position (in a DAG a node's source is never on the walk's path
+    above it, so a node is entered once)."""
+    every: list[Node] = []
+    pos: dict[int, int] = {}
+    key: list[Any] = []
+    sharded = False
+    stored = 0
+    for root in roots:
+        if id(root) in pos:
+            continue
+        stack, nxt = [root], [0]
+        while stack:
+            n = stack[-1]
+            b = n.buffer
+            if b is None:
+                src = n.src
+                i = nxt[-1]
+                while i < len(src) and id(src[i]) in pos:
+                    i += 1
+                if i < len(src):
+                    nxt[-1] = i + 1
+                    stack.append(src[i])
+                    nxt.append(0)
+                    continue
+            stack.pop()
+            nxt.pop()
+            pos[id(n)] = len(every)
+            every.append(n)
+            if b is not None:
+                if type(b) is not Buffer:
+                    sharded = True
+                stored += 1
+                key.append((n.dtype, n.shape))
+                continue
+            op = n.op
+            if op is Op.VAR:
+                if not src:
+                    _placeholder_error(n)
+                arg = None  # the mark does not change the code
+            elif op is Op.CONST:  # nor does the value of a constant the kernel reads at run time
+                arg = ("rt",) if runtime_const(n) else _arg_key(op, n.arg)
+            else:
+                arg = n.arg
+            key.append((op, arg, n.dtype, n.shape,
+                        (pos[id(src[0])],) if len(src) == 1 else tuple([pos[id(x)] for x in src])))
+    return every, (None if sharded else tuple(key)), pos, stored
 
 
 def _graph_key(every: list[Node]) -> tuple[tuple | None, dict[int, int], int]:

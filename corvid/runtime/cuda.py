@@ -327,12 +327,21 @@ class CUDAAllocator(Allocator):
 
 # --- programs --------------------------------------------------------------------------------------
 
-def kernel_params(handles: list[int]) -> tuple[ctypes.Array, list[ctypes.c_uint64]]:
+_PARAM_TYPES: dict[int, tuple[Any, Any]] = {}  # argument count -> (uint64 array type, pointer array type)
+
+
+def kernel_params(handles: list[int]) -> tuple[ctypes.Array, ctypes.Array]:
     """cuLaunchKernel's ``void** kernelParams`` for pointer arguments ``handles`` (device
-    addresses): an array of pointers to the values. Both returned objects must stay alive until
-    the launch call returns (the driver copies the values then)."""
-    values = [ctypes.c_uint64(h) for h in handles]
-    return (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values)), values
+    addresses): an array of pointers to the values, which lie in a second array. Both returned
+    objects must stay alive until the launch call returns (the driver copies the values then).
+    (Two ctypes objects per launch, whatever the count: this runs at every eager kernel.)"""
+    n = len(handles)
+    types = _PARAM_TYPES.get(n)
+    if types is None:
+        types = _PARAM_TYPES[n] = (ctypes.c_uint64 * n, ctypes.c_void_p * n)
+    values = types[0](*handles)
+    base = ctypes.addressof(values)
+    return types[1](*range(base, base + 8 * n, 8)), values
 
 
 class CUDAProgram(Program):
