@@ -44,6 +44,9 @@ def _trim_heap() -> None:
         fn(0)
 
 
+ALIGN = 64  # bytes: where each block the CPU allocator hands out starts (a cache line, an AVX-512 vector)
+
+
 class CPUAllocator(Allocator):
     """numpy byte arrays; remembers each live block's address so launching a kernel does not ask
     numpy for it again (``ndarray.ctypes.data`` costs about a microsecond per argument)."""
@@ -55,7 +58,12 @@ class CPUAllocator(Allocator):
         self._addresses: dict[int, tuple[np.ndarray, int]] = {}
 
     def _alloc(self, nbytes: int) -> np.ndarray:
-        h = np.empty(max(nbytes, 1), dtype=np.uint8)
+        # a block starts on a cache line (ALIGN): numpy's large arrays start 16 bytes into a page,
+        # so every 64-byte vector of an AVX-512 kernel spanned two lines (and half of AVX2's 32-byte
+        # ones): a 1024^2 float32 matmul kernel ran 6.4 ms instead of 5.7 (Xeon, 2 cores)
+        raw = np.empty(max(nbytes, 1) + ALIGN, dtype=np.uint8)
+        start = -raw.ctypes.data % ALIGN
+        h = raw[start:start + max(nbytes, 1)]  # (a view: it keeps ``raw`` alive)
         self._addresses[id(h)] = (h, h.ctypes.data)
         return h
 
