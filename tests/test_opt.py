@@ -634,3 +634,27 @@ def test_pad_reduce_rounds_a_reduce_loop_up_and_adds_the_identity():
         np.testing.assert_allclose(_run(out, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
     with pytest.raises(OptError, match="already a multiple"):
         apply_opt(_base(_real(3, 1024).sum(axis=1)), Opt("pad_reduce", 0, 64))
+
+
+@pytest.mark.parametrize("m, kk, n, l2, blocked", [
+    (1024, 64, 256, 2 << 20, True),  # 256 rows of the left operand (64 KiB) fit half of L2
+    (1024, 64, 256, 64 << 10, False),  # ... not half of a 64 KiB one
+    (512, 64, 256, 2 << 20, False),  # two blocks of 256 rows: too few to share among threads
+])
+def test_matmul_rows_in_blocks_that_fit_the_l2_cache(monkeypatch, m, kk, n, l2, blocked):
+    """A matmul whose panels are walked outermost takes its rows in blocks of 256 (the blocks
+    outermost) where such a block of the left operand fits in half of the L2 cache and there are
+    at least 4 of them; the values are the unblocked kernel's."""
+    from corvid.codegen import opt as O
+
+    monkeypatch.setattr(O, "cache_bytes", lambda level: l2)
+    a, b = _real(m, kk), _real(kk, n, seed=1)
+    k = _base(a @ b)
+    heur = apply_heuristics(k)
+    split = [o for o in heur.opts if o.op == "split"]
+    assert bool(split) == blocked
+    if blocked:  # (256 rows: 32 tiles of 8 rows; their block loop is outermost)
+        assert split[0].arg * dict((o.axis, o.arg) for o in heur.opts if o.op == "upcast")[0] == O.BLOCK_ROWS
+        assert heur.opts[-1] == Opt("permute", 0, (1, 0, 2))
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(heur, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
