@@ -327,3 +327,34 @@ def test_the_composite_route_can_be_chosen_and_gives_the_same_values(monkeypatch
     monkeypatch.setenv("CORVID_ATTENTION", "flash")
     with pytest.raises(ValueError, match="CORVID_ATTENTION"):
         F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("kind", ["fwd", "dq", "dkdv"])
+@pytest.mark.parametrize("d, dv, causal", [(64, 64, True), (64, 80, False), (32, 96, True)])
+def test_wide_block_products_give_the_same_bits(kind, d, dv, causal):
+    """The kernels built with 16-float block products (AVX-512 machines: ``_wide``) and with the
+    8-float ones compute every product in the same order: the same bits, on every machine (both
+    are built and run here, whatever this CPU's vectors), widths a multiple of 32 or not."""
+    from corvid.runtime.device import get_device
+
+    b, h, t = 2, 3, 100
+    rng = np.random.default_rng(7)
+    ins = [rng.standard_normal(s).astype(np.float32) for s in ((b, h, t, d), (b, h, t, d), (b, h, t, dv))]
+    if kind != "fwd":  # the output's gradient, the log-sum-exp and delta
+        ins += [rng.standard_normal((b, h, t, dv)).astype(np.float32),
+                rng.standard_normal((b, h, t)).astype(np.float32) + 5, rng.standard_normal((b, h, t)).astype(np.float32)]
+    alloc = get_device("CPU").allocator
+    params = {"kind": kind, "causal": causal, "scale": 0.125, "softcap": 0.0, "mask": "none", "dtype": "float32"}
+    outs = []
+    for wide in (False, True):
+        prog = cpu_attention._Program("CPU", params, [a.shape for a in ins])
+        prog.fn = cpu_attention._function(kind, "float32", "none", wide)
+        handles = [alloc.alloc(4 * b * h * t * (2 * max(d, dv) + 1))]
+        alloc.copyin(handles[0], np.zeros(b * h * t * (2 * max(d, dv) + 1), np.float32).view(np.uint8))
+        for a in ins:
+            handles.append(alloc.alloc(a.nbytes))
+            alloc.copyin(handles[-1], a.view(np.uint8).reshape(-1))
+        prog(handles)
+        outs.append(alloc.copyout(handles[0], 4 * b * h * t * (2 * max(d, dv) + 1)).view(np.float32))
+    assert np.isfinite(outs[0]).all() and np.abs(outs[0]).max() > 0
+    np.testing.assert_array_equal(outs[1].view(np.uint32), outs[0].view(np.uint32))

@@ -96,13 +96,23 @@ def _reference(*arrays: np.ndarray, kind: str, causal: bool, scale: float, mask:
 # --- the native program: the C kernel on the CPU's buffers ------------------------------------------
 
 
+def _wide() -> bool:
+    """Whether the kernels' block products take 16-float vectors: kernels are built for 64-byte
+    vectors (AVX-512, where the compiler's tuning does not split them) with fused multiply-adds."""
+    from ..codegen.opt import vector_bytes
+    from ..render.c import has_fma
+
+    return vector_bytes() >= 64 and has_fma()
+
+
 @functools.cache
-def _function(kind: str, dtype: str, mask: str) -> Any:
+def _function(kind: str, dtype: str, mask: str, wide: bool) -> Any:
     from ..runtime.compiler import compile_kernel
     from ..render.c import has_fma
 
-    name = f"cv_attention_{kind}_{dtype}_{mask}"
-    lib = compile_kernel(cpu_attention_c.source(name, kind, dtype, mask, has_fma()), name)
+    name = f"cv_attention_{kind}_{dtype}_{mask}{'_wide' if wide else ''}"
+    source = cpu_attention_c.source(name, kind, dtype, mask, has_fma(), wide=wide)
+    lib = compile_kernel(source, name)
     fn = lib.function(name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_float])
     fn.restype = ctypes.c_int  # (nonzero: its scratch memory could not be allocated)
     return fn
@@ -121,7 +131,7 @@ class _Program:
         self.allocator = get_device(device).allocator
         self.shapes = [tuple(size_function(s) for s in shape) for shape in shapes]
         self.takes_sizes = any(is_symbolic(s) for shape in shapes for s in shape)
-        self.fn = _function(self.kind, self.dtype, self.mask)
+        self.fn = _function(self.kind, self.dtype, self.mask, _wide())
         self._fixed = None if self.takes_sizes else self._arguments(None)
 
     def _arguments(self, sizes: list[int] | None) -> tuple[Any, Any, Any]:

@@ -4,7 +4,9 @@ Three kernels, one C function each, over runtime sizes (one build serves every s
 ones included): ``fwd`` (the output and each row's log-sum-exp), ``dq`` and ``dkdv`` (the
 backward pass, recomputing the probabilities from the log-sum-exp). Every kernel works in blocks:
 a block of query rows against blocks of :data:`KEY_BLOCK` keys, each block product a register-tiled
-``C += A @ B`` on GNU vectors of 8 floats (:func:`_matmul_source`), so the scores of a block live in
+``C += A @ B`` on GNU vectors of 8 floats (:func:`_matmul_source`; of 16 floats in tiles of 8 x 32
+where kernels are built for 64-byte vectors and the width is a multiple of 32, ``_MM16``: the same
+sums in the same order, so the same bits), so the scores of a block live in
 a scratch tile of the thread (at most 64 × 64 floats) and are never stored whole.
 
 A work unit is one (batch, key/value head, block of queries) for ``fwd`` and ``dq``: the rows of
@@ -68,6 +70,9 @@ def _matmul_source(fma: str) -> str:
     return "\n".join([
         "static void mm(float* restrict C, long long ldc, const float* restrict A, long long lda,",
         "               const float* restrict B, long long ldb, long long m, long long n, long long w, int acc) {",
+        "#if WIDE",
+        "  if (w % 32 == 0) { mm16(C, ldc, A, lda, B, ldb, m, n, w, acc); return; }",
+        "#endif",
         "  for (long long i = 0; i < m; i += 4)",
         "    for (long long x = 0; x < w; x += 16) {",
         *loads,
@@ -79,6 +84,107 @@ def _matmul_source(fma: str) -> str:
         *stores,
         "    }",
         "}", ""])
+
+
+# the same product on 16-float vectors (64 bytes: AVX-512 kernels), for widths a multiple of 32:
+# each multiply-add does twice the work of the 8-float tile's, for the same instructions. Rows of B
+# and C are only 32-byte aligned, so the vector type says so.
+_MM16 = r"""
+typedef float v16 __attribute__((vector_size(64), aligned(32)));
+static inline v16 splat16(float x) { return (v16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+static inline v16 fma16(v16 a, v16 b, v16 c) {
+#ifdef __clang__
+#pragma clang fp contract(on)
+  return a * b + c;
+#else
+  v16 r; for (int l = 0; l < 16; l++) r[l] = FMA16_LANE(a[l], b[l], c[l]); return r;
+#endif
+}
+static void mm16_8(float* restrict C, long long ldc, const float* restrict A, long long lda,
+                 const float* restrict B, long long ldb, long long i, long long n, long long w, int acc) {
+  for (long long x = 0; x < w; x += 32) {
+    v16 c00 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 0) : (v16){};
+    v16 c01 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 16) : (v16){};
+    v16 c10 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 0) : (v16){};
+    v16 c11 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 16) : (v16){};
+    v16 c20 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 0) : (v16){};
+    v16 c21 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 16) : (v16){};
+    v16 c30 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 0) : (v16){};
+    v16 c31 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 16) : (v16){};
+    v16 c40 = acc ? *(const v16*)(C + (i + 4) * ldc + x + 0) : (v16){};
+    v16 c41 = acc ? *(const v16*)(C + (i + 4) * ldc + x + 16) : (v16){};
+    v16 c50 = acc ? *(const v16*)(C + (i + 5) * ldc + x + 0) : (v16){};
+    v16 c51 = acc ? *(const v16*)(C + (i + 5) * ldc + x + 16) : (v16){};
+    v16 c60 = acc ? *(const v16*)(C + (i + 6) * ldc + x + 0) : (v16){};
+    v16 c61 = acc ? *(const v16*)(C + (i + 6) * ldc + x + 16) : (v16){};
+    v16 c70 = acc ? *(const v16*)(C + (i + 7) * ldc + x + 0) : (v16){};
+    v16 c71 = acc ? *(const v16*)(C + (i + 7) * ldc + x + 16) : (v16){};
+    const float* a = A + i * lda;
+    for (long long j = 0; j < n; j++) {
+      const v16 b0 = *(const v16*)(B + j * ldb + x), b1 = *(const v16*)(B + j * ldb + x + 16);
+      { const v16 a0 = splat16(a[0 * lda + j]); c00 = fma16(a0, b0, c00); c01 = fma16(a0, b1, c01); }
+      { const v16 a1 = splat16(a[1 * lda + j]); c10 = fma16(a1, b0, c10); c11 = fma16(a1, b1, c11); }
+      { const v16 a2 = splat16(a[2 * lda + j]); c20 = fma16(a2, b0, c20); c21 = fma16(a2, b1, c21); }
+      { const v16 a3 = splat16(a[3 * lda + j]); c30 = fma16(a3, b0, c30); c31 = fma16(a3, b1, c31); }
+      { const v16 a4 = splat16(a[4 * lda + j]); c40 = fma16(a4, b0, c40); c41 = fma16(a4, b1, c41); }
+      { const v16 a5 = splat16(a[5 * lda + j]); c50 = fma16(a5, b0, c50); c51 = fma16(a5, b1, c51); }
+      { const v16 a6 = splat16(a[6 * lda + j]); c60 = fma16(a6, b0, c60); c61 = fma16(a6, b1, c61); }
+      { const v16 a7 = splat16(a[7 * lda + j]); c70 = fma16(a7, b0, c70); c71 = fma16(a7, b1, c71); }
+    }
+    *(v16*)(C + (i + 0) * ldc + x + 0) = c00;
+    *(v16*)(C + (i + 0) * ldc + x + 16) = c01;
+    *(v16*)(C + (i + 1) * ldc + x + 0) = c10;
+    *(v16*)(C + (i + 1) * ldc + x + 16) = c11;
+    *(v16*)(C + (i + 2) * ldc + x + 0) = c20;
+    *(v16*)(C + (i + 2) * ldc + x + 16) = c21;
+    *(v16*)(C + (i + 3) * ldc + x + 0) = c30;
+    *(v16*)(C + (i + 3) * ldc + x + 16) = c31;
+    *(v16*)(C + (i + 4) * ldc + x + 0) = c40;
+    *(v16*)(C + (i + 4) * ldc + x + 16) = c41;
+    *(v16*)(C + (i + 5) * ldc + x + 0) = c50;
+    *(v16*)(C + (i + 5) * ldc + x + 16) = c51;
+    *(v16*)(C + (i + 6) * ldc + x + 0) = c60;
+    *(v16*)(C + (i + 6) * ldc + x + 16) = c61;
+    *(v16*)(C + (i + 7) * ldc + x + 0) = c70;
+    *(v16*)(C + (i + 7) * ldc + x + 16) = c71;
+  }
+}
+static void mm16_4(float* restrict C, long long ldc, const float* restrict A, long long lda,
+                 const float* restrict B, long long ldb, long long i, long long n, long long w, int acc) {
+  for (long long x = 0; x < w; x += 32) {
+    v16 c00 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 0) : (v16){};
+    v16 c01 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 16) : (v16){};
+    v16 c10 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 0) : (v16){};
+    v16 c11 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 16) : (v16){};
+    v16 c20 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 0) : (v16){};
+    v16 c21 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 16) : (v16){};
+    v16 c30 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 0) : (v16){};
+    v16 c31 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 16) : (v16){};
+    const float* a = A + i * lda;
+    for (long long j = 0; j < n; j++) {
+      const v16 b0 = *(const v16*)(B + j * ldb + x), b1 = *(const v16*)(B + j * ldb + x + 16);
+      { const v16 a0 = splat16(a[0 * lda + j]); c00 = fma16(a0, b0, c00); c01 = fma16(a0, b1, c01); }
+      { const v16 a1 = splat16(a[1 * lda + j]); c10 = fma16(a1, b0, c10); c11 = fma16(a1, b1, c11); }
+      { const v16 a2 = splat16(a[2 * lda + j]); c20 = fma16(a2, b0, c20); c21 = fma16(a2, b1, c21); }
+      { const v16 a3 = splat16(a[3 * lda + j]); c30 = fma16(a3, b0, c30); c31 = fma16(a3, b1, c31); }
+    }
+    *(v16*)(C + (i + 0) * ldc + x + 0) = c00;
+    *(v16*)(C + (i + 0) * ldc + x + 16) = c01;
+    *(v16*)(C + (i + 1) * ldc + x + 0) = c10;
+    *(v16*)(C + (i + 1) * ldc + x + 16) = c11;
+    *(v16*)(C + (i + 2) * ldc + x + 0) = c20;
+    *(v16*)(C + (i + 2) * ldc + x + 16) = c21;
+    *(v16*)(C + (i + 3) * ldc + x + 0) = c30;
+    *(v16*)(C + (i + 3) * ldc + x + 16) = c31;
+  }
+}
+static void mm16(float* restrict C, long long ldc, const float* restrict A, long long lda,
+                 const float* restrict B, long long ldb, long long m, long long n, long long w, int acc) {
+  long long i = 0;
+  for (; i + 8 <= m; i += 8) mm16_8(C, ldc, A, lda, B, ldb, i, n, w, acc);
+  for (; i < m; i += 4) mm16_4(C, ldc, A, lda, B, ldb, i, n, w, acc);
+}
+"""
 
 
 def _fma_source(fma: bool) -> str:
@@ -538,10 +644,12 @@ _KINDS = {"fwd": _ROW_STEPS + _FWD_FEW + _FWD, "dq": _DQ, "dkdv": _DKDV}
 FEW_ROWS = 16  # query rows per key/value head up to which the forward takes its few-rows path
 
 
-def source(name: str, kind: str, dtype: str, mask: str, fma: bool) -> str:
+def source(name: str, kind: str, dtype: str, mask: str, fma: bool, wide: bool = False) -> str:
     """The C source of kernel ``kind`` (``"fwd"``, ``"dq"``, ``"dkdv"``) as function ``name``:
     inputs of ``dtype`` (``"float32"`` or ``"bfloat16"``), a ``mask`` of kind ``"none"``,
-    ``"bool"`` or ``"float"``. ``fma``: multiply-adds as fused instructions (the CPU has them)."""
+    ``"bool"`` or ``"float"``. ``fma``: multiply-adds as fused instructions (the CPU has them).
+    ``wide``: the block products on 16-float vectors where their width allows (kernels are built
+    for 64-byte vectors: ``corvid.codegen.opt.vector_bytes``)."""
     if kind not in _KINDS or dtype not in ("float32", "bfloat16") or mask not in _MASKS:
         raise ValueError(f"attention kernel: unknown kind {kind!r}, dtype {dtype!r} or mask {mask!r}")
     mask_t, apply = _MASKS[mask]
@@ -549,7 +657,9 @@ def source(name: str, kind: str, dtype: str, mask: str, fma: bool) -> str:
     t, load = ("float", "(s)[d]") if dtype == "float32" else ("uint16_t", "cv_bf16_f32((s)[d])")
     parts = [_HEADER, f"#define ROWS {ROWS}\n#define FEW_ROWS {FEW_ROWS}\n#define HAS_MASK {int(mask != 'none')}\n"
              f"typedef {t} T;\ntypedef {mask_t} MASK_T;\n",
-             f"#define LOAD(s, d) {load}\n", _COPIES, _fma_source(fma), _matmul_source("fma8"),
+             f"#define LOAD(s, d) {load}\n", _COPIES, _fma_source(fma),
+             f"#define WIDE {int(wide)}\n#define FMA16_LANE(a, b, c) {'__builtin_fmaf(a, b, c)' if fma else '((a) * (b) + (c))'}\n",
+             _MM16 if wide else "", _matmul_source("fma8"),
              _MASK_ROW.replace("MASK_APPLY", apply), f"#define SEES(x) ({sees})\n", _BLOCK_SEEN, _SOFTCAP,
              _KINDS[kind].replace("NAME", name).replace("COMMON", _COMMON)]
     return "".join(parts)
