@@ -658,3 +658,22 @@ def test_matmul_rows_in_blocks_that_fit_the_l2_cache(monkeypatch, m, kk, n, l2, 
         assert heur.opts[-1] == Opt("permute", 0, (1, 0, 2))
     arrays = search.random_inputs(k)
     np.testing.assert_allclose(_run(heur, arrays), _run(k, arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, tiled", [
+    ((4, 320, 64), True),  # a side of 128 or more, the other of 32 or more: tiles of 16 x 16
+    ((4, 32, 256), True),
+    ((64, 64, 64), False),  # 64 x 64 (measured slower tiled)
+    ((4, 16, 1024), False),  # a side under 32
+])
+def test_transposing_copies_walk_tiles(shape, tiled):
+    """A transposing copy walks 16 x 16 tiles (the tile loops outside) where one side is at least
+    128 and the other at least 32; the values are the untiled kernel's, exactly."""
+    x = _real(*shape)
+    k = _base(x.permute(0, 2, 1).contiguous())
+    heur = apply_heuristics(k)
+    splits = [o for o in heur.opts if o.op == "split"]
+    assert (len(splits) == 2 and all(o.arg == 16 for o in splits)) == tiled
+    arrays = search.random_inputs(k)
+    np.testing.assert_array_equal(_run(heur, arrays), _run(k, arrays))
+    np.testing.assert_array_equal(x.permute(0, 2, 1).numpy(), np.transpose(x.numpy(), (0, 2, 1)))
