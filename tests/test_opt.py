@@ -574,7 +574,7 @@ def test_beam_candidates_run_in_a_child_process_that_survives_crashes_and_hangs(
     good = _c_program("void ok(float* o, const float* a) { for (int i = 0; i < 4; i++) o[i] = 2 * a[i]; }", "ok")
     crash = _c_program("void boom(float* o, const float* a) { volatile float* p = 0; o[0] = *p; }", "boom")
     hang = _c_program("void spin(float* o, const float* a) { for (volatile int i = 0; ; i++) o[0] = a[0]; }", "spin")
-    runner = sandbox.ChildRunner(np.dtype(np.float32), 4, 2, [np.arange(4, dtype=np.float32)])
+    runner = sandbox.ChildRunner([(np.dtype(np.float32), 4)], 2, [np.arange(4, dtype=np.float32)])
     out, seconds = runner.run(good, None, runs=2)
     np.testing.assert_array_equal(out, [0, 2, 4, 6])
     assert seconds > 0
@@ -601,6 +601,47 @@ def test_flop_estimate_counts_a_hoisted_reduce_once():
     flops, nbytes = y.schedule()[-1].kernel.estimates()
     assert 4 * x.size <= flops <= 10 * x.size, flops
     assert nbytes >= 2 * 4 * x.size
+
+
+def test_the_child_runner_gives_every_output_of_a_kernel():
+    """A kernel of several outputs (its first params) is timed in the child with each output
+    filled: the answer is the outputs one after the other, flattened, as float64 (as the
+    in-process runner gives them), so a wrong second output fails the search's comparison."""
+    from corvid.codegen import sandbox
+
+    two = _c_program("void two(float* o, int* n, const float* a) { for (int i = 0; i < 4; i++) "
+                     "{ o[i] = 2 * a[i]; n[i] = (int)a[i] - 5; } }", "two")
+    runner = sandbox.ChildRunner([(np.dtype(np.float32), 4), (np.dtype(np.int32), 4)], 3,
+                                 [np.arange(4, dtype=np.float32)])
+    out, seconds = runner.run(two, None, runs=2)
+    assert out.dtype == np.float64 and seconds > 0
+    np.testing.assert_array_equal(out, [0, 2, 4, 6, -5, -4, -3, -2])
+
+
+def test_beam_search_takes_kernels_of_several_outputs(fresh_cache):
+    """A kernel that stores several values (an optimizer's update: p, m and v from one pass) is
+    searched as any other under a beam: its candidates run in the child with every output
+    filled and compared with the unoptimized kernel's, and the values are numpy's."""
+    rng = np.random.default_rng(3)
+    p0, g0, m0 = (rng.standard_normal((64, 96)).astype(np.float32) for _ in range(3))
+    p, g, m = cv.Tensor(p0).realize(), cv.Tensor(g0).realize(), cv.Tensor(m0).realize()
+    m1 = m * 0.9 + g * 0.1
+    p1 = p - m1 * 0.01
+    assert [len(sk.outputs) for sk in sched.create_schedule([m1.node, p1.node], "CPU")] == [2]
+    k = _base_group([m1, p1])
+    found = search.beam_search(k, "CPU", 2)
+    assert found.candidates > 1
+    with cv.beam(2):
+        cv.realize(m1, p1)
+    want_m = m0.astype(np.float64) * 0.9 + g0 * 0.1
+    np.testing.assert_allclose(m1.numpy(), want_m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(p1.numpy(), p0 - want_m * 0.01, rtol=1e-5, atol=1e-6)
+
+
+def _base_group(ts):
+    """The unoptimized kernel of the one group kernel that stores ``ts``."""
+    (sk,) = sched.create_schedule([t.node for t in ts], "CPU")
+    return merge_loops(lower_unmerged("group", [sk.output, *sk.extra], sk.inputs)[0])
 
 
 def test_beam_search_runs_in_a_script_without_a_main_guard(tmp_path):

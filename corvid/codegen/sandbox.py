@@ -11,7 +11,7 @@ bootstrapping phase". The child imports only corvid, from the folder the parent'
 Each search it holds one kernel's random inputs at a time and, for each candidate, loads the
 compiled library (a path in the kernel cache, verified as in :func:`corvid.runtime.compiler.load_cached`;
 one that does not verify is answered None), runs the function on those inputs ``runs`` times
-and answers with the output bytes and the best time, or None when the first run took longer than
+and answers with the outputs' bytes (a kernel of several outputs: each) and the best time, or None when the first run took longer than
 the candidate's soft limit (``CUTOFF`` x the fastest so far, as in-process). The parent waits at
 most :data:`HARD_LIMIT_S` plus ``HARD_FACTOR`` times the soft limit per run; past that, or when
 the child dies, it is killed and restarted and the candidate is dropped.
@@ -40,10 +40,11 @@ REFERENCE_LIMIT_S = 600.0  # the unoptimized reference run has no soft limit; th
 
 
 def serve(conn: Any) -> None:
-    """The child's loop: ``("inputs", [bytes...], out_nbytes)`` sets the inputs; ``("run", path,
-    name, n_params, runs, limit)`` times one function; EOF ends it."""
+    """The child's loop: ``("inputs", [bytes...], [out_nbytes...])`` sets the inputs and the
+    outputs' sizes (a kernel of several outputs: its first params); ``("run", path, name,
+    n_params, runs, limit)`` times one function and answers each output's bytes; EOF ends it."""
     inputs: list[np.ndarray] = []
-    out_nbytes = 0
+    out_sizes: list[int] = [0]
     while True:
         try:
             msg = conn.recv()
@@ -51,7 +52,7 @@ def serve(conn: Any) -> None:
             return
         if msg[0] == "inputs":
             inputs = [np.frombuffer(b, np.uint8).copy() for b in msg[1]]
-            out_nbytes = msg[2]
+            out_sizes = [int(n) for n in msg[2]]
             conn.send(True)
             continue
         _, path, name, n_params, runs, limit = msg
@@ -62,8 +63,8 @@ def serve(conn: Any) -> None:
         except (OSError, AttributeError):
             conn.send(None)
             continue
-        out = np.zeros(max(out_nbytes, 1), np.uint8)
-        ptrs = [out.ctypes.data] + [a.ctypes.data for a in inputs]
+        outs = [np.zeros(max(n, 1), np.uint8) for n in out_sizes]
+        ptrs = [o.ctypes.data for o in outs] + [a.ctypes.data for a in inputs]
         best = float("inf")
         answer: Any = None
         for i in range(runs):
@@ -73,7 +74,7 @@ def serve(conn: Any) -> None:
             if i == 0 and limit is not None and best > limit:
                 break
         else:
-            answer = (out[:out_nbytes].tobytes(), best)
+            answer = ([o[:n].tobytes() for o, n in zip(outs, out_sizes)], best)
         conn.send(answer)
 
 
@@ -84,8 +85,9 @@ class ChildRunner:
     _proc: Any = None
     _conn: Any = None
 
-    def __init__(self, out_dtype: np.dtype, out_size: int, n_params: int, inputs: list[np.ndarray]):
-        self.out_dtype, self.out_size, self.n_params = out_dtype, out_size, n_params
+    def __init__(self, outputs: list[tuple[np.dtype, int]], n_params: int, inputs: list[np.ndarray]):
+        """``outputs``: (dtype, element count) of each output, in param order (the first params)."""
+        self.outputs, self.n_params = [(np.dtype(d), int(n)) for d, n in outputs], n_params
         self.inputs = [np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes() for a in inputs]
         self._send_inputs()
 
@@ -117,7 +119,7 @@ class ChildRunner:
 
     def _send_inputs(self) -> None:
         self._ensure()
-        self._conn.send(("inputs", self.inputs, self.out_size * self.out_dtype.itemsize))
+        self._conn.send(("inputs", self.inputs, [n * d.itemsize for d, n in self.outputs]))
         if not self._conn.poll(REFERENCE_LIMIT_S):
             self._kill()
             raise RuntimeError("beam search: the timing process did not start")
@@ -142,8 +144,12 @@ class ChildRunner:
             return None
         if got is None:
             return None
-        out = np.frombuffer(got[0], dtype=self.out_dtype, count=self.out_size).copy()
-        return out, got[1]
+        outs = [np.frombuffer(b, dtype=d, count=n).copy() for b, (d, n) in zip(got[0], self.outputs)]
+        if len(outs) == 1:
+            return outs[0], got[1]
+        # (several outputs: one after the other, flattened, as the in-process runner gives them)
+        wide = np.complex128 if any(o.dtype.kind == "c" for o in outs) else np.float64
+        return np.concatenate([o.astype(wide) for o in outs]), got[1]
 
 
 class _Duplex:

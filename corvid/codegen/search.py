@@ -153,8 +153,7 @@ def optimize(k: Kernel, device: str) -> Kernel:
                 return finalize(k, block=block)
         return finalize(heuristics(k) if heuristics is not None else k, block=block)
     width = beam_width()
-    # (a kernel of several outputs takes the heuristics: the search's runner fills one output)
-    if width == 0 or not k.params or k.params[0].size == 0 or k.symbolic() or _outputs(k) > 1:
+    if width == 0 or not k.params or k.params[0].size == 0 or k.symbolic():
         return finalize(_actions(dev)[1](k), block=block)
     db = SearchCache()
     key = search_key(k, device)
@@ -402,7 +401,8 @@ def _make_runner(k: Kernel, device: str) -> Any:
     if get_device(device).name == "CPU" and SANDBOX:
         from .sandbox import ChildRunner
 
-        return ChildRunner(np.dtype(k.params[0].dtype.np), k.params[0].size, len(k.params), random_inputs(k))
+        return ChildRunner([(np.dtype(p.dtype.np), p.size) for p in k.params[:_outputs(k)]], len(k.params),
+                           random_inputs(k))
     return _Runner.make(k, device)
 
 
