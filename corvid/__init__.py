@@ -36,6 +36,7 @@ from .dtype import complex64, complex128  # noqa: E402,F401
 from .ops.elementwise import make_complex as complex  # noqa: E402,F401,A001
 from .codegen.search import beam  # noqa: E402,F401
 from .runtime.device import default_device, devices, empty_cache, get_default_device, set_default_device  # noqa: E402,F401
+from .runtime.denormal import flush_denormal, set_flush_denormal  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
 from .profiler import profile  # noqa: E402,F401
 from .errors import ArgumentError, AxisError, ShapeError  # noqa: E402,F401

@@ -7,7 +7,7 @@ TORCH: dict[str, frozenset[str]] = {
     "corvid": frozenset("""
         Tensor abs acos acosh adaptive_avg_pool1d adaptive_max_pool1d add all any arange argmax argmin
         argsort asarray asin asinh atan atan2 atanh autocast avg_pool1d bfloat16 bitwise_and
-        get_float32_matmul_precision set_float32_matmul_precision
+        get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal
         bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor bool broadcast_shapes broadcast_to
         can_cast cat ceil clip complex complex128 complex64 concat conj conv1d conv2d conv3d
         conv_transpose1d conv_transpose2d conv_transpose3d copysign cos cosh count_nonzero cummax cummin

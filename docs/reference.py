@@ -67,7 +67,8 @@ PAGES: list[Page] = [
                 "float32 float64 float8_e4m3fn float8_e5m2 complex64 complex128 ALL_DTYPES astype can_cast "
                 "result_type promote_types finfo iinfo isdtype"),
              _s("Devices and execution", "devices default_device get_default_device set_default_device empty_cache beam profile "
-                "autocast set_float32_matmul_precision get_float32_matmul_precision matmul_precision"),
+                "autocast set_float32_matmul_precision get_float32_matmul_precision matmul_precision "
+                "set_flush_denormal flush_denormal"),
              _s("Constants", "e pi inf nan newaxis"),
              _s("Errors", "ShapeError AxisError ArgumentError"),
          ]),
@@ -414,6 +415,7 @@ EQUIVALENTS: dict[str, tuple[str, str, str]] = {
     "corvid.set_float32_matmul_precision": ("", "torch.set_float32_matmul_precision",
                                             "jax.config.update('jax_default_matmul_precision', ...)"),
     "corvid.get_float32_matmul_precision": ("", "torch.get_float32_matmul_precision", ""),
+    "corvid.set_flush_denormal": ("", "torch.set_flush_denormal", ""),
     "corvid.matmul_precision": ("", "", "jax.default_matmul_precision"),
     "corvid.gather": ("", "torch.gather", ""),
     "corvid.scatter": ("", "torch.scatter", ""),
