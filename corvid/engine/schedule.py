@@ -725,9 +725,11 @@ def _structure_key(nodes: list[Node], inputs: list[Node], ints: frozenset[int] =
 
 
 def _walk(roots: list[Node]) -> tuple[list[Node], tuple | None, dict[int, int], int]:
-    """``toposort(roots, stop=_stored_already)`` and :func:`_graph_key` of it in one pass (the
-    whole of a small realize's planning, when its plan is known): every node in dependency order,
-    the graph's key, each node's position, how many nodes the key saw stored.
+    """``toposort(roots, stop=_stored_already)`` and the graph's structural key in one pass (this
+    is the whole of a small realize's planning when its plan is known): every node in dependency
+    order; the key (each computed node's op, argument, dtype, shape and sources by position, each
+    stored node's dtype and shape; None when a stored value is sharded, not a Buffer); each node's
+    position; how many nodes the key saw stored.
 
     A node's entry is made as the walk leaves it, when its sources have their positions; a node
     met again is known by its position (in a DAG a node's source is never on the walk's path
@@ -776,41 +778,6 @@ def _walk(roots: list[Node]) -> tuple[list[Node], tuple | None, dict[int, int], 
             key.append((op, arg, n.dtype, n.shape,
                         (pos[id(src[0])],) if len(src) == 1 else tuple([pos[id(x)] for x in src])))
     return every, (None if sharded else tuple(key)), pos, stored
-
-
-def _graph_key(every: list[Node]) -> tuple[tuple | None, dict[int, int], int]:
-    """The structural key of a whole graph (``every`` in dependency order): each computed node's
-    op, argument, dtype, shape and sources (by position), each stored node's dtype and shape. Also
-    the position of each node, and how many nodes the key saw stored. The key is None when a
-    stored value is sharded (not a Buffer).
-
-    This runs on every realize, so it is one loop with no helper calls in the common case."""
-    pos: dict[int, int] = {}
-    key: list[Any] = []
-    sharded = False
-    stored = 0
-    for i, n in enumerate(every):
-        pos[id(n)] = i
-        b = n.buffer
-        if b is not None:
-            if type(b) is not Buffer:
-                sharded = True
-            stored += 1
-            key.append((n.dtype, n.shape))
-            continue
-        op = n.op
-        if op is Op.VAR:
-            if not n.src:
-                _placeholder_error(n)
-            arg = None  # the mark does not change the code
-        elif op is Op.CONST:  # nor does the value of a constant the kernel reads at run time
-            arg = ("rt",) if runtime_const(n) else _arg_key(op, n.arg)
-        else:
-            arg = n.arg
-        src = n.src
-        key.append((op, arg, n.dtype, n.shape,
-                    (pos[id(src[0])],) if len(src) == 1 else tuple([pos[id(x)] for x in src])))
-    return (None if sharded else tuple(key)), pos, stored
 
 
 class _Compiled:

@@ -100,85 +100,33 @@ static inline v16 fma16(v16 a, v16 b, v16 c) {
   v16 r; for (int l = 0; l < 16; l++) r[l] = FMA16_LANE(a[l], b[l], c[l]); return r;
 #endif
 }
-static void mm16_8(float* restrict C, long long ldc, const float* restrict A, long long lda,
-                 const float* restrict B, long long ldb, long long i, long long n, long long w, int acc) {
-  for (long long x = 0; x < w; x += 32) {
-    v16 c00 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 0) : (v16){};
-    v16 c01 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 16) : (v16){};
-    v16 c10 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 0) : (v16){};
-    v16 c11 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 16) : (v16){};
-    v16 c20 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 0) : (v16){};
-    v16 c21 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 16) : (v16){};
-    v16 c30 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 0) : (v16){};
-    v16 c31 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 16) : (v16){};
-    v16 c40 = acc ? *(const v16*)(C + (i + 4) * ldc + x + 0) : (v16){};
-    v16 c41 = acc ? *(const v16*)(C + (i + 4) * ldc + x + 16) : (v16){};
-    v16 c50 = acc ? *(const v16*)(C + (i + 5) * ldc + x + 0) : (v16){};
-    v16 c51 = acc ? *(const v16*)(C + (i + 5) * ldc + x + 16) : (v16){};
-    v16 c60 = acc ? *(const v16*)(C + (i + 6) * ldc + x + 0) : (v16){};
-    v16 c61 = acc ? *(const v16*)(C + (i + 6) * ldc + x + 16) : (v16){};
-    v16 c70 = acc ? *(const v16*)(C + (i + 7) * ldc + x + 0) : (v16){};
-    v16 c71 = acc ? *(const v16*)(C + (i + 7) * ldc + x + 16) : (v16){};
-    const float* a = A + i * lda;
-    for (long long j = 0; j < n; j++) {
-      const v16 b0 = *(const v16*)(B + j * ldb + x), b1 = *(const v16*)(B + j * ldb + x + 16);
-      { const v16 a0 = splat16(a[0 * lda + j]); c00 = fma16(a0, b0, c00); c01 = fma16(a0, b1, c01); }
-      { const v16 a1 = splat16(a[1 * lda + j]); c10 = fma16(a1, b0, c10); c11 = fma16(a1, b1, c11); }
-      { const v16 a2 = splat16(a[2 * lda + j]); c20 = fma16(a2, b0, c20); c21 = fma16(a2, b1, c21); }
-      { const v16 a3 = splat16(a[3 * lda + j]); c30 = fma16(a3, b0, c30); c31 = fma16(a3, b1, c31); }
-      { const v16 a4 = splat16(a[4 * lda + j]); c40 = fma16(a4, b0, c40); c41 = fma16(a4, b1, c41); }
-      { const v16 a5 = splat16(a[5 * lda + j]); c50 = fma16(a5, b0, c50); c51 = fma16(a5, b1, c51); }
-      { const v16 a6 = splat16(a[6 * lda + j]); c60 = fma16(a6, b0, c60); c61 = fma16(a6, b1, c61); }
-      { const v16 a7 = splat16(a[7 * lda + j]); c70 = fma16(a7, b0, c70); c71 = fma16(a7, b1, c71); }
-    }
-    *(v16*)(C + (i + 0) * ldc + x + 0) = c00;
-    *(v16*)(C + (i + 0) * ldc + x + 16) = c01;
-    *(v16*)(C + (i + 1) * ldc + x + 0) = c10;
-    *(v16*)(C + (i + 1) * ldc + x + 16) = c11;
-    *(v16*)(C + (i + 2) * ldc + x + 0) = c20;
-    *(v16*)(C + (i + 2) * ldc + x + 16) = c21;
-    *(v16*)(C + (i + 3) * ldc + x + 0) = c30;
-    *(v16*)(C + (i + 3) * ldc + x + 16) = c31;
-    *(v16*)(C + (i + 4) * ldc + x + 0) = c40;
-    *(v16*)(C + (i + 4) * ldc + x + 16) = c41;
-    *(v16*)(C + (i + 5) * ldc + x + 0) = c50;
-    *(v16*)(C + (i + 5) * ldc + x + 16) = c51;
-    *(v16*)(C + (i + 6) * ldc + x + 0) = c60;
-    *(v16*)(C + (i + 6) * ldc + x + 16) = c61;
-    *(v16*)(C + (i + 7) * ldc + x + 0) = c70;
-    *(v16*)(C + (i + 7) * ldc + x + 16) = c71;
-  }
-}
-static void mm16_4(float* restrict C, long long ldc, const float* restrict A, long long lda,
-                 const float* restrict B, long long ldb, long long i, long long n, long long w, int acc) {
-  for (long long x = 0; x < w; x += 32) {
-    v16 c00 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 0) : (v16){};
-    v16 c01 = acc ? *(const v16*)(C + (i + 0) * ldc + x + 16) : (v16){};
-    v16 c10 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 0) : (v16){};
-    v16 c11 = acc ? *(const v16*)(C + (i + 1) * ldc + x + 16) : (v16){};
-    v16 c20 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 0) : (v16){};
-    v16 c21 = acc ? *(const v16*)(C + (i + 2) * ldc + x + 16) : (v16){};
-    v16 c30 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 0) : (v16){};
-    v16 c31 = acc ? *(const v16*)(C + (i + 3) * ldc + x + 16) : (v16){};
-    const float* a = A + i * lda;
-    for (long long j = 0; j < n; j++) {
-      const v16 b0 = *(const v16*)(B + j * ldb + x), b1 = *(const v16*)(B + j * ldb + x + 16);
-      { const v16 a0 = splat16(a[0 * lda + j]); c00 = fma16(a0, b0, c00); c01 = fma16(a0, b1, c01); }
-      { const v16 a1 = splat16(a[1 * lda + j]); c10 = fma16(a1, b0, c10); c11 = fma16(a1, b1, c11); }
-      { const v16 a2 = splat16(a[2 * lda + j]); c20 = fma16(a2, b0, c20); c21 = fma16(a2, b1, c21); }
-      { const v16 a3 = splat16(a[3 * lda + j]); c30 = fma16(a3, b0, c30); c31 = fma16(a3, b1, c31); }
-    }
-    *(v16*)(C + (i + 0) * ldc + x + 0) = c00;
-    *(v16*)(C + (i + 0) * ldc + x + 16) = c01;
-    *(v16*)(C + (i + 1) * ldc + x + 0) = c10;
-    *(v16*)(C + (i + 1) * ldc + x + 16) = c11;
-    *(v16*)(C + (i + 2) * ldc + x + 0) = c20;
-    *(v16*)(C + (i + 2) * ldc + x + 16) = c21;
-    *(v16*)(C + (i + 3) * ldc + x + 0) = c30;
-    *(v16*)(C + (i + 3) * ldc + x + 16) = c31;
-  }
-}
-static void mm16(float* restrict C, long long ldc, const float* restrict A, long long lda,
+"""
+
+
+def _mm16_tile(rows: int) -> str:
+    """``mm16_<rows>``: rows ``i .. i + rows`` of ``_MM16``'s product, in tiles of ``rows`` x 32
+    (two 16-float vector accumulators a row), each element summed over ``j`` in order as ``mm``'s."""
+    loads = [f"    v16 c{r}{h} = acc ? *(const v16*)(C + (i + {r}) * ldc + x + {16 * h}) : (v16){{}};"
+             for r in range(rows) for h in range(2)]
+    fmas = [f"      {{ const v16 a{r} = splat16(a[{r} * lda + j]); c{r}0 = fma16(a{r}, b0, c{r}0); "
+            f"c{r}1 = fma16(a{r}, b1, c{r}1); }}" for r in range(rows)]
+    stores = [f"    *(v16*)(C + (i + {r}) * ldc + x + {16 * h}) = c{r}{h};" for r in range(rows) for h in range(2)]
+    return "\n".join([
+        f"static void mm16_{rows}(float* restrict C, long long ldc, const float* restrict A, long long lda,",
+        "                 const float* restrict B, long long ldb, long long i, long long n, long long w, int acc) {",
+        "  for (long long x = 0; x < w; x += 32) {",
+        *loads,
+        "    const float* a = A + i * lda;",
+        "    for (long long j = 0; j < n; j++) {",
+        "      const v16 b0 = *(const v16*)(B + j * ldb + x), b1 = *(const v16*)(B + j * ldb + x + 16);",
+        *fmas,
+        "    }",
+        *stores,
+        "  }",
+        "}", ""])
+
+
+_MM16 += _mm16_tile(8) + _mm16_tile(4) + r"""static void mm16(float* restrict C, long long ldc, const float* restrict A, long long lda,
                  const float* restrict B, long long ldb, long long m, long long n, long long w, int acc) {
   long long i = 0;
   for (; i + 8 <= m; i += 8) mm16_8(C, ldc, A, lda, B, ldb, i, n, w, acc);
