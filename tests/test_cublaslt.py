@@ -910,3 +910,18 @@ def test_a_product_the_library_refuses_is_computed_on_the_host_with_a_warning(de
         got = (_t(a) @ _t(b)).numpy()
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=2e-5, atol=2e-5)
     assert not dev.standin.matmuls()  # (the library ran nothing)
+
+
+def test_a_realized_product_is_the_library_output_not_a_copy_of_it(dev):
+    """The library's product comes out flat and is reshaped: realizing it runs the library alone,
+    and the result shares its buffer (planned as one graph, the reshape was a copy kernel of
+    its own: 18-70 us after a 188 us 4096^2 bfloat16 product on an H200)."""
+    a, b = _rand(128, 64, dtype=np.float32), _rand(64, 96, dtype=np.float32, seed=1)  # (above MIN_WORK)
+    for dtype in (cv.float32, cv.bfloat16):
+        x, y = _t(a).astype(dtype).realize(), _t(b).astype(dtype).realize()
+        with cv.profile() as p:
+            out = (x @ y).realize()
+        assert [k.name for k in p.kernels] == ["host_gemm"]
+        want = x.numpy().astype(np.float32) @ y.numpy().astype(np.float32)
+        np.testing.assert_allclose(out.numpy().astype(np.float32), want, rtol=2e-2, atol=2e-2)
+        assert out.shape == (128, 96) and out.dtype == dtype

@@ -23,7 +23,7 @@ from .. import profiler as _profiler
 from ..graph.node import IDENTITY, MOVEMENT, Node, Op, graph_dot, node
 from ..runtime.device import Buffer, get_device
 from .schedule import (_SHARDED, HOST_VIEW_MAX, ScheduledKernel, _const_input, host_view, plan_for,
-                       reshaped_buffer, schedule_from, view_base_to_compute)
+                       reshaped_buffer, schedule_from, stored_under_reshape, view_base_to_compute)
 
 
 # os.environ's own mapping (bytes to bytes on POSIX): ``os.environ.get`` runs several Python
@@ -74,8 +74,10 @@ def realize(roots: list[Node], device: Any, root_devices: list[Any] | None = Non
                 if r.buffer is None:
                     r.buffer = b
             elif (r.op in MOVEMENT or r.op in IDENTITY) and r.src:  # a view of a computed value:
-                base = view_base_to_compute(r, device)                # (a small one of a small lazy
-                if base is not None:                                  # value: all of that value first)
+                # (a small one of a small lazy value, or any reshape of a value stored whole
+                # anyway, such as a library product's: all of that value first)
+                base = view_base_to_compute(r, device) or stored_under_reshape(r)
+                if base is not None:
                     realize([base], device)
                 b = reshaped_buffer(r, device)                        # the same buffer, or a numpy copy
                 if b is None:
