@@ -272,7 +272,8 @@ class Clock:
 
 def _git_commit() -> str:
     """git's commit of the checkout; else ``$CORVID_COMMIT`` (a copy of the working tree without
-    its .git, as a GPU machine may get, can be told which commit it is)."""
+    its .git, as a GPU machine may get, can be told which commit it is). A ``$CORVID_COMMIT`` that
+    git's answer does not match comes first, with git's beside it (a copy with a stale .git)."""
     given = os.environ.get("CORVID_COMMIT")
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -283,7 +284,12 @@ def _git_commit() -> str:
         return f"{given} ($CORVID_COMMIT)" if given else "unknown (no git; set CORVID_COMMIT)"
     if out.returncode != 0:
         return f"{given} ($CORVID_COMMIT)" if given else "unknown (not a git checkout; set CORVID_COMMIT)"
-    return out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    found = out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    if given and not found.startswith(given) and not given.startswith(out.stdout.strip()):
+        # (a copy of the working tree whose .git is another commit's, as a lent GPU machine's was:
+        # the files are the given commit's, and git's answer alone named an older one)
+        return f"{given} ($CORVID_COMMIT; git in this copy says {found})"
+    return found
 
 
 def _nvidia_smi() -> str | None:

@@ -132,3 +132,20 @@ def test_a_part_is_stopped_at_its_deadline_and_what_it_started_goes_with_it():
     lingers = "import subprocess; subprocess.Popen(['sleep', '60']); print('done')"
     res = run_child([sys.executable, "-c", lingers], 30, env)
     assert not res.timed_out and res.rc == 0 and res.log == ["done"] and res.seconds < 10
+
+
+def test_the_report_names_the_given_commit_when_git_disagrees(monkeypatch):
+    """A lent GPU machine got the working tree with a stale .git: ``$CORVID_COMMIT`` names the
+    commit, and git's answer is shown beside it rather than instead of it."""
+    import subprocess
+
+    from benchmarks import gpu
+
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=gpu.ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    if not head:
+        pytest.skip("not a git checkout")
+    monkeypatch.setenv("CORVID_COMMIT", head[:7])
+    assert gpu._git_commit().startswith(head)
+    monkeypatch.setenv("CORVID_COMMIT", "0123456")
+    assert gpu._git_commit().startswith("0123456 ($CORVID_COMMIT; git in this copy says " + head)
