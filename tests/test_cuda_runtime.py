@@ -609,3 +609,32 @@ def test_a_profile_times_each_kernel_between_cuda_events_and_bypasses_the_graph(
         with pytest.raises(RuntimeError, match="one at a time"):
             with cv.profile():
                 pass
+
+
+def test_eager_runtime_constants_are_uploaded_once_and_the_stream_is_not_waited_on(fake):
+    """A kernel's runtime constants (``layer_norm``'s ``eps`` and ``1/n``) are one buffer per
+    set of values: repeated eager calls launch their kernel and copy nothing to the device (a
+    fresh upload per launch went through a staging buffer whose reuse waited on the stream, so
+    every eager layer norm stalled until the GPU had caught up). New values still get their own."""
+    w, b = cv.ones(256, device=FAKE), cv.zeros(256, device=FAKE)
+    xs = [cv.Tensor(np.random.default_rng(i).standard_normal((8, 256)).astype(np.float32), device=FAKE).realize()
+          for i in range(4)]
+
+    def ln(x, eps=1e-5):
+        return cv.nn.functional.layer_norm(x, (256,), w, b, eps=eps)
+
+    ln(xs[0]).realize()
+    fake.cu.calls.clear()
+    outs = [ln(x).realize() for x in xs[1:]]
+    # (and new blocks for the outputs, which stay alive here)
+    assert [n for n, _ in fake.cu.calls if n != "cuMemAlloc"] == ["cuLaunchKernel"] * 3
+    for x, got in zip(xs[1:], (o.numpy() for o in outs)):
+        a = x.numpy().astype(np.float64)
+        want = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    fake.cu.calls.clear()
+    other = ln(xs[1], eps=0.25).numpy()  # (another eps: its own constants, the same kernel)
+    assert len(fake.cu.named("cuMemcpyHtoDAsync")) == 1
+    a = xs[1].numpy().astype(np.float64)
+    np.testing.assert_allclose(other, (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 0.25),
+                               rtol=1e-4, atol=1e-5)

@@ -1124,13 +1124,33 @@ def _make_kernel(root: Node, stored: dict[int, Node], device: str) -> tuple[_Com
 
 def _const_input(consts: list[Node], device: str) -> list[Node]:
     """The constants buffer a kernel reads its runtime constants from (float64, each value
-    rounded to its constant's dtype first), as a realized input node; [] when it has none."""
+    rounded to its constant's dtype first), as a realized input node; [] when it has none.
+
+    Kernels only read it, so one buffer serves every launch with the same values on a device:
+    the last :data:`CONST_BUFFERS` are kept. (Made anew at every launch, it was an upload per
+    eager kernel: on a GPU a host-to-device copy, which waited for the copy before the last, so
+    for the kernels queued before it: ``layer_norm``'s ``eps`` and ``1/n`` stalled every call.)"""
     if not consts:
         return []
+    key = (device, tuple([(c.dtype, c.arg) for c in consts]))  # (runtime constants are finite, never -0.0)
+    dev = get_device(device)
+    found = _CONSTS.get(key)
+    if found is not None and found[0] is dev:  # (not a device of that name registered since)
+        return [found[1]]
     values = []
     for c in consts:
         v = np.array(c.arg, c.dtype.np)
         values += [v.real, v.imag] if c.dtype.is_complex else [v]
     values = np.array(values, np.float64)
     buf = Buffer(device, dt.float64, len(values)).copyin(values)
-    return [node(Op.BUFFER, (), buf, dt.float64, (len(values),))]
+    made = node(Op.BUFFER, (), buf, dt.float64, (len(values),))
+    with _CONSTS_LOCK:
+        _CONSTS[key] = (dev, made)
+        while len(_CONSTS) > CONST_BUFFERS:
+            del _CONSTS[next(iter(_CONSTS))]  # (the oldest made)
+    return [made]
+
+
+CONST_BUFFERS = 4096  # constants buffers kept for reuse (each a few float64 values)
+_CONSTS: dict[tuple, tuple[Any, Node]] = {}
+_CONSTS_LOCK = threading.Lock()
