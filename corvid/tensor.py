@@ -503,12 +503,16 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         ``dtype`` forces the operand dtype; ``out`` the result dtype (comparisons give bool)."""
         if len(others) == 1:  # fast paths (the same graph as the general path below, built directly)
             o, sn = others[0], self.node
-            if isinstance(o, Tensor):  # same dtype, same shape: no cast, no broadcast
+            if isinstance(o, Tensor):  # same dtype: no cast
                 on = o.node
-                if on.shape == sn.shape and on.dtype is sn.dtype and (dtype is None or dtype is sn.dtype) \
-                        and o.device == self.device:
-                    return self._new(node(op, (sn, on), None, out or (dt.bool_ if op in COMPARISON else sn.dtype),
-                                          sn.shape))
+                if on.dtype is sn.dtype and (dtype is None or dtype is sn.dtype) and o.device == self.device:
+                    if on.shape == sn.shape:  # (and no broadcast)
+                        return self._new(node(op, (sn, on), None,
+                                              out or (dt.bool_ if op in COMPARISON else sn.dtype), sn.shape))
+                    shape = _broadcast2(sn.shape, on.shape)
+                    if shape is not None:  # (the nodes broadcast_to makes, below)
+                        return self._new(node(op, (_broadcast_node(sn, shape), _broadcast_node(on, shape)), None,
+                                              out or (dt.bool_ if op in COMPARISON else sn.dtype), shape))
             else:
                 kind = type(o)  # exact Python scalars only (numpy scalars subclass float but are not weak)
                 if isinstance(o, Sym):  # a symbolic size (a jit trace): a weak Python int, read at run time
@@ -535,6 +539,40 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, AutogradMixin):
         srcs = tuple(self._operand(x, common).broadcast_to(shape).node for x in items)
         res = out or (dt.bool_ if op in COMPARISON else common)
         return self._new(node(op, srcs, None, res, shape))
+
+
+def _broadcast2(a: tuple, b: tuple) -> tuple[int, ...] | None:
+    """The broadcast of two shapes of constant sizes, or None (symbolic sizes, shapes that do not
+    broadcast, or a result too large to address: the general path sorts those out, and raises)."""
+    if len(a) < len(b):
+        a, b = b, a
+    lead = len(a) - len(b)
+    out = list(a[:lead])
+    for x, y in zip(a[lead:], b):
+        if type(x) is not int or type(y) is not int:
+            return None
+        out.append(x if x == y or y == 1 else y if x == 1 else -1)
+    for x in out:
+        if type(x) is not int or x < 0:
+            return None
+    shape = tuple(out)
+    return shape if math.prod(shape) <= _MAX_ELEMENTS else None
+
+
+_MAX_ELEMENTS = 2**50  # (far below any dtype's byte limit: larger broadcasts take the checked path)
+
+
+def _broadcast_node(n: Node, shape: tuple[int, ...]) -> Node:
+    """``n`` broadcast to ``shape`` (which it broadcasts to): the RESHAPE to the same rank, then the
+    EXPAND, that ``Tensor.broadcast_to`` builds."""
+    if n.shape == shape:
+        return n
+    if len(n.shape) != len(shape):
+        old = (1,) * (len(shape) - len(n.shape)) + n.shape
+        n = node(Op.RESHAPE, (n,), old, n.dtype, old)
+        if old == shape:
+            return n
+    return node(Op.EXPAND, (n,), shape, n.dtype, shape)
 
 
 def result_type(*items: Any) -> DType:

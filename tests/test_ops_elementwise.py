@@ -648,3 +648,27 @@ def test_activations_of_narrow_floats_are_computed_in_float32_and_rounded_once(n
     d2 = cv.grad(lambda t: cv.grad(lambda u: f(u).sum())(t).sum())(x64).numpy()
     num2 = (cv.grad(lambda t: f(t).sum())(x64 + h).numpy() - cv.grad(lambda t: f(t).sum())(x64 - h).numpy()) / (2 * h)
     np.testing.assert_allclose(d2, num2, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 3), (3,)), ((4, 1), (1, 5)), ((2, 1, 3), (4, 1)), ((3,), (2, 3)),
+                                             ((1,), ()), ((0, 3), (1, 3)), ((2, 3), (2, 1))])
+def test_broadcasting_two_tensors_builds_the_graph_broadcast_to_builds(a_shape, b_shape):
+    """``a op b`` of one dtype and different shapes is built without the general path's
+    promotion (a fast path): its graph is the one ``broadcast_to`` then the same-shape op build
+    (one node, hash-consed), and its values numpy's."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    ta, tb = cv.Tensor(a), cv.Tensor(b)
+    shape = np.broadcast_shapes(a_shape, b_shape)
+    for got, want, ref in [(ta + tb, a + b, ta.broadcast_to(shape) + tb.broadcast_to(shape)),
+                           (tb * ta, b * a, tb.broadcast_to(shape) * ta.broadcast_to(shape)),
+                           (ta < tb, a < b, ta.broadcast_to(shape) < tb.broadcast_to(shape))]:
+        assert got.node is ref.node and got.shape == shape
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_shapes_that_do_not_broadcast_still_raise_naming_them():
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(4,\)"):
+        cv.ones(2, 3) + cv.ones(4)
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        cv.ones(2, 3, dtype=cv.int32) * cv.ones(3, 3, dtype=cv.int32)
