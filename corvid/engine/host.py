@@ -46,22 +46,23 @@ class HostOp:
     sizes), or None where it has none and ``fn`` runs. ``flops(params, in_specs)`` may count the
     arithmetic (for ``CORVID_DEBUG=2``'s rates)."""
 
-    __slots__ = ("name", "fn", "params", "batched", "template", "native", "flops")
+    __slots__ = ("name", "fn", "params", "batched", "template", "native", "flops", "_hash")
 
     def __init__(self, name: str, fn: Callable[..., Any], params: tuple = (), batched: bool = False,
                  template: str | None = None, native: Callable[..., Any] | None = None,
                  flops: Callable[..., int] | None = None):
         self.name, self.fn, self.params, self.batched, self.template = name, fn, tuple(params), batched, template
         self.native, self.flops = native, flops
+        self._hash = hash((name, self.params))  # (the graph's node key hashes it at every call)
 
     def _key(self) -> tuple:
         return (self.name, self.params)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, HostOp) and self._key() == other._key()
+        return other is self or isinstance(other, HostOp) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return self._hash
 
     def __repr__(self) -> str:
         return f"HostOp({self.name}{', ' + repr(self.params) if self.params else ''})"
@@ -79,15 +80,27 @@ class HostArg(tuple):
         return self[1]
 
 
-def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...], DType]]) -> list[Any]:
-    """Tensors for the outputs of ``op`` applied to ``inputs`` (all outputs share one dtype)."""
+_TENSOR: tuple | None = None
+
+
+def _tensor() -> tuple:
+    """(corvid.tensor.Tensor, realize.holder), imported once (this module loads before them; an
+    import in ``host_call`` cost about a microsecond per call)."""
+    global _TENSOR
     from ..tensor import Tensor
     from .realize import holder
 
+    _TENSOR = (Tensor, holder)
+    return _TENSOR
+
+
+def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...], DType]]) -> list[Any]:
+    """Tensors for the outputs of ``op`` applied to ``inputs`` (all outputs share one dtype)."""
+    Tensor, holder = _TENSOR or _tensor()
     ins = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
     # (an input is stored: a view of a literal, such as the cotangent of a sum, is stored as a copy
     # of its own, not on the shared literal node, which later kernels would then read from memory)
-    ins = [x._new(holder(x.node)) for x in ins]
+    ins = [x._new(h) if (h := holder(x.node)) is not x.node else x for x in ins]
     if not ins:
         raise ValueError(f"{op.name}: a host call needs at least one input tensor")
     device = ins[0].device
@@ -107,6 +120,8 @@ def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...],
 
 def unpack(packed: Any, shapes: Sequence[tuple[int, ...]]) -> list[Any]:
     """The outputs of a packed host result (views: no copy)."""
+    if len(shapes) == 1:  # (the whole packed value: no slice)
+        return [packed if tuple(shapes[0]) == packed.shape else packed.reshape(shapes[0])]
     out, start = [], 0
     for s in shapes:
         n = math.prod(s)

@@ -27,17 +27,22 @@ library's tensor-core kernels are worth far more than the fusion.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
 
 from .. import dtype as dt
+from ..amp import get_float32_matmul_precision
 from ..engine.host import HostOp, host_call
+from ..graph.node import IDENTITY, Op
 from ..graph.symbolic import hint, is_symbolic
-from ..tensor import Tensor, broadcast_shapes
+from ..runtime.device import get_device
+from ..tensor import Tensor, broadcast_shapes, result_type
 from ..transforms.custom import custom_vjp
 from ..transforms.forward import custom_jvp
+from .reduce import _sum_to, _swaps_last_axes, _transposed_view
 
 FEW_ROWS = 16  # rows (over the batch) below which an operand that is not stored keeps corvid's kernel
 MIN_WORK = 1 << 18  # multiply-adds (batch*n*m*k): four 64x64x64 products; below it corvid's fused kernel stays
@@ -66,7 +71,6 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
     product the library refuses (its heuristic finds no algorithm for these sizes, layouts and
     alignments) is computed by the numpy function too, with a warning naming it, rather than
     failing the whole computation."""
-    from ..runtime.device import get_device
 
     dev = get_device(device)
     blas = dev.blas() if hasattr(dev, "blas") else None
@@ -98,7 +102,9 @@ def _flops(params: dict, in_specs: list[tuple[tuple, Any]]) -> Any:
     return 2 * math.prod(lead) * a[-2] * a[-1] * m
 
 
+@functools.lru_cache(maxsize=None)
 def _op(ta: bool, tb: bool, precision: str, out: str = "") -> HostOp:
+    """The op of one product variant (made once: the graph's node for a product is keyed on it)."""
     params = (("ta", ta), ("tb", tb), ("precision", precision)) + ((("out", out),) if out else ())
     return HostOp("gemm", _reference, params, batched=True, native=_native, flops=_flops)
 
@@ -108,7 +114,6 @@ def available(device: str) -> bool:
     sharded value (a tuple of devices)."""
     if not isinstance(device, str) or device.partition(":")[0] == "CPU":
         return False
-    from ..runtime.device import get_device
 
     try:
         dev = get_device(device)
@@ -141,8 +146,6 @@ def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
 def _held(t: Tensor) -> bool:
     """Whether ``t`` reads a stored value as it is (a buffer, a traced placeholder, or a
     transposed view of one, under markers): the op takes it without a copy."""
-    from ..graph.node import IDENTITY, Op
-    from .reduce import _swaps_last_axes
 
     n = t.node
     while n.buffer is None and n.src and (n.op in IDENTITY or _swaps_last_axes(n)):
@@ -170,7 +173,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor | None:
     bias epilogue: no pass of its own over the result), or None where the library does not
     compute the product or the bias has another dtype than it (promotion: the product, then the
     sum)."""
-    from ..tensor import result_type
 
     if x.ndim < 2 or bias.ndim != 1 or bias.device != x.device:
         return None
@@ -197,8 +199,6 @@ def _float8_source(t: Tensor) -> Tensor | None:
     transposed view of one), else None. A widening of an 8-bit float is exact, so the product of
     two widened operands is the library's product of the 8-bit floats themselves, written in the
     wider dtype: what XLA makes of ``dot(convert(a8), convert(b8))`` too."""
-    from ..graph.node import Op
-    from .reduce import _swaps_last_axes
 
     n = t.node
     swapped = _swaps_last_axes(n)
@@ -221,8 +221,6 @@ def _float8_product(a8: Tensor, b8: Tensor, out: dt.DType, bias: Tensor | None =
     of 16. float8_e5m2 operands (which it takes only beside a float8_e4m3fn one), other sizes and
     older GPUs: the operands are widened to bfloat16 (float16 for a float16 result; both exact)
     and multiplied as those, with the same float32 sums and the one rounding to ``out``."""
-    from ..runtime.device import get_device
-    from .reduce import _transposed_view
 
     if a8.device != b8.device or not available(a8.device):
         return None
@@ -260,7 +258,6 @@ def _fit(t: Tensor, batch: tuple[int, ...]) -> Tensor:
 def _stored(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, bool]:
     """``t`` as the matrix the op reads, and whether it is read transposed: the tensor under a view
     that swaps the last two axes (``w.T``) with the flag, its leading axes fitted (:func:`_fit`)."""
-    from .reduce import _transposed_view
 
     if _transposed_view(t):
         under = t._new(t.node.src[0])
@@ -272,7 +269,6 @@ def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...], bias: Tensor | None = No
           out: dt.DType | None = None) -> Tensor:
     """The op on ``a`` and ``b`` as stored; ``out``: the result's dtype where it is not theirs."""
     n, m = a.shape[-2], b.shape[-1]
-    from .reduce import _transposed_view
 
     if b.ndim == 2 and a.ndim > 2 and batch and not _transposed_view(a):  # (every batch entry's rows times one b)
         return _gemm(a.reshape(-1, a.shape[-1]), b, (), bias, out).reshape(batch + (n, m))
@@ -286,7 +282,6 @@ def _op_of(x: Tensor, t: bool) -> Tensor:
 
 
 def _call(x: Tensor, y: Tensor, bias: Tensor | None, ta: bool, tb: bool, batch: tuple[int, ...], out: str) -> Tensor:
-    from ..amp import get_float32_matmul_precision
 
     n = x.shape[-1] if ta else x.shape[-2]
     m = y.shape[-2] if tb else y.shape[-1]
@@ -311,7 +306,6 @@ def _product_bwd(res, g):
     """``op(a)``'s gradient ``g @ op(b).mT`` and ``op(b)``'s ``op(a).mT @ g``, each turned back
     into the stored operand's layout and summed over a batch it was shared by; the bias's, ``g``
     summed over its rows. (Operands of another dtype than the result, 8-bit floats, get theirs.)"""
-    from .reduce import _sum_to
 
     x, y, has_bias, ta, tb = res
     da = g @ _op_of(y, tb).mT

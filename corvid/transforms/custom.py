@@ -26,6 +26,24 @@ def _differentiable(x: Any) -> bool:
     return isinstance(x, Tensor) and x.dtype.is_float and x.node.traced
 
 
+_PLAIN = frozenset({int, float, bool, str, complex, type(None)})
+
+
+def untraced(args: tuple) -> bool:
+    """True when no transform can be watching ``args``: each a tensor that depends on no traced
+    variable, a plain Python scalar, or a tuple of such scalars. (A quick test, made before
+    flattening the arguments as pytrees, which costs microseconds per call of a library product;
+    False for any other argument, which the caller then flattens.)"""
+    for a in args:
+        t = type(a)
+        if t is Tensor:
+            if a.node.traced:
+                return False
+        elif t not in _PLAIN and not (t is tuple and all(type(x) in _PLAIN for x in a)):
+            return False
+    return True
+
+
 def _wrap(x: Tensor, mark: Mark) -> Tensor:
     return Tensor._from_node(node(Op.VAR, (x.node,), mark, x.dtype, x.shape), x.device)
 
@@ -67,6 +85,8 @@ class custom_vjp:
     def __call__(self, *args: Any) -> Any:
         if self.fwd is None or self.bwd is None:
             raise TypeError(f"custom_vjp {self.fun.__name__}: call defvjp(fwd, bwd) before calling it")
+        if self._in_fwd or not is_grad_enabled() or untraced(args):
+            return self.fun(*args)
         flat = [tree_flatten(a, _none_is_leaf) for a in args]
         if self._in_fwd or not is_grad_enabled() or not any(_differentiable(x) for leaves, _ in flat for x in leaves):
             return self.fun(*args)

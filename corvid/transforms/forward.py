@@ -33,6 +33,7 @@ from ..ops.special import digamma as _digamma
 from ..tensor import Tensor, copy_to
 from ..tree import tree_flatten, tree_unflatten
 from .batching import MARK_RULES, vmap
+from .custom import untraced
 from .rewrite import rewrite
 
 
@@ -387,6 +388,8 @@ class custom_jvp:
             raise TypeError(f"custom_jvp function {getattr(self, '__name__', '?')} has no rule: register one "
                             "with @f.defjvp")
         out = self.fun(*args)
+        if untraced(args):
+            return out  # no transform is watching: nothing to mark
         arg_leaves, arg_tree = tree_flatten(args)
         if not any(isinstance(x, Tensor) and x.node.traced for x in arg_leaves):
             return out  # no transform is watching: nothing to mark
