@@ -220,13 +220,20 @@ class StandInLt:
             self._view(d.value, ld_, i)[...] = res.astype(NP[ld_["dtype"]])
         return 0
 
-    @staticmethod
-    def _view(address: int, lay: dict, i: int) -> np.ndarray:
-        """Batch entry ``i`` of a column-major matrix at ``address``, as a (rows, cols) array view."""
+    memory: dict[int, np.ndarray] | None = None  # the stand-in driver's blocks (address -> bytes), when given
+
+    def _view(self, address: int, lay: dict, i: int) -> np.ndarray:
+        """Batch entry ``i`` of a column-major matrix at ``address``, as a (rows, cols) array view.
+        With the driver's ``memory``, a matrix that is not inside one allocated block is an
+        IndexError (on a GPU: a read of another value, or a write over it)."""
         dtype = np.dtype(NP[lay["dtype"]])
         rows, cols, ld = lay["rows"], lay["cols"], lay["ld"]
         start = address + i * lay.get(L.LAYOUT_STRIDED_BATCH_OFFSET, 0) * dtype.itemsize
         count = ld * (cols - 1) + rows
+        if self.memory is not None and not any(base <= start and start + count * dtype.itemsize <= base + block.size
+                                               for base, block in self.memory.items()):
+            raise IndexError(f"a {rows}x{cols} matrix (ld {ld}, batch entry {i}) at {start:#x} is not inside "
+                             "an allocated block")
         flat = np.frombuffer((ctypes.c_uint8 * (count * dtype.itemsize)).from_address(start), dtype=dtype)
         return np.lib.stride_tricks.as_strided(flat, shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
 

@@ -380,3 +380,26 @@ def test_cpu_blocks_start_on_a_cache_line(nbytes):
     assert again is h and a.address(again) % ALIGN == 0
     x = cv.Tensor(np.arange(max(nbytes // 4, 1), dtype=np.float32)) * 2
     assert x.realize().node.buffer.handle.ctypes.data % ALIGN == 0
+
+
+def test_a_buffer_that_outlives_its_device_returns_its_memory_to_that_devices_allocator():
+    """A value kept across ``unregister_backend`` and a new registration under the same name
+    gives its memory back to the allocator it came from: the new device's pool never hands out
+    the old device's memory (with stand-in devices whose memory went away with them, a kernel
+    then wrote into freed memory and the process crashed)."""
+    from corvid.runtime import device as registry
+
+    registry.register_backend("POOLTEST", "corvid.runtime.cpu:CPUDevice")
+    try:
+        old = get_device("POOLTEST")
+        x = cv.Tensor(np.arange(1000, dtype=np.float32), device="POOLTEST").realize()
+        registry.unregister_backend("POOLTEST")
+        registry.register_backend("POOLTEST", "corvid.runtime.cpu:CPUDevice")
+        new = get_device("POOLTEST")
+        assert new is not old
+        old_before, new_before = _blocks(old.allocator), _blocks(new.allocator)
+        del x
+        gc.collect()
+        assert _blocks(old.allocator) == old_before + 4000 and _blocks(new.allocator) == new_before
+    finally:
+        registry.unregister_backend("POOLTEST")

@@ -274,11 +274,15 @@ class Device:
 class Buffer:
     """``size`` elements of ``dtype`` on ``device``. Memory is taken lazily and pooled on free."""
 
-    __slots__ = ("device", "dtype", "size", "_handle", "pooled", "__weakref__")
+    __slots__ = ("device", "dtype", "size", "_handle", "_owner", "pooled", "__weakref__")
 
     def __init__(self, device: str, dtype: DType, size: int):
         self.device, self.dtype, self.size = device, dtype, size
         self._handle: Any = None
+        # the allocator the memory came from, which gets it back: a buffer can outlive its device's
+        # registration (a backend registered again under the name), and the memory is the first
+        # device's, never the pool of the one that holds the name now
+        self._owner: Allocator | None = None
         self.pooled = True  # False for foreign memory: it never enters the pool
 
     @classmethod
@@ -302,7 +306,9 @@ class Buffer:
         Buffer takes its memory before other threads can see it, as the engine does, except for
         empty values, of which a race loses one 1-byte block.)"""
         if self._handle is None:
-            self._handle = get_device(self.device).allocator.alloc(self.nbytes)
+            owner = get_device(self.device).allocator
+            self._handle = owner.alloc(self.nbytes)
+            self._owner = owner
         return self._handle
 
     @property
@@ -319,10 +325,13 @@ class Buffer:
         return raw.view(self.dtype.np)
 
     def __del__(self) -> None:
-        if self._handle is not None and self.pooled and _devices is not None:
-            dev = _devices.get(self.device)
-            if dev is not None:
-                dev.allocator.free(self._handle, self.size * self.dtype.itemsize)  # (self.nbytes, inlined)
+        if self._handle is not None and self.pooled:
+            owner = self._owner
+            if owner is None and _devices is not None:  # (a handle set from outside: the device's)
+                dev = _devices.get(self.device)
+                owner = None if dev is None else dev.allocator
+            if owner is not None:
+                owner.free(self._handle, self.size * self.dtype.itemsize)  # (self.nbytes, inlined)
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.dtype.name}[{self.size}]>"

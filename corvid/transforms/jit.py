@@ -182,6 +182,7 @@ class _Captured:
                         numel = numel(sizes)
                     out = bufs[o] = Buffer(device, dtype, numel)
                     out._handle = h = alloc(numel * itemsize)  # what out.handle would do, minus the device lookup
+                    out._owner = alloc.__self__
                     hs.append(h)
                 if type(program) is tuple:  # (a program whose launch depends on the symbolic sizes)
                     program = functools.partial(program[0], sizes=sizes)
@@ -259,6 +260,7 @@ class _Captured:
                     if h is None:  # a result: new memory at every call, as without a graph
                         out = bufs[o] = Buffer(device, dtype, numel)
                         out._handle = h = alloc(numel * itemsize)
+                        out._owner = alloc.__self__
                     hs.append(h)
                 handles.append(hs + [fixed[j] if j in fixed else bufs[j].handle for j in ins])
             self._graph(handles)
