@@ -45,6 +45,7 @@ class BlasCUDA(FakeCUDA):
 
     def _blas_library(self):
         self.standin = StandInLt()
+        self.standin.memory = self.cu.memory  # (every matrix it reads or writes is checked to lie in a block)
         return self.standin
 
 
@@ -576,7 +577,13 @@ def test_conv2d_and_its_gradients_through_the_library(dev, stride, padding, dila
         np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=1e-5 * np.abs(r.numpy()).max())
     calls = dev.standin.matmuls()
     assert len(calls) >= 3  # forward, the input's gradient (a transposed convolution) and the weight's
-    assert calls[0]["epilogue"] == L.EPILOGUE_BIAS  # (the forward adds the bias as it writes)
+    # the forward: per example, the weights times its windows as columns, written channels-first (no
+    # copy to read the result back): one strided batch over the 4 examples, the weights (the
+    # library's b: corvid's a) shared with a batch stride of 0; the bias is added afterwards
+    side = (20 + 2 * padding - dilation * 2 - 1) // stride + 1
+    fwd = calls[0]
+    assert (fwd["d"]["rows"], fwd["d"]["cols"], fwd["d"][L.LAYOUT_BATCH_COUNT]) == (side * side, 24, 4)
+    assert fwd["b"][L.LAYOUT_STRIDED_BATCH_OFFSET] == 0 and fwd["epilogue"] == L.EPILOGUE_DEFAULT
 
 
 def test_grouped_and_small_convolutions_stay_corvid_kernels(dev):
@@ -691,8 +698,8 @@ def test_mnist_cnn_training_steps_match_the_cpu(dev):
     got = _losses(DEV, make, 3, batch)
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert got[-1] < got[0]
-    shapes = {(c["d"]["rows"], c["d"]["cols"]) for c in dev.standin.matmuls()}
-    assert (32, 16 * 24 * 24) in shapes  # (the first convolution: im2col rows times 32 filters)
+    shapes = {(c["d"]["rows"], c["d"]["cols"], c["d"].get(L.LAYOUT_BATCH_COUNT, 1)) for c in dev.standin.matmuls()}
+    assert (24 * 24, 32, 16) in shapes  # (the first convolution: 32 filters times each example's windows)
 
 
 def test_gpt_training_steps_in_bfloat16_mixed_precision_match_the_cpu(dev):
