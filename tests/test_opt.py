@@ -220,6 +220,61 @@ def test_upcast_reduce_refuses_what_it_cannot_keep_equal(t, match):
         apply_opt(_base(t()), Opt("upcast_reduce", 0, amount))
 
 
+def test_vector_reduce_combines_neighbours_then_accumulates_once():
+    """vector_reduce(axis, n): each step of the loop reads n neighbouring elements, combines them
+    pairwise and adds the result to the one accumulator; values equal the reduce's (sums within
+    rounding, max and min exactly, nan and signed infinities included), also under group_local
+    (which the C renderer runs as a plain loop) and inside an output loop."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(4096).astype(np.float32)
+    k = _base((cv.Tensor(x) * 2).sum())
+    out = apply_opt(k, Opt("vector_reduce", 0, 4))
+    assert [lp.size for lp in reduce_loops(out)] == [1024] and sum(u.op == "reduce" for u in out.values()) == 1
+    src = get_device("CPU").renderer.render(out)
+    assert "r0s*4+3" in src.replace(" ", "")
+    want = (x.astype(np.float64) * 2).sum()
+    np.testing.assert_allclose(_run(out, [x]), want, rtol=1e-5)
+    both = apply_opt(out, Opt("group_local", 0, 256))
+    np.testing.assert_allclose(_run(both, [x]), want, rtol=1e-5)
+    y = np.where(np.arange(4096) == 3333, np.float32(np.nan), x)
+    y[5], y[4001] = -np.inf, np.inf
+    for arr in (x, y):
+        for t, ref in ((cv.Tensor(arr).max(), np.max), (cv.Tensor(arr).min(), np.min)):
+            got = _run(apply_opt(_base(t), Opt("vector_reduce", 0, 8)), [arr])
+            np.testing.assert_array_equal(got, ref(arr))
+    rows = _real(24, 64, dtype=cv.float64)
+    k = _base(rows.sum(axis=1))
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(apply_opt(k, Opt("vector_reduce", 0, 8)), arrays),
+                               arrays[0].reshape(24, 64).sum(1), rtol=1e-12)
+    with pytest.raises(OptError, match="sum of int64"):
+        apply_opt(_base(cv.Tensor(np.arange(4096, dtype=np.int32)).sum()), Opt("vector_reduce", 0, 4))
+    with pytest.raises(OptError, match="must divide"):
+        apply_opt(k, Opt("vector_reduce", 0, 3))
+
+
+def test_gpu_heuristics_give_a_long_contiguous_reduce_vector_loads():
+    """With ``vector_bytes`` (CUDA: 16), a work-group reduce over a long contiguous loop reads 16
+    bytes of neighbours per work item and step (vector_reduce by 4 float32 / 8 bfloat16, then
+    group_local); a strided loop, a short one, or no vector_bytes (OpenCL) keep group_local alone."""
+    from corvid.codegen.opt import WIDE_REDUCE_MIN, gpu_heuristics
+
+    n = 4 * WIDE_REDUCE_MIN
+    k = _base(_real(n).sum())
+    assert [o.op for o in gpu_heuristics(k, 1024, vector_bytes=16).opts] == ["vector_reduce", "group_local"]
+    assert gpu_heuristics(k, 1024, vector_bytes=16).opts[0].arg == 4
+    half = _base(_real(n).astype(cv.bfloat16).realize().astype(cv.float32).sum())
+    assert gpu_heuristics(half, 1024, vector_bytes=16).opts[0] == Opt("vector_reduce", 0, 8)
+    assert [o.op for o in gpu_heuristics(k, 1024).opts] == ["group_local"]
+    column = _base(_real(n // 16, 16).sum(axis=0))  # (16 outputs, each reading every 16th element)
+    assert "vector_reduce" not in [o.op for o in gpu_heuristics(column, 1024, vector_bytes=16).opts]
+    short = _base(_real(WIDE_REDUCE_MIN // 2).sum())
+    assert [o.op for o in gpu_heuristics(short, 1024, vector_bytes=16).opts] == ["group_local"]
+    wide = gpu_heuristics(k, 1024, vector_bytes=16)
+    arrays = search.random_inputs(k)
+    np.testing.assert_allclose(_run(wide, arrays), arrays[0].astype(np.float64).sum(), rtol=1e-4)
+
+
 def test_heuristics_sum_a_long_full_reduce_in_two_chunks():
     """A full float sum of at least REDUCE_STREAMS_MIN elements: two chunks side by side (two
     vector accumulators per thread; one add chain per thread left cache-resident sums bound by

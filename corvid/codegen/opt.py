@@ -1,10 +1,11 @@
 """Optimization actions on a kernel, and the default heuristics that choose them.
 
 An action (:class:`~corvid.codegen.ir.Opt`) is a small transformation that keeps results equal
-(identical, except that ``vectorize``, ``group`` and ``upcast_reduce`` reassociate a float sum). Apply one with
-:func:`apply_opt`; a kernel records the actions applied to it in ``kernel.opts``. ``axis``
+(identical, except that ``vectorize``, ``group``, ``upcast_reduce`` and ``vector_reduce`` reassociate a float
+sum). Apply one with :func:`apply_opt`; a kernel records the actions applied to it in ``kernel.opts``. ``axis``
 counts the kernel's output loops (outermost first), except for ``unroll``, ``group``,
-``group_local`` and ``upcast_reduce``, whose ``axis`` counts its reduce loops (:func:`reduce_loops`).
+``group_local``, ``upcast_reduce`` and ``vector_reduce``, whose ``axis`` counts its reduce loops
+(:func:`reduce_loops`).
 
 * ``upcast(axis, amount)``: split output loop ``axis`` into an outer loop and ``amount`` copies of
   the body (register tiling). Reduces in the copies share their loop variables, so the
@@ -32,6 +33,9 @@ counts the kernel's output loops (outermost first), except for ``unroll``, ``gro
 * ``upcast_reduce(axis, amount)``: reduce loop ``axis`` split into ``amount`` contiguous chunks
   reduced side by side in one loop (one accumulator per chunk, combined pairwise in order
   afterwards): independent add chains instead of one. Float32/float64 sums, maxima and minima.
+* ``vector_reduce(axis, amount)``: reduce loop ``axis`` over groups of ``amount`` neighbours, each
+  combined pairwise before it joins the one accumulator: each step reads ``amount`` neighbours, a
+  GPU's vector load (CUDA's wide reduces: see :func:`gpu_heuristics`). The same dtypes.
 * ``stream(axis, keep_kib)``: a full sum reads its input past the caches (non-temporal loads),
   except for the last ``keep_kib`` KiB, which it reads through them: data larger than the last-level
   cache would only evict what the caches hold (the caller's working set, the part that the next
@@ -347,7 +351,7 @@ def rows_local(k: Kernel, axis: int, amount: int) -> Kernel:
     whole row. GPU-style devices only: the C renderer cannot run it."""
     from .linearize import placement
 
-    lp = _output_loop(k, axis)
+    _output_loop(k, axis)  # (an OptError for an axis out of range)
     if axis != len(k.loops) - 1 or any(x.kind == "local" for x in k.loops + k.reduce_loops()):
         raise OptError("rows_local: the innermost output loop of a kernel without work-group loops")
     values, place = placement(k)
@@ -437,13 +441,27 @@ def upcast_reduce(k: Kernel, axis: int, amount: int) -> Kernel:
     tree). Independent accumulators hide the latency of the combining op, and a long sum reads
     ``amount`` memory streams at once instead of one. Float sums, maxima and minima
     (float32/float64) only: narrow floats round every partial result once, which changes it."""
+    return _accumulators(k, axis, amount, "upcast_reduce", interleave=False)
+
+
+def vector_reduce(k: Kernel, axis: int, amount: int) -> Kernel:
+    """Reduce loop ``axis`` over groups of ``amount`` neighbours: each step reads the elements
+    ``amount*c ... amount*c + amount - 1`` (a GPU's one vector load: 16 bytes, four float32),
+    combines them pairwise (independent ops) and adds the result to the one accumulator. Then
+    ``group_local`` on the same loop gives work item ``l`` the neighbours at ``amount*l``, next to
+    those of item ``l + 1``, and one work-group reduce combines the items. Same dtypes as
+    ``upcast_reduce``."""
+    return _accumulators(k, axis, amount, "vector_reduce", interleave=True)
+
+
+def _accumulators(k: Kernel, axis: int, amount: int, name: str, interleave: bool) -> Kernel:
     lp = _reduce_loop(k, axis)
     if not 1 < amount < lp.size or lp.size % amount:
-        raise OptError(f"upcast_reduce: {amount} must divide the reduce loop size {lp.size} and be smaller")
+        raise OptError(f"{name}: {amount} must divide the reduce loop size {lp.size} and be smaller")
     for u in k.values():
         if u.op == "reduce" and any(x.var == lp.var for x in u.arg[1]) and \
                 (u.arg[0] not in _COMBINE or u.dtype.name not in ("float32", "float64")):
-            raise OptError(f"upcast_reduce: a {u.arg[0]} of {u.dtype.name} keeps one accumulator (only float32 "
+            raise OptError(f"{name}: a {u.arg[0]} of {u.dtype.name} keeps one accumulator (only float32 "
                           "and float64 sums, maxima and minima take several)")
     chunk = lp.size // amount
     c = Var(f"{lp.var.name}s", 0, chunk - 1)
@@ -453,16 +471,22 @@ def upcast_reduce(k: Kernel, axis: int, amount: int) -> Kernel:
     for u in k.values():
         if u.op == "reduce" and any(x.var == lp.var for x in u.arg[1]):
             loops = tuple(inner if x.var == lp.var else x for x in u.arg[1])
-            parts = [out.u("reduce", u.dtype, (m[id(u.src[0])],), (u.arg[0], loops)) for m in memos]
+            if interleave:  # the neighbours combined (pairwise, in order), then one accumulator
+                parts = [m[id(u.src[0])] for m in memos]
+                if any(x.dtype != u.dtype for x in parts):
+                    raise OptError(f"{name}: a {u.arg[0]} of {parts[0].dtype.name} values into {u.dtype.name}")
+            else:
+                parts = [out.u("reduce", u.dtype, (m[id(u.src[0])],), (u.arg[0], loops)) for m in memos]
             while len(parts) > 1:  # pairwise, in order
                 parts = [out.u("alu", u.dtype, (a, b), _COMBINE[u.arg[0]]) for a, b in zip(parts[::2], parts[1::2])] \
                     + parts[len(parts) - len(parts) % 2:]
+            done = out.u("reduce", u.dtype, (parts[0],), (u.arg[0], loops)) if interleave else parts[0]
             for m in memos:
-                m[id(u)] = parts[0]
+                m[id(u)] = done
             continue
         for s, m in enumerate(memos):
             m[id(u)] = out.u(u.op, u.dtype, tuple(m[id(x)] for x in u.src),
-                             substitute_arg(u, {lp.var: c + s * chunk}))
+                             substitute_arg(u, {lp.var: c * amount + s if interleave else c + s * chunk}))
     out.stores = [st.moved({}, memos[0][id(st.value)]) for st in k.stores]
     return out
 
@@ -585,7 +609,8 @@ ACTIONS: dict[str, Callable[..., Kernel]] = {
     "upcast": upcast, "vectorize": vectorize, "permute": lambda k, axis, order: permute(k, tuple(order)),
     "split": split, "local": local, "unroll": unroll, "group": group, "group_local": group_local, "rows_local": rows_local,
     "reduces_local": reduces_local,
-    "thread": thread, "pad": pad, "pad_reduce": pad_reduce, "upcast_reduce": upcast_reduce, "stream": stream,
+    "thread": thread, "pad": pad, "pad_reduce": pad_reduce, "upcast_reduce": upcast_reduce,
+    "vector_reduce": vector_reduce, "stream": stream,
 }
 
 
@@ -743,8 +768,41 @@ def gpu_heuristics(k: Kernel, max_group: int = 256, shared_reduce: bool = True, 
         width = next((w for w in (256, 128, 64, 32, 16) if w <= max_group and lp.size % w == 0 and w < lp.size), 0)
         best = max(best, (width, lp.size, axis))
     if best[0]:
-        return apply_opt(k, Opt("group_local", best[2], best[0]))
+        wide = _wide_reduce(k, values, best[2], vector_bytes, max_group) if vector_bytes else None
+        return wide or apply_opt(k, Opt("group_local", best[2], best[0]))
     return _padded_group(k, loops, max_group)
+
+
+WIDE_REDUCE_MIN = 1 << 12  # elements of a reduce loop from which a work item reads vectors (wide_reduce)
+
+
+def _wide_reduce(k: Kernel, values: list[U], axis: int, vector_bytes: int, max_group: int) -> Kernel | None:
+    """A work-group reduce whose work items each read ``vector_bytes`` of neighbours per step
+    (``vector_reduce``, then ``group_local`` over the same loop), or None where it does not
+    apply: a reduce loop shorter than :data:`WIDE_REDUCE_MIN`, a load along it that is not
+    contiguous, or a reduce that keeps one accumulator (see ``upcast_reduce``).
+
+    Why: a full sum's work items each loaded one float32 per step, a chain of dependent adds
+    (an H200: a 64M sum at 2.2 TB/s where PyTorch's vector loads reach 3.1). With four float32
+    neighbours per step the load is one 16-byte instruction (the renderer states the buffers'
+    alignment, as for :func:`wide_items`) and the four adds are independent."""
+    lp = reduce_loops(k)[axis]
+    if is_symbolic(lp.size) or lp.size < WIDE_REDUCE_MIN:
+        return None
+    loads = [u for u in values if u.op in ("load", "gather") and lp.var in u.arg[1].vars()]
+    if not loads or any(u.op != "load" or _stride(u.arg[1], lp.var) != 1 for u in loads):
+        return None
+    amount = min(WIDE_ITEMS_MAX, vector_bytes // min(u.dtype.itemsize for u in loads))
+    if amount < 2 or lp.size % amount:
+        return None
+    inner = lp.size // amount
+    width = next((w for w in (256, 128, 64, 32) if w <= max_group and inner % w == 0 and w < inner), 0)
+    if not width:
+        return None
+    try:
+        return apply_opt(apply_opt(k, Opt("vector_reduce", axis, amount)), Opt("group_local", axis, width))
+    except OptError:  # (a reduce that keeps one accumulator: a narrow float's, an integer's)
+        return None
 
 
 WIDE_ITEMS_MAX = 8  # elements per work item at most (wide_items): 16 bytes of bfloat16; 8 bytes of int8/bool
