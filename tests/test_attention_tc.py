@@ -83,6 +83,9 @@ def _run(lead=(2, 3), tq=80, tk=80, d=64, dv=64, causal=False, mask=None, seed=0
     dict(tq=64, tk=100, d=16, dv=16, mask=(2, 3, 64, 100)),  # a mask of its own per row and head
     dict(lead=(1, 2), tq=64, tk=64, d=128, dv=128, causal=True),
     dict(lead=(3,), tq=17, tk=200, d=80, dv=32, mask=(3, 17, 200)),
+    # tiles wholly inside (no per-score tests: the kernel's ``edge`` is false), causal and not
+    dict(lead=(1, 2), tq=192, tk=192, causal=True),
+    dict(lead=(2,), tq=128, tk=192),
 ])
 def test_the_emulated_kernel_matches_float64_attention(case):
     got, lse, want, want_lse = _run(**case)
@@ -131,6 +134,8 @@ def _kernel(kind, shapes, causal, scale, has_mask):
     dict(tq=70, tk=130, d=32, dv=48, mask=(2, 1, 1, 130)),
     dict(lead=(1, 2), tq=48, tk=72, d=128, dv=128, causal=True),
     dict(lead=(3,), tq=17, tk=100, d=80, dv=32, mask=(3, 17, 100)),
+    dict(lead=(1, 2), tq=192, tk=192, causal=True),  # (tiles wholly inside: see the forward's cases)
+    dict(lead=(2,), tq=128, tk=192),
 ])
 def test_the_emulated_backward_matches_float64_gradients(case):
     lead, tq, tk = case.get("lead", (2, 3)), case.get("tq", 80), case.get("tk", 80)

@@ -15,7 +15,10 @@ row's columns combine theirs with ``__shfl_xor_sync``), rescales its output accu
 multiplies the probabilities (the score accumulators rounded to bfloat16, which are laid out as
 the next product's A fragments) by the values. The backward recomputes the probabilities from
 the forward's log-sum-exp the same way. Sums are float32 throughout; outputs, log-sum-exp and
-gradients are written in float32.
+gradients are written in float32. Scores are kept in base 2 (the scale times log2(e)), so that
+each probability is one ``exp2f``; a tile wholly inside the causal limit and the lengths, with
+no mask, skips the per-score tests. Tiles come from global memory 16 bytes per load (a
+transposed tile: a work item's 8 neighbours of a row written down 8 columns of shared memory).
 
 Fragment layouts (PTX ISA, ``mma.m16n8k16`` with 16-bit A/B and float32 C/D): lane ``l`` has
 ``g = l / 4`` and ``c = l % 4``. A (16x16, row-major), four 32-bit registers of two elements:
@@ -39,6 +42,7 @@ TILE_ROWS = 64  # query rows per block: 4 warps of 16
 TILE_KEYS = 64  # keys per tile in shared memory
 THREADS = 128
 MAX_HEAD = 128  # head sizes (multiples of 16) the kernel takes; the shared tiles stay under 48 KiB
+LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 PAD = 8  # bfloat16 elements after each shared row: the fragments' 32-bit reads then hit distinct banks
 
 # the instruction, as inline PTX; the host emulation defines CV_MMA as a function instead
@@ -48,6 +52,7 @@ MMA = """#ifndef CV_MMA
   : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]) \\
   : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "r"(b0), "r"(b1))
 #endif
+struct __align__(16) cv_u4 { unsigned x, y, z, w; };  /* 8 bfloat16: one 16-byte load or store */
 static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /* round to nearest even */
   unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
   a = (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;
@@ -84,20 +89,31 @@ def _afrag(var: str, src: str, rows: int, width: int) -> list[str]:
 
 def _rows(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
     """Copy ``tile`` rows of ``src`` (from row ``start``; zeros past ``rows``) into the shared
-    ``dst``, row-major with :data:`PAD` spare elements per row, two elements at a time."""
-    return (f"    for (int e = t; e < {tile * width // 2}; e += {THREADS}) {{\n"
-            f"      const int rr = e / {width // 2}, cc = (e % {width // 2}) * 2;\n"
-            f"      *(unsigned*)({dst} + rr * {width + PAD} + cc) = {start} + rr < {rows} ? "
-            f"*(const unsigned*)({src} + (bh * {rows} + {start} + rr) * {width} + cc) : 0u;\n"
+    ``dst``, row-major with :data:`PAD` spare elements per row, 8 elements (16 bytes: one load
+    and one store instruction) at a time: the rows start 16-byte aligned on both sides (``width``
+    and :data:`PAD` are multiples of 8; the buffers are 16-byte aligned)."""
+    return (f"    for (int e = t; e < {tile * width // 8}; e += {THREADS}) {{\n"
+            f"      const int rr = e / {width // 8}, cc = (e % {width // 8}) * 8;\n"
+            f"      *(cv_u4*)({dst} + rr * {width + PAD} + cc) = {start} + rr < {rows} ? "
+            f"*(const cv_u4*)({src} + (bh * {rows} + {start} + rr) * {width} + cc) : cv_u4{{0u, 0u, 0u, 0u}};\n"
             f"    }}\n")
 
 
 def _cols(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
-    """The same tile transposed: ``dst[column][row]``, rows of ``tile + PAD``."""
-    return (f"    for (int e = t; e < {tile * width}; e += {THREADS}) {{\n"
-            f"      const int rr = e / {width}, cc = e % {width};\n"
-            f"      {dst}[cc * {tile + PAD} + rr] = {start} + rr < {rows} ? {src}[(bh * {rows} + {start} + rr) * {width} + cc]"
-            f" : (unsigned short)0;\n"
+    """The same tile transposed: ``dst[column][row]``, rows of ``tile + PAD``. A work item reads
+    8 neighbours of a row in one 16-byte load and writes them down 8 columns; neighbouring items
+    take neighbouring rows, so that each of the 8 shared stores of a warp writes 32 neighbouring
+    elements (distinct banks; one element at a time, the items of a warp wrote a column each,
+    a bank conflict of 8)."""
+    return (f"    for (int e = t; e < {tile * width // 8}; e += {THREADS}) {{\n"
+            f"      const int rr = e % {tile}, cc = (e / {tile}) * 8;\n"
+            f"      const cv_u4 w = {start} + rr < {rows} ? *(const cv_u4*)({src} + (bh * {rows} + {start} + rr) * {width} + cc)"
+            f" : cv_u4{{0u, 0u, 0u, 0u}};\n"
+            f"      unsigned short* col = {dst} + cc * {tile + PAD} + rr;\n"
+            f"      col[0] = (unsigned short)w.x; col[{tile + PAD}] = (unsigned short)(w.x >> 16);\n"
+            f"      col[{2 * (tile + PAD)}] = (unsigned short)w.y; col[{3 * (tile + PAD)}] = (unsigned short)(w.y >> 16);\n"
+            f"      col[{4 * (tile + PAD)}] = (unsigned short)w.z; col[{5 * (tile + PAD)}] = (unsigned short)(w.z >> 16);\n"
+            f"      col[{6 * (tile + PAD)}] = (unsigned short)w.w; col[{7 * (tile + PAD)}] = (unsigned short)(w.w >> 16);\n"
             f"    }}\n")
 
 
@@ -126,6 +142,16 @@ def _accumulate(acc: str, frm: str, smem: str, n: int, k: int, ld: int) -> str:
             f"        CV_MMA({acc}[n], pa, brow[kk * 8 + c], brow[kk * 8 + 4 + c]);\n"
             f"      }}\n"
             f"    }}\n")
+
+
+def _edge(q0: str, nq: int, TQ: int, k0: str, nk: int, TK: int, causal: bool, has_mask: bool) -> str:
+    """``edge``: whether a tile of queries ``q0 .. q0 + nq - 1`` and keys ``k0 .. k0 + nk - 1``
+    needs the per-score tests (a mask to add, a query or key past the end, a key after a query
+    under the causal limit). The same for the whole block: the tiles inside skip them."""
+    if has_mask:
+        return "    const bool edge = true;"
+    cond = [f"{q0} + {nq} > {TQ}", f"{k0} + {nk} > {TK}"] + ([f"{k0} + {nk} - 1 > {q0}"] if causal else [])
+    return f"    const bool edge = {' || '.join(cond)};"
 
 
 def _zero(acc: str, n: int) -> str:
@@ -169,6 +195,11 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                                   f"{MAX_HEAD}, not {D} and {DV}")
     BH = math.prod(lead)
     scale = repr(float(np.float32(params["scale"]))) + "f"
+    # scores are kept in base 2 (scaled by log2(e) with the scale, one multiply): exp2f is the GPU's
+    # one exponential instruction, where expf adds a range reduction around it. The log-sum-exp
+    # is written and read in base e, as the float32 kernels and the CPU's.
+    scale2 = repr(float(np.float32(params["scale"] * LOG2E))) + "f"
+    log2e = repr(float(np.float32(LOG2E))) + "f"
     bf, f32 = "const unsigned short* __restrict__", "const float* __restrict__"
     args = ["float* __restrict__ p0", f"{bf} p1", f"{bf} p2", f"{bf} p3"] + ([f"{f32} p4"] if has_mask else [])
     extra = 4 if has_mask else 3
@@ -194,11 +225,12 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
             *moff]
 
     def score(i: str, j: str) -> str:
-        """Lines turning the scaled score ``v`` of query ``i`` and key ``j`` into -inf where masked."""
-        add = f"        if ({i} < {TQ} && {j} < {TK}) v += p4[moff + (long long)({i}) * {mask_row} + ({j})];\n" \
+        """Lines turning the scaled score ``v`` of query ``i`` and key ``j`` into -inf where masked
+        (adding the mask, in base 2), for a tile at an edge (``edge``: see :func:`_edge`)."""
+        add = f"        if ({i} < {TQ} && {j} < {TK}) v += p4[moff + (long long)({i}) * {mask_row} + ({j})] * {log2e};\n" \
             if has_mask else ""
         cut = f"{i} >= {TQ} || {j} >= {TK}" + (f" || {j} > {i}" if causal else "")
-        return add + f"        if ({cut}) v = ninf;\n"
+        return f"        if (edge) {{\n  {add}        if ({cut}) v = ninf;\n        }}\n"
 
     if kind == "fwd_tc":
         BK = TILE_KEYS
@@ -208,25 +240,26 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 *_afrag("qa", "p1", TQ, D), _zero("o", DV),
                 "  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;",
                 f"  for (int j0 = 0; j0 < {end}; j0 += {BK}) {{",
+                _edge("b0", TILE_ROWS, TQ, "j0", BK, TK, causal, has_mask),
                 _rows("ks", "p2", "j0", TK, BK, D) + _cols("vt", "p3", "j0", TK, BK, DV) + "    __syncthreads();",
                 _product("s", "qa", "ks", BK, D, D + PAD) +
                 "    float mx0 = m0, mx1 = m1;\n"
                 f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
-                f"        float v = s[n][e] * {scale};\n" + score("row", "col") +
+                f"        float v = s[n][e] * {scale2};\n" + score("row", "col") +
                 "        s[n][e] = v;\n"
                 "        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);\n"
                 "      }\n"
                 "    }\n"
                 "    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1)); mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n"
                 "    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1)); mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n"
-                "    const float c0 = mx0 == ninf ? 1.0f : expf(m0 - mx0), c1 = mx1 == ninf ? 1.0f : expf(m1 - mx1);\n"
+                "    const float c0 = mx0 == ninf ? 1.0f : exp2f(m0 - mx0), c1 = mx1 == ninf ? 1.0f : exp2f(m1 - mx1);\n"
                 "    const float base0 = mx0 == ninf ? 0.0f : mx0, base1 = mx1 == ninf ? 0.0f : mx1;\n"
                 "    float sum0 = 0.0f, sum1 = 0.0f;\n"
                 f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
-                "      s[n][0] = expf(s[n][0] - base0); s[n][1] = expf(s[n][1] - base0);\n"
-                "      s[n][2] = expf(s[n][2] - base1); s[n][3] = expf(s[n][3] - base1);\n"
+                "      s[n][0] = exp2f(s[n][0] - base0); s[n][1] = exp2f(s[n][1] - base0);\n"
+                "      s[n][2] = exp2f(s[n][2] - base1); s[n][3] = exp2f(s[n][3] - base1);\n"
                 "      sum0 += s[n][0] + s[n][1]; sum1 += s[n][2] + s[n][3];\n"
                 "    }\n"
                 "    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1); sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);\n"
@@ -238,8 +271,8 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;",
                 f"  for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= inv0; o[n][1] *= inv0; o[n][2] *= inv1; o[n][3] *= inv1; }}",
                 _store("o", "p0", TQ, DV),
-                f"  if (c == 0 && r0 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r0] = l0 > 0.0f ? m0 + logf(l0) : ninf;",
-                f"  if (c == 0 && r1 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r1] = l1 > 0.0f ? m1 + logf(l1) : ninf;"]
+                f"  if (c == 0 && r0 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r0] = l0 > 0.0f ? m0 * {LN2!r}f + logf(l0) : ninf;",
+                f"  if (c == 0 && r1 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r1] = l1 > 0.0f ? m1 * {LN2!r}f + logf(l1) : ninf;"]
         flops = 2 * BH * TQ * TK * (D + DV)
     elif kind == "dq_tc":
         BK = _tile(max(D, DV))
@@ -248,17 +281,19 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 f"  __shared__ __align__(16) unsigned short kt[{D * (BK + PAD)}];",
                 f"  __shared__ __align__(16) unsigned short vs[{BK * (DV + PAD)}];",
                 *_afrag("qa", "p1", TQ, D), *_afrag("da", do, TQ, DV), _zero("dq", D),
-                f"  const float ls0 = r0 < {TQ} ? {lse}[bh * {TQ} + r0] : 0.0f, ls1 = r1 < {TQ} ? {lse}[bh * {TQ} + r1] : 0.0f;",
+                f"  const float ls0 = r0 < {TQ} ? {lse}[bh * {TQ} + r0] * {log2e} : 0.0f, "
+                f"ls1 = r1 < {TQ} ? {lse}[bh * {TQ} + r1] * {log2e} : 0.0f;",
                 f"  const float dl0 = r0 < {TQ} ? {delta}[bh * {TQ} + r0] : 0.0f, dl1 = r1 < {TQ} ? {delta}[bh * {TQ} + r1] : 0.0f;",
                 f"  for (int j0 = 0; j0 < {end}; j0 += {BK}) {{",
+                _edge("b0", TILE_ROWS, TQ, "j0", BK, TK, causal, has_mask),
                 _rows("ks", "p2", "j0", TK, BK, D) + _cols("kt", "p2", "j0", TK, BK, D) +
                 _rows("vs", "p3", "j0", TK, BK, DV) + "    __syncthreads();",
                 _product("s", "qa", "ks", BK, D, D + PAD) + _product("dp", "da", "vs", BK, DV, DV + PAD) +
                 f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
-                f"        float v = s[n][e] * {scale};\n" + score("row", "col") +
-                "        const float p = v == ninf ? 0.0f : expf(v - (e < 2 ? ls0 : ls1));\n"
+                f"        float v = s[n][e] * {scale2};\n" + score("row", "col") +
+                "        const float p = v == ninf ? 0.0f : exp2f(v - (e < 2 ? ls0 : ls1));\n"
                 "        s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));\n"
                 "      }\n"
                 "    }\n" + _accumulate("dq", "s", "kt", D, BK, BK + PAD) + "    __syncthreads();",
@@ -275,10 +310,11 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 f"  __shared__ float ls[{BQ}], dls[{BQ}];",
                 *_afrag("ka", "p2", TK, D), *_afrag("va", "p3", TK, DV), _zero("dk", D), _zero("dv", DV),
                 f"  for (int i0 = {start}; i0 < {TQ}; i0 += {BQ}) {{",
+                _edge("i0", BQ, TQ, "b0", TILE_ROWS, TK, causal, has_mask),
                 _rows("qs", "p1", "i0", TQ, BQ, D) + _cols("qt", "p1", "i0", TQ, BQ, D) +
                 _rows("os", do, "i0", TQ, BQ, DV) + _cols("ot", do, "i0", TQ, BQ, DV) +
                 f"    for (int e = t; e < {BQ}; e += {THREADS}) {{\n"
-                f"      ls[e] = i0 + e < {TQ} ? {lse}[bh * {TQ} + i0 + e] : 0.0f;\n"
+                f"      ls[e] = i0 + e < {TQ} ? {lse}[bh * {TQ} + i0 + e] * {log2e} : 0.0f;\n"
                 f"      dls[e] = i0 + e < {TQ} ? {delta}[bh * {TQ} + i0 + e] : 0.0f;\n"
                 "    }\n"
                 "    __syncthreads();",
@@ -286,8 +322,8 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 f"    for (int n = 0; n < {BQ // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int key = e < 2 ? r0 : r1, ii = n * 8 + 2 * c + (e & 1), qi = i0 + ii;\n"
-                f"        float v = s[n][e] * {scale};\n" + score("qi", "key") +
-                "        const float p = v == ninf ? 0.0f : expf(v - ls[ii]);\n"
+                f"        float v = s[n][e] * {scale2};\n" + score("qi", "key") +
+                "        const float p = v == ninf ? 0.0f : exp2f(v - ls[ii]);\n"
                 "        s[n][e] = p;\n"
                 "        dp[n][e] = p * (dp[n][e] - dls[ii]);\n"
                 "      }\n"
