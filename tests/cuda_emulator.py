@@ -9,7 +9,11 @@ bytes, for work-group reduces; :func:`kernel_source` makes a whole rendered kern
 (g, 2c..2c+1), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..) of the 16x16 A; B registers (2c..2c+1, g)
 and (2c+8..2c+9, g) of the 16x8 B (k, n); C/D (g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1); the
 lower-index element in the lower 16 bits. So a kernel that misplaces a fragment element gives
-wrong values here as it would on a GPU.
+wrong values here as it would on a GPU. ``CV_LDSM_X4``/``_X2``/``_X4_T`` are ``ldmatrix``
+(``.m8n8.x4``/``.x2``/``.x4.trans``, ``.b16``): lanes ``8i .. 8i+7`` give the row addresses of
+matrix ``i``; lane ``l`` receives row ``g``'s elements ``2c``, ``2c+1`` of each (``.trans``:
+column ``g``'s elements at rows ``2c``, ``2c+1``). ``CV_CP_ASYNC`` (``cp.async``) copies at once,
+so its waits are no-ops: a kernel that reads a stage before waiting for it is not caught here.
 """
 
 from __future__ import annotations
@@ -104,6 +108,27 @@ static inline void cv_emu_mma(float* d, const unsigned* a, unsigned b0, unsigned
   }
 }
 #define CV_MMA(d, a, b0, b1) cv_emu_mma((d), (a), (b0), (b1))
+static const unsigned short* cv_ldsm_rows[32][32];
+static inline void cv_emu_ldsm(unsigned* r, const unsigned short* p, int count, bool trans) {
+  /* ldmatrix .m8n8 .b16: lanes 8i..8i+7 give the rows of matrix i; lane l gets row l/4's elements
+     2(l%4), 2(l%4)+1 (trans: column l/4's elements at rows 2(l%4), 2(l%4)+1), lower one low */
+  const int w = cv_tid / 32, l = cv_tid % 32, g = l / 4, c = l % 4;
+  cv_ldsm_rows[w][l] = p;
+  cv_warp_barrier[w]->arrive_and_wait();
+  for (int i = 0; i < count; i++) {
+    const unsigned lo = trans ? cv_ldsm_rows[w][8 * i + 2 * c][g] : cv_ldsm_rows[w][8 * i + g][2 * c];
+    const unsigned hi = trans ? cv_ldsm_rows[w][8 * i + 2 * c + 1][g] : cv_ldsm_rows[w][8 * i + g][2 * c + 1];
+    r[i] = lo | (hi << 16);
+  }
+  cv_warp_barrier[w]->arrive_and_wait();
+}
+#define CV_LDSM_X4(r, p) cv_emu_ldsm((r), (p), 4, false)
+#define CV_LDSM_X2(r, p) cv_emu_ldsm((r), (p), 2, false)
+#define CV_LDSM_X4_T(r, p) cv_emu_ldsm((r), (p), 4, true)
+/* cp.async at once (its wait is then a no-op): 16 bytes, or zeros */
+#define CV_CP_ASYNC(dst, src, ok) do { if (ok) std::memcpy((dst), (src), 16); else std::memset((dst), 0, 16); } while (0)
+#define CV_CP_COMMIT() ((void)0)
+#define CV_CP_WAIT(n) ((void)0)
 """
 
 RUN = r"""

@@ -7,9 +7,11 @@ split of the backward (a kernel for ``dq``, one for ``dk`` and ``dv``: no atomic
 row written by one warp, deterministic). A block of 4 warps takes 64 rows (queries; keys for
 ``dk``/``dv``), each warp 16 of them, kept in registers as the instruction's A fragments for the
 whole kernel. The other side (keys and values; queries and output gradients) comes through
-shared memory in tiles, as bfloat16, row-major and where a product needs it transposed, so that
-every B register is two neighbouring elements of one shared row. The forward computes a warp's
-16 x 64 scores with ``mma.sync.m16n8k16``, applies the scale, the mask and the causal limit in
+shared memory in tiles, as bfloat16, row-major, in two stages: the next tile's copies
+(``cp.async``, 16 bytes each) are in flight while a tile is computed. B registers come from the
+tiles by ``ldmatrix`` (``.trans`` where a product reads a tile by columns: the values in
+``p @ v``, so no tile is ever transposed in memory). The forward computes a warp's
+16 x 64 scores (16 x 32 for heads over 64) with ``mma.sync.m16n8k16``, applies the scale, the mask and the causal limit in
 the accumulator registers, updates its rows' running maximum and sum (the four lanes that hold a
 row's columns combine theirs with ``__shfl_xor_sync``), rescales its output accumulators, and
 multiplies the probabilities (the score accumulators rounded to bfloat16, which are laid out as
@@ -17,8 +19,7 @@ the next product's A fragments) by the values. The backward recomputes the proba
 the forward's log-sum-exp the same way. Sums are float32 throughout; outputs, log-sum-exp and
 gradients are written in float32. Scores are kept in base 2 (the scale times log2(e)), so that
 each probability is one ``exp2f``; a tile wholly inside the causal limit and the lengths, with
-no mask, skips the per-score tests. Tiles come from global memory 16 bytes per load (a
-transposed tile: a work item's 8 neighbours of a row written down 8 columns of shared memory).
+no mask, skips the per-score tests.
 
 Fragment layouts (PTX ISA, ``mma.m16n8k16`` with 16-bit A/B and float32 C/D): lane ``l`` has
 ``g = l / 4`` and ``c = l % 4``. A (16x16, row-major), four 32-bit registers of two elements:
@@ -27,23 +28,24 @@ Fragment layouts (PTX ISA, ``mma.m16n8k16`` with 16-bit A/B and float32 C/D): la
 lower index is the lower half of a register.
 
 Tested without a GPU (tests/test_attention_tc.py): the same source, compiled by the host's C++
-compiler with an emulation of the CUDA built-ins it uses (threads, barriers, shuffles, and the
-``mma`` instruction with the layouts above), against numpy's float64 attention and gradients;
+compiler with an emulation of the CUDA built-ins it uses (threads, barriers, shuffles, the
+``mma`` instruction with the layouts above, ``ldmatrix`` and its ``.trans`` with theirs, and
+``cp.async`` as an immediate copy), against numpy's float64 attention and gradients;
 and compiled for sm_90 with ``nvcc`` where it is installed (tests/test_cuda.py).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
 TILE_ROWS = 64  # query rows per block: 4 warps of 16
-TILE_KEYS = 64  # keys per tile in shared memory
 THREADS = 128
-MAX_HEAD = 128  # head sizes (multiples of 16) the kernel takes; the shared tiles stay under 48 KiB
+MAX_HEAD = 128  # head sizes (multiples of 16) the kernel takes; the two stages of tiles stay under 48 KiB
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
-PAD = 8  # bfloat16 elements after each shared row: the fragments' 32-bit reads then hit distinct banks
+PAD = 8  # bfloat16 elements after each shared row: ldmatrix's 8 rows (16 bytes each) then hit distinct banks
 
 # the instruction, as inline PTX; the host emulation defines CV_MMA as a function instead
 MMA = """#ifndef CV_MMA
@@ -52,7 +54,27 @@ MMA = """#ifndef CV_MMA
   : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]) \\
   : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "r"(b0), "r"(b1))
 #endif
-struct __align__(16) cv_u4 { unsigned x, y, z, w; };  /* 8 bfloat16: one 16-byte load or store */
+#ifdef __CUDA_ARCH__
+/* a generic pointer into shared memory as the 32-bit shared address the instructions below take */
+static __device__ __forceinline__ unsigned cv_smem(const void* p) {
+  unsigned a; asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p)); return a;
+}
+#endif
+#ifndef CV_LDSM_X4
+/* ldmatrix: lanes 8i..8i+7 give the rows (16 bytes each) of 8x8 matrix i; lane l gets, of each,
+   row l/4's elements 2(l%4) and 2(l%4)+1 (.trans: column l/4's), the lower in the lower half */
+#define CV_LDSM_X4(r, p) asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" \
+  : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3]) : "r"(cv_smem(p)))
+#define CV_LDSM_X2(r, p) asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" \
+  : "=r"((r)[0]), "=r"((r)[1]) : "r"(cv_smem(p)))
+#define CV_LDSM_X4_T(r, p) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" \
+  : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3]) : "r"(cv_smem(p)))
+/* 16 bytes from global to shared memory without passing through registers; zeros where !ok */
+#define CV_CP_ASYNC(dst, src, ok) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" \
+  :: "r"(cv_smem(dst)), "l"(src), "r"((ok) ? 16 : 0) : "memory")
+#define CV_CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define CV_CP_WAIT(n) asm volatile("cp.async.wait_group %0;" :: "n"(n) : "memory")
+#endif
 static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /* round to nearest even */
   unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
   a = (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;
@@ -68,7 +90,7 @@ def applies(d: int, dv: int) -> bool:
 
 
 def _tile(head: int) -> int:
-    """Rows per shared tile for heads this wide (two or four shared tiles stay under 48 KiB)."""
+    """Rows per shared tile for heads this wide (two stages of two tiles stay under 48 KiB)."""
     return 64 if head <= 64 else 32
 
 
@@ -87,59 +109,85 @@ def _afrag(var: str, src: str, rows: int, width: int) -> list[str]:
             "  }"]
 
 
-def _rows(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
-    """Copy ``tile`` rows of ``src`` (from row ``start``; zeros past ``rows``) into the shared
-    ``dst``, row-major with :data:`PAD` spare elements per row, 8 elements (16 bytes: one load
-    and one store instruction) at a time: the rows start 16-byte aligned on both sides (``width``
-    and :data:`PAD` are multiples of 8; the buffers are 16-byte aligned)."""
+def _async_rows(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
+    """``tile`` rows of ``src`` (from row ``start``) into the shared ``dst``, row-major with
+    :data:`PAD` spare elements per row (so that ``ldmatrix``'s 8 rows hit distinct banks), by ``cp.async``: the copies are queued (the caller commits and waits), 16
+    bytes each, zeros past ``rows`` (a source size of 0; the address then the first row's)."""
     return (f"    for (int e = t; e < {tile * width // 8}; e += {THREADS}) {{\n"
             f"      const int rr = e / {width // 8}, cc = (e % {width // 8}) * 8;\n"
-            f"      *(cv_u4*)({dst} + rr * {width + PAD} + cc) = {start} + rr < {rows} ? "
-            f"*(const cv_u4*)({src} + (bh * {rows} + {start} + rr) * {width} + cc) : cv_u4{{0u, 0u, 0u, 0u}};\n"
+            f"      const bool in = {start} + rr < {rows};\n"
+            f"      CV_CP_ASYNC({dst} + rr * {width + PAD} + cc, {src} + (bh * {rows} + (in ? {start} + rr : 0)) * {width} + cc,"
+            f" in);\n"
             f"    }}\n")
 
 
-def _cols(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
-    """The same tile transposed: ``dst[column][row]``, rows of ``tile + PAD``. A work item reads
-    8 neighbours of a row in one 16-byte load and writes them down 8 columns; neighbouring items
-    take neighbouring rows, so that each of the 8 shared stores of a warp writes 32 neighbouring
-    elements (distinct banks; one element at a time, the items of a warp wrote a column each,
-    a bank conflict of 8)."""
-    return (f"    for (int e = t; e < {tile * width // 8}; e += {THREADS}) {{\n"
-            f"      const int rr = e % {tile}, cc = (e / {tile}) * 8;\n"
-            f"      const cv_u4 w = {start} + rr < {rows} ? *(const cv_u4*)({src} + (bh * {rows} + {start} + rr) * {width} + cc)"
-            f" : cv_u4{{0u, 0u, 0u, 0u}};\n"
-            f"      unsigned short* col = {dst} + cc * {tile + PAD} + rr;\n"
-            f"      col[0] = (unsigned short)w.x; col[{tile + PAD}] = (unsigned short)(w.x >> 16);\n"
-            f"      col[{2 * (tile + PAD)}] = (unsigned short)w.y; col[{3 * (tile + PAD)}] = (unsigned short)(w.y >> 16);\n"
-            f"      col[{4 * (tile + PAD)}] = (unsigned short)w.z; col[{5 * (tile + PAD)}] = (unsigned short)(w.z >> 16);\n"
-            f"      col[{6 * (tile + PAD)}] = (unsigned short)w.w; col[{7 * (tile + PAD)}] = (unsigned short)(w.w >> 16);\n"
-            f"    }}\n")
+def _staged(var: str, first: str, count: str, step: int, load: Callable[[str, str], str], body: list[str]) -> list[str]:
+    """A loop over ``count`` tiles (``var`` = ``first``, ``first + step``, ...) through two stages
+    of shared memory: ``load(stage, start)`` queues a tile's copies (``cp.async``) into a stage;
+    tile ``it + 1``'s are in flight while tile ``it`` (in stage ``st``) is computed by ``body``.
+    The stage a tile is queued into was last read by the tile before, which every work item has
+    finished (the barrier that ends each tile)."""
+    return [f"  if ({count} > 0) {{",
+            f"    const int {var}n = {first};",
+            load("0", f"{var}n") + "    CV_CP_COMMIT();",
+            "  }",
+            f"  for (int it = 0; it < {count}; it++) {{",
+            f"    const int {var} = {first} + it * {step}, st = it & 1;",
+            f"    if (it + 1 < {count}) {{",
+            f"      const int {var}n = {var} + {step};",
+            load("st ^ 1", f"{var}n") + "      CV_CP_COMMIT();",
+            "      CV_CP_WAIT(1);  // (this tile's copies have landed; the next tile's may not have)",
+            "    } else {",
+            "      CV_CP_WAIT(0);",
+            "    }",
+            "    __syncthreads();",
+            *body,
+            "    __syncthreads();",
+            "  }"]
 
 
-def _product(acc: str, a: str, smem: str, n: int, k: int, ld: int) -> str:
+def _ldsm_product(acc: str, a: str, smem: str, n: int, k: int, ld: int) -> str:
     """``acc`` (16 x ``n``, float32, fresh) = A fragments ``a`` (16 x ``k``) times B, where B[kk][j]
-    is the shared ``smem[j][kk]`` (rows of ``ld``): each B register two neighbours of a row."""
+    is the shared ``smem[j][kk]`` (rows of ``ld``), the B registers from ``ldmatrix``: one
+    instruction gives a lane the two registers of two k-steps (``.x4``; an odd last step ``.x2``).
+    Lane ``l`` points at row ``l % 8`` of the n-tile's 8 rows, column ``8 * (l / 8)`` of the k-steps."""
+    steps = k // 16
+    tail = (f"      if ({steps % 2}) {{\n"
+            f"        unsigned b[2];\n"
+            f"        CV_LDSM_X2(b, {smem} + (n * 8 + (lane & 7)) * {ld} + {16 * (steps - 1)} + 8 * ((lane >> 3) & 1));\n"
+            f"        CV_MMA({acc}[n], {a}[{steps - 1}], b[0], b[1]);\n"
+            f"      }}\n") if steps % 2 else ""
     return (f"    float {acc}[{n // 8}][4];\n"
             f"    for (int n = 0; n < {n // 8}; n++) {{\n"
             f"      {acc}[n][0] = 0.0f; {acc}[n][1] = 0.0f; {acc}[n][2] = 0.0f; {acc}[n][3] = 0.0f;\n"
-            f"      const unsigned* brow = (const unsigned*)({smem} + (n * 8 + g) * {ld});\n"
-            f"      for (int kk = 0; kk < {k // 16}; kk++) CV_MMA({acc}[n], {a}[kk], brow[kk * 8 + c], brow[kk * 8 + 4 + c]);\n"
-            f"    }}\n")
+            f"      const unsigned short* brow = {smem} + (n * 8 + (lane & 7)) * {ld} + 8 * (lane >> 3);\n"
+            f"      for (int kk = 0; kk + 1 < {steps}; kk += 2) {{\n"
+            f"        unsigned b[4];\n"
+            f"        CV_LDSM_X4(b, brow + kk * 16);\n"
+            f"        CV_MMA({acc}[n], {a}[kk], b[0], b[1]);\n"
+            f"        CV_MMA({acc}[n], {a}[kk + 1], b[2], b[3]);\n"
+            f"      }}\n" + tail +
+            "    }\n")
 
 
-def _accumulate(acc: str, frm: str, smem: str, n: int, k: int, ld: int) -> str:
+def _ldsm_accumulate(acc: str, frm: str, smem: str, n: int, k: int, ld: int) -> str:
     """``acc`` (16 x ``n``) += the accumulator tiles ``frm`` (16 x ``k``, float32) rounded to
-    bfloat16 as A fragments (tiles 2kk and 2kk+1 are k-step kk's), times B as in :func:`_product`."""
+    bfloat16 as A fragments (tiles 2kk and 2kk+1 are k-step kk's), times B = the row-major shared
+    ``smem[k][n]`` (values: keys by columns), read by ``ldmatrix.trans``: one instruction gives a
+    lane the two registers of two n-tiles. Lane ``l`` points at row ``l % 8 + 8 * (l / 8 % 2)``
+    of the k-step, column ``8 * (l / 16)`` of the pair of n-tiles."""
     return (f"    for (int kk = 0; kk < {k // 16}; kk++) {{\n"
             f"      unsigned pa[4];\n"
             f"      pa[0] = cv_pack_bf16({frm}[2 * kk][0], {frm}[2 * kk][1]);\n"
             f"      pa[1] = cv_pack_bf16({frm}[2 * kk][2], {frm}[2 * kk][3]);\n"
             f"      pa[2] = cv_pack_bf16({frm}[2 * kk + 1][0], {frm}[2 * kk + 1][1]);\n"
             f"      pa[3] = cv_pack_bf16({frm}[2 * kk + 1][2], {frm}[2 * kk + 1][3]);\n"
-            f"      for (int n = 0; n < {n // 8}; n++) {{\n"
-            f"        const unsigned* brow = (const unsigned*)({smem} + (n * 8 + g) * {ld});\n"
-            f"        CV_MMA({acc}[n], pa, brow[kk * 8 + c], brow[kk * 8 + 4 + c]);\n"
+            f"      const unsigned short* bcol = {smem} + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * {ld} + 8 * (lane >> 4);\n"
+            f"      for (int n = 0; n < {n // 8}; n += 2) {{\n"
+            f"        unsigned b[4];\n"
+            f"        CV_LDSM_X4_T(b, bcol + n * 8);\n"
+            f"        CV_MMA({acc}[n], pa, b[0], b[1]);\n"
+            f"        CV_MMA({acc}[n + 1], pa, b[2], b[3]);\n"
             f"      }}\n"
             f"    }}\n")
 
@@ -233,16 +281,19 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
         return f"        if (edge) {{\n  {add}        if ({cut}) v = ninf;\n        }}\n"
 
     if kind == "fwd_tc":
-        BK = TILE_KEYS
+        # two stages of key and value tiles, row-major: the next tile's copies (cp.async) are in
+        # flight while this one is computed; B registers by ldmatrix (.trans for the values)
+        BK = _tile(max(D, DV))
         end = f"(b0 + {TILE_ROWS} < {TK} ? b0 + {TILE_ROWS} : {TK})" if causal else str(TK)
-        body = [f"  __shared__ __align__(16) unsigned short ks[{BK * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short vt[{DV * (BK + PAD)}];",
+        body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
                 *_afrag("qa", "p1", TQ, D), _zero("o", DV),
                 "  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;",
-                f"  for (int j0 = 0; j0 < {end}; j0 += {BK}) {{",
+                *_staged("j0", "0", f"(({end}) + {BK - 1}) / {BK}", BK,
+                         lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D) +
+                         _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV), [
                 _edge("b0", TILE_ROWS, TQ, "j0", BK, TK, causal, has_mask),
-                _rows("ks", "p2", "j0", TK, BK, D) + _cols("vt", "p3", "j0", TK, BK, DV) + "    __syncthreads();",
-                _product("s", "qa", "ks", BK, D, D + PAD) +
+                _ldsm_product("s", "qa", "ks[st]", BK, D, D + PAD) +
                 "    float mx0 = m0, mx1 = m1;\n"
                 f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
@@ -266,8 +317,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1); sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);\n"
                 "    l0 = l0 * c0 + sum0; l1 = l1 * c1 + sum1; m0 = mx0; m1 = mx1;\n"
                 f"    for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= c0; o[n][1] *= c0; o[n][2] *= c1; o[n][3] *= c1; }}\n" +
-                _accumulate("o", "s", "vt", DV, BK, BK + PAD) + "    __syncthreads();",
-                "  }",
+                _ldsm_accumulate("o", "s", "vs[st]", DV, BK, DV + PAD)]),
                 "  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;",
                 f"  for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= inv0; o[n][1] *= inv0; o[n][2] *= inv1; o[n][3] *= inv1; }}",
                 _store("o", "p0", TQ, DV),
@@ -277,18 +327,17 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
     elif kind == "dq_tc":
         BK = _tile(max(D, DV))
         end = f"(b0 + {TILE_ROWS} < {TK} ? b0 + {TILE_ROWS} : {TK})" if causal else str(TK)
-        body = [f"  __shared__ __align__(16) unsigned short ks[{BK * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short kt[{D * (BK + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short vs[{BK * (DV + PAD)}];",
+        body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
                 *_afrag("qa", "p1", TQ, D), *_afrag("da", do, TQ, DV), _zero("dq", D),
                 f"  const float ls0 = r0 < {TQ} ? {lse}[bh * {TQ} + r0] * {log2e} : 0.0f, "
                 f"ls1 = r1 < {TQ} ? {lse}[bh * {TQ} + r1] * {log2e} : 0.0f;",
                 f"  const float dl0 = r0 < {TQ} ? {delta}[bh * {TQ} + r0] : 0.0f, dl1 = r1 < {TQ} ? {delta}[bh * {TQ} + r1] : 0.0f;",
-                f"  for (int j0 = 0; j0 < {end}; j0 += {BK}) {{",
+                *_staged("j0", "0", f"(({end}) + {BK - 1}) / {BK}", BK,
+                         lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D) +
+                         _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV), [
                 _edge("b0", TILE_ROWS, TQ, "j0", BK, TK, causal, has_mask),
-                _rows("ks", "p2", "j0", TK, BK, D) + _cols("kt", "p2", "j0", TK, BK, D) +
-                _rows("vs", "p3", "j0", TK, BK, DV) + "    __syncthreads();",
-                _product("s", "qa", "ks", BK, D, D + PAD) + _product("dp", "da", "vs", BK, DV, DV + PAD) +
+                _ldsm_product("s", "qa", "ks[st]", BK, D, D + PAD) + _ldsm_product("dp", "da", "vs[st]", BK, DV, DV + PAD) +
                 f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
@@ -296,40 +345,35 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "        const float p = v == ninf ? 0.0f : exp2f(v - (e < 2 ? ls0 : ls1));\n"
                 "        s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));\n"
                 "      }\n"
-                "    }\n" + _accumulate("dq", "s", "kt", D, BK, BK + PAD) + "    __syncthreads();",
-                "  }",
+                "    }\n" + _ldsm_accumulate("dq", "s", "ks[st]", D, BK, D + PAD)]),
                 _store("dq", "p0", TQ, D, scale)]
         flops = 2 * BH * TQ * TK * (2 * D + DV)
     elif kind == "dkdv_tc":
         BQ = _tile(max(D, DV))
         start = "b0" if causal else "0"
-        body = [f"  __shared__ __align__(16) unsigned short qs[{BQ * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short qt[{D * (BQ + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short os[{BQ * (DV + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short ot[{DV * (BQ + PAD)}];",
-                f"  __shared__ float ls[{BQ}], dls[{BQ}];",
+        body = [f"  __shared__ __align__(16) unsigned short qs[2][{BQ * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short os[2][{BQ * (DV + PAD)}];",
+                f"  __shared__ float ls[2][{BQ}], dls[2][{BQ}];",
                 *_afrag("ka", "p2", TK, D), *_afrag("va", "p3", TK, DV), _zero("dk", D), _zero("dv", DV),
-                f"  for (int i0 = {start}; i0 < {TQ}; i0 += {BQ}) {{",
+                *_staged("i0", start, f"({TQ} - {start} + {BQ - 1}) / {BQ}", BQ,
+                         lambda st, i: _async_rows(f"qs[{st}]", "p1", i, TQ, BQ, D) +
+                         _async_rows(f"os[{st}]", do, i, TQ, BQ, DV) +
+                         f"    for (int e = t; e < {BQ}; e += {THREADS}) {{\n"
+                         f"      ls[{st}][e] = {i} + e < {TQ} ? {lse}[bh * {TQ} + {i} + e] * {log2e} : 0.0f;\n"
+                         f"      dls[{st}][e] = {i} + e < {TQ} ? {delta}[bh * {TQ} + {i} + e] : 0.0f;\n"
+                         "    }\n", [
                 _edge("i0", BQ, TQ, "b0", TILE_ROWS, TK, causal, has_mask),
-                _rows("qs", "p1", "i0", TQ, BQ, D) + _cols("qt", "p1", "i0", TQ, BQ, D) +
-                _rows("os", do, "i0", TQ, BQ, DV) + _cols("ot", do, "i0", TQ, BQ, DV) +
-                f"    for (int e = t; e < {BQ}; e += {THREADS}) {{\n"
-                f"      ls[e] = i0 + e < {TQ} ? {lse}[bh * {TQ} + i0 + e] * {log2e} : 0.0f;\n"
-                f"      dls[e] = i0 + e < {TQ} ? {delta}[bh * {TQ} + i0 + e] : 0.0f;\n"
-                "    }\n"
-                "    __syncthreads();",
-                _product("s", "ka", "qs", BQ, D, D + PAD) + _product("dp", "va", "os", BQ, DV, DV + PAD) +
+                _ldsm_product("s", "ka", "qs[st]", BQ, D, D + PAD) + _ldsm_product("dp", "va", "os[st]", BQ, DV, DV + PAD) +
                 f"    for (int n = 0; n < {BQ // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int key = e < 2 ? r0 : r1, ii = n * 8 + 2 * c + (e & 1), qi = i0 + ii;\n"
                 f"        float v = s[n][e] * {scale2};\n" + score("qi", "key") +
-                "        const float p = v == ninf ? 0.0f : exp2f(v - ls[ii]);\n"
+                "        const float p = v == ninf ? 0.0f : exp2f(v - ls[st][ii]);\n"
                 "        s[n][e] = p;\n"
-                "        dp[n][e] = p * (dp[n][e] - dls[ii]);\n"
+                "        dp[n][e] = p * (dp[n][e] - dls[st][ii]);\n"
                 "      }\n"
-                "    }\n" + _accumulate("dv", "s", "ot", DV, BQ, BQ + PAD) + _accumulate("dk", "dp", "qt", D, BQ, BQ + PAD) +
-                "    __syncthreads();",
-                "  }",
+                "    }\n" + _ldsm_accumulate("dv", "s", "os[st]", DV, BQ, DV + PAD) +
+                _ldsm_accumulate("dk", "dp", "qs[st]", D, BQ, D + PAD)]),
                 _store("dk", "p0", TK, D, scale), _store("dv", f"(p0 + {BH * TK * D}LL)", TK, DV)]
         flops = 2 * BH * TQ * TK * (2 * D + 2 * DV)
     else:
