@@ -238,10 +238,16 @@ class ElementwiseMixin:
         return self._operand_like(other).sub(self)
 
     def _operand_like(self: Tensor, other: Any) -> Tensor:
-        from ..tensor import Tensor, result_type
+        from ..tensor import Tensor, _fits, _weak_result, result_type
 
         if isinstance(other, Tensor):
             return other
+        kind = type(other)
+        if kind is float or kind is int or kind is bool:  # (a Python scalar: its weak dtype, looked up)
+            common = _weak_result(self.dtype, kind)
+            if kind is int and common.is_int and not _fits(other, common):
+                raise OverflowError(f"Python integer {other} is out of bounds for {common.name}")
+            return self._const(other, common, ())
         return self._operand(other, result_type(self, other) if not isinstance(other, (list, tuple)) else
                              Tensor(other).dtype, ())
 
@@ -747,29 +753,32 @@ _GELU_C = math.sqrt(2 / math.pi)
 _RULES: dict[str, Any] = {}
 
 
-def _sigmoid_of(x: Tensor) -> tuple[Tensor, Tensor]:
-    """(sigmoid(x), its derivative), from ``e = exp(-|x|)``, which never overflows: 1/(1+e) for
-    x >= 0, e/(1+e) below; the derivative ``e/(1+e)^2`` (``s * (1 - s)`` is 0 from x = 17 on in
-    float32: the 1 - s cancels)."""
+def _sigmoid_of(x: Tensor, slope: bool = True) -> tuple[Tensor, Tensor | None]:
+    """(sigmoid(x), its derivative or None without ``slope``), from ``e = exp(-|x|)``, which never
+    overflows: 1/(1+e) for x >= 0, e/(1+e) below; the derivative ``e/(1+e)^2`` (``s * (1 - s)``
+    is 0 from x = 17 on in float32: the 1 - s cancels)."""
     up = x >= 0
     e = where(up, -x, x).exp()
     r = (1 + e).reciprocal()
-    return where(up, r, e * r), e * r * r
+    return where(up, r, e * r), e * r * r if slope else None
 
 
-def _activation_parts(name: str, x: Tensor) -> tuple[Tensor, Tensor]:
-    """(the activation ``name`` of ``x``, its derivative), computed in ``x``'s dtype."""
+def _activation_parts(name: str, x: Tensor, slope: bool = True) -> tuple[Tensor, Tensor | None]:
+    """(the activation ``name`` of ``x``, its derivative, or None without ``slope``: the forward
+    builds only the value's graph), computed in ``x``'s dtype."""
     if name == "gelu_tanh":
         t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_C * (1 + 3 * 0.044715 * x * x))
-        return 0.5 * x * (1 + t), slope
+        value = 0.5 * x * (1 + t)
+        if not slope:
+            return value, None
+        return value, 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_C * (1 + 3 * 0.044715 * x * x))
     if name == "gelu":
         phi = 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
-        return x * phi, phi + x * ((-0.5) * x * x).exp() * (1 / math.sqrt(2 * math.pi))
-    s, ds = _sigmoid_of(x)
+        return x * phi, phi + x * ((-0.5) * x * x).exp() * (1 / math.sqrt(2 * math.pi)) if slope else None
+    s, ds = _sigmoid_of(x, slope)
     if name == "sigmoid":
         return s, ds
-    return x * s, s + x * ds  # silu
+    return x * s, s + x * ds if slope else None  # silu
 
 
 def _activation_rule(name: str) -> Any:
@@ -789,7 +798,7 @@ def _activation_rule(name: str) -> Any:
         return x.astype(dt.float32) if x.dtype.name in _NARROW_FLOATS else x
 
     def value(x: Tensor) -> Tensor:
-        return _activation_parts(name, wide(x))[0].astype(x.dtype)
+        return _activation_parts(name, wide(x), slope=False)[0].astype(x.dtype)
 
     def bwd(res: tuple[Tensor], g: Tensor) -> tuple[Tensor]:
         (x,) = res
