@@ -127,8 +127,11 @@ def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...],
 
 def unpack(packed: Any, shapes: Sequence[tuple[int, ...]]) -> list[Any]:
     """The outputs of a packed host result (views: no copy)."""
-    if len(shapes) == 1:  # (the whole packed value: no slice)
-        return [packed if tuple(shapes[0]) == packed.shape else packed.reshape(shapes[0])]
+    if len(shapes) == 1:  # (the whole packed value: no slice; the reshape's node built directly)
+        shape = tuple(shapes[0])
+        if shape == packed.shape:
+            return [packed]
+        return [packed._new(node(Op.RESHAPE, (packed.node,), shape, packed.dtype, shape))]
     out, start = [], 0
     for s in shapes:
         n = math.prod(s)

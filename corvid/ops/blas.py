@@ -128,11 +128,12 @@ def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
     if (common.name not in DTYPES and common not in FLOAT8) or a.device != b.device or not available(a.device):
         return None
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    sizes = [hint(s) for s in (n, k, m) + tuple(batch)]  # (a symbolic size: the value it was traced with)
-    if math.prod(sizes) < MIN_WORK or 0 in sizes:
+    batch = () if a.ndim == 2 and b.ndim == 2 else broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    constant = all(type(s) is int for s in a.shape + b.shape)
+    sizes = (n, k, m) + tuple(batch) if constant else [hint(s) for s in (n, k, m) + tuple(batch)]
+    if math.prod(sizes) < MIN_WORK or 0 in sizes:  # (a symbolic size: the value it was traced with)
         return None
-    if any(is_symbolic(s) for s in a.shape + b.shape) and a.shape[:-2] != b.shape[:-2] and \
+    if not constant and any(is_symbolic(s) for s in a.shape + b.shape) and a.shape[:-2] != b.shape[:-2] and \
             (a.ndim != 2 and b.ndim != 2):
         return None  # (symbolic leading axes broadcast against each other: corvid's kernels)
     if hint(n) * math.prod(hint(s) for s in batch) < FEW_ROWS and not (_held(a) and _held(b)):

@@ -490,7 +490,7 @@ class ReduceMixin:
         if a.shape[-1] != b.shape[-2]:
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} do not align "
                              f"({a.shape[-1]} != {b.shape[-2]})")
-        common = result_type(a, b)
+        common = a.dtype if a.dtype is b.dtype else result_type(a, b)
         if common in _NARROW_FLOATS and a.shape[-2] * a.shape[-1] * b.shape[-1] >= _NARROW_MATMUL_MIN and _on_cpu(a) \
                 and not _reads_in_place(a, b):
             # (the operands are converted once, by kernels of their own, not at every read of the
