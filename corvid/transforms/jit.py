@@ -195,7 +195,11 @@ class _Captured:
                     sk = self.launches[k].sk
                     prof.record(sk.name, device, sk.kernel, functools.partial(program, hs + [bufs[j].handle for j in ins]))
                 else:
-                    program(hs + [bufs[j].handle for j in ins])
+                    for j in ins:  # (the handles as ``Buffer.handle`` gives them, without its property call)
+                        b = bufs[j]
+                        h = b._handle
+                        hs.append(h if h is not None else b.handle)
+                    program(hs)
                 for j in free:
                     bufs[j] = None
         outs = []
@@ -505,6 +509,14 @@ class Jitted:
         if kwargs or self.static_argnums:
             return None
         tensor = _TENSOR or _tensor_class()
+        if len(args) == 1:  # (the common case, written out)
+            a = args[0]
+            if type(a) is not tensor:
+                return None
+            n = a.node
+            if n.traced:
+                return None
+            return (n.shape, n.dtype, a.device, _policy())
         sig = []
         for a in args:
             if type(a) is not tensor:
