@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -105,6 +106,22 @@ def test_rows_of_a_batch_times_one_matrix_are_one_product(dev):
     (ca @ cb).numpy()
     (call,) = dev.standin.matmuls()
     assert call["d"]["cols"] == 200 and call["d"].get(L.LAYOUT_BATCH_COUNT, 1) == 1
+
+
+def test_a_gradient_reads_a_transposed_weight_as_stored(dev):
+    """The input gradient of ``x @ w.T`` multiplies by ``(w.T).mT``: two transposes, which cancel.
+    The library reads ``w`` as stored, with no transpose flag; unwrapping one transpose only, a
+    training step stored every weight's transpose as a copy to read it with the flag."""
+    x, w = _t(_rand(64, 96)), _t(_rand(80, 96, seed=1)).astype(cv.bfloat16).realize()
+    gx = cv.grad(lambda x: ((x.astype(cv.bfloat16) @ w.T).astype(cv.float32) ** 2).sum())(x)
+    assert not [sk.name for sk in gx.schedule() if sk.name.startswith("copy")]
+    xs, ws = _rand(64, 96), w.astype(cv.float32).numpy()
+    xb = cv.Tensor(xs).astype(cv.bfloat16).astype(cv.float32).numpy()
+    y = (xb.astype(np.float64) @ ws.T.astype(np.float64)).astype(ml_dtypes.bfloat16).astype(np.float64)
+    want = (2 * y).astype(ml_dtypes.bfloat16).astype(np.float64) @ ws
+    np.testing.assert_allclose(gx.numpy(), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+    dx = [c for c in dev.standin.matmuls() if (c["d"]["rows"], c["d"]["cols"]) == (96, 64)]
+    assert dx and dx[0]["transa"] == 0 and dx[0]["transb"] == 0
 
 
 def test_a_shared_operand_has_batch_stride_zero(dev):

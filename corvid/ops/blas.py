@@ -257,13 +257,15 @@ def _fit(t: Tensor, batch: tuple[int, ...]) -> Tensor:
 
 
 def _stored(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, bool]:
-    """``t`` as the matrix the op reads, and whether it is read transposed: the tensor under a view
-    that swaps the last two axes (``w.T``) with the flag, its leading axes fitted (:func:`_fit`)."""
-
-    if _transposed_view(t):
-        under = t._new(t.node.src[0])
-        return _fit(under, batch), True
-    return _fit(t, batch), False
+    """``t`` as the matrix the op reads, and whether it is read transposed: the tensor under the
+    views that swap the last two axes (``w.T``; a gradient's ``w.T.mT``: none) with the flag,
+    its leading axes fitted (:func:`_fit`). (Unwrapping one view only, the backward of ``x @ w.T``
+    stored ``w.T`` as a transposed copy of ``w`` at every step, to read it with the flag.)"""
+    flag = False
+    while t.node.buffer is None and _transposed_view(t):
+        t = t._new(t.node.src[0])
+        flag = not flag
+    return _fit(t, batch), flag
 
 
 def _gemm(a: Tensor, b: Tensor, batch: tuple[int, ...], bias: Tensor | None = None,
