@@ -37,6 +37,29 @@ def test_host_kernel_is_its_own_kernel_and_reads_stored_inputs():
     np.testing.assert_allclose(y.numpy(), np.linalg.inv(a.numpy().T * 2) + 1, rtol=1e-10)
 
 
+def test_a_reshaped_input_reads_the_stored_value_under_it():
+    """A host op's input that is a reshape of a value (stored already, computed in the same
+    schedule, or a jit placeholder) is that value's buffer read in the input's shape: no copy
+    kernel stores the reshape (a convolution's reshaped weights and its windows were copied at
+    every step)."""
+    a = well_conditioned(4, (2,))
+    t = cv.Tensor(a)
+    for x, want in ((t.reshape(8, 4).reshape(2, 4, 4), a), ((t * 2).contiguous().reshape(8, 4).reshape(2, 4, 4), a * 2)):
+        y = inv(x)
+        names = [k.name for k in y.schedule()]
+        before = names[:names.index("host_test.inv")]  # (what computes the input; after it, the result's reshape)
+        assert not [n for n in before if n.startswith("copy")] and len(before) <= 1, names
+        np.testing.assert_allclose(y.numpy(), np.linalg.inv(want), rtol=1e-10)
+    f = cv.jit(lambda x: inv((x * 1.0).reshape(8, 4).reshape(2, 4, 4)))
+    for scale in (1.0, 3.0):
+        np.testing.assert_allclose(f(cv.Tensor(a * scale)).numpy(), np.linalg.inv(a * scale), rtol=1e-10)
+    g = cv.jit(lambda x: inv(x.reshape(8, 4).reshape(2, 4, 4)))  # (a placeholder under the reshapes)
+    for _ in range(2):
+        np.testing.assert_allclose(g(cv.Tensor(a)).numpy(), np.linalg.inv(a), rtol=1e-10)
+    (program,) = [c for caps in g._cache.values() for c in caps]
+    assert [ln.sk.name for ln in program.launches][0] == "host_test.inv"  # (nothing stores its input first)
+
+
 def test_vmap_batches_the_host_call():
     a = well_conditioned(3, (4,))
     got = cv.vmap(inv)(cv.Tensor(a)).numpy()

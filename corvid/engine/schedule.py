@@ -448,7 +448,7 @@ def _stored(roots: list[Node], every: list[Node], placed: dict[int, Any]) -> dic
         if n.op in (Op.CUSTOM, Op.SCATTER, Op.COPY) and n.buffer is None:
             stored[id(n)] = n
             if n.op is Op.CUSTOM:
-                srcs = [_unmarked(s) for s in n.src]
+                srcs = [_host_input(s) for s in n.src]
             elif n.op is Op.SCATTER and placed.get(id(n)) is not None:  # (None: computed by another thread meanwhile)
                 srcs = _scatter_inputs(n, placed[id(n)])[0]
             else:
@@ -834,10 +834,22 @@ def _unmarked(n: Node) -> Node:
     return n
 
 
+def _host_input(n: Node) -> Node:
+    """The node whose buffer a host kernel reads for its input ``n``: ``n`` under its markers
+    (:func:`_unmarked`) and reshapes. A reshape keeps its elements' order, so the value under it,
+    stored as it is, holds the input's bytes; the kernel takes the input's shape from ``n``. (A
+    reshape stored for the kernel was a copy of a value stored already, or about to be: every
+    convolution's weights, reshaped to a matrix, and its im2col windows at every step.)"""
+    while n.buffer is None and (n.op in IDENTITY or n.op is Op.RESHAPE) and n.src:
+        n = n.src[0]
+    return n
+
+
 def _host_kernel(root: Node, device: str) -> ScheduledKernel:
     from .host import HostKernel, HostProgram, TemplateKernel
 
-    inputs = [_unmarked(s) for s in root.src]
+    inputs = [_unmarked(s) for s in root.src]  # (their shapes and dtypes: what the op is given)
+    stored = [_host_input(s) for s in root.src]  # (their buffers: what the kernel reads)
     key = (device, "host", root.arg, root.dtype, root.shape, tuple((n.shape, n.dtype) for n in inputs))
     op = root.arg.op
     render = getattr(get_device(device).renderer, f"render_{op.template}", None) if op.template else None
@@ -854,7 +866,7 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
         except NotImplementedError:  # (the renderer has no kernel for this variant: the numpy function computes)
             pass
         else:
-            return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
+            return ScheduledKernel(compiled.kernel.name, root, stored, compiled, device)
 
     def make() -> _Compiled:
         specs = [(n.shape, n.dtype) for n in inputs]
@@ -869,7 +881,7 @@ def _host_kernel(root: Node, device: str) -> ScheduledKernel:
         return compiled
 
     compiled = _cached(key, make)
-    return ScheduledKernel(compiled.kernel.name, root, inputs, compiled, device)
+    return ScheduledKernel(compiled.kernel.name, root, stored, compiled, device)
 
 
 def _copy_step(root: Node, device: str) -> ScheduledKernel:

@@ -561,10 +561,15 @@ def _conv_transpose_core(x: Tensor, w: Tensor, bias: Tensor | None, stride: tupl
         x = _spread(x, 2 + j, stride[j])
     after = tuple(o + d * (k - 1) - i - b for o, d, k, i, b in zip(sizes, dilation, kernel, x.shape[2:], before))
     padded = any(b > 0 or a > 0 for b, a in zip(before, after))
+    g, c_in, og = groups, x.shape[1], w.shape[1]
+    library = g == 1 and _library_route(x, w, x.shape[0] * og * math.prod(sizes) * c_in * math.prod(kernel))
     # a padded input is stored, not read through gates in the inner loop: a gradient's padding is
     # kernel-1 on each side (MNIST's 5x5 dx: 45 -> 21 ms), and the one-output-channel path
-    # vectorizes along output positions only for ungated loads
-    if padded and last is not None and all(s == 1 for s in stride):
+    # vectorizes along output positions only for ungated loads. (Not where a library computes the
+    # convolution: its windows' copy reads the padded view, gates and all; it is a copy anyway.)
+    if library:
+        x = x.pad(((0, 0), (0, 0)) + tuple(zip(before, after)))
+    elif padded and last is not None and all(s == 1 for s in stride):
         # x is a view of `last`, stored channels-last: pad that, and store the copy channels-last
         lp = last.pad(((0, 0),) + tuple(zip(before, after)) + ((0, 0),)).contiguous()
         x = lp.permute((0, 1 + nd) + tuple(range(1, 1 + nd)))
@@ -572,7 +577,6 @@ def _conv_transpose_core(x: Tensor, w: Tensor, bias: Tensor | None, stride: tupl
         x = x.contiguous().pad(((0, 0), (0, 0)) + tuple(zip(before, after))).contiguous()
     else:
         x = x.pad(((0, 0), (0, 0)) + tuple(zip(before, after)))
-    g, c_in, og = groups, x.shape[1], w.shape[1]
     wf = w.reshape((g, c_in // g, og) + kernel).transpose(1, 2).reshape((g * og, c_in // g) + kernel)
     wf = wf.flip(tuple(range(2, 2 + nd)))
     return conv(x, wf, bias, 1, 0, dilation, g)
