@@ -89,25 +89,19 @@ def _tensor() -> tuple:
     global _TENSOR
     from ..tensor import Tensor
     from .realize import holder
-    from .schedule import reshaped_buffer
 
-    _TENSOR = (Tensor, holder, reshaped_buffer)
+    _TENSOR = (Tensor, holder)
     return _TENSOR
 
 
 def host_call(op: HostOp, *inputs: Any, outputs: Sequence[tuple[tuple[int, ...], DType]]) -> list[Any]:
     """Tensors for the outputs of ``op`` applied to ``inputs`` (all outputs share one dtype)."""
-    Tensor, holder, reshaped_buffer = _TENSOR or _tensor()
+    Tensor, holder = _TENSOR or _tensor()
     ins = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
     # (an input is stored: a view of a literal, such as the cotangent of a sum, is stored as a copy
-    # of its own, not on the shared literal node, which later kernels would then read from memory)
+    # of its own, not on the shared literal node, which later kernels would then read from memory;
+    # a reshape of a stored value is read from that value's buffer: engine/schedule.py, _host_input)
     ins = [x._new(h) if (h := holder(x.node)) is not x.node else x for x in ins]
-    for x in ins:  # a reshape of a stored value is that value: it shares the buffer (no copy kernel)
-        n = x.node
-        if n.buffer is None and n.op is Op.RESHAPE and type(x.device) is str:
-            b = reshaped_buffer(n, x.device)
-            if b is not None:
-                n.buffer = b
     if not ins:
         raise ValueError(f"{op.name}: a host call needs at least one input tensor")
     device = ins[0].device
