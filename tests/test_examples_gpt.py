@@ -191,13 +191,21 @@ def test_load_gpt2_safetensors_matches_transformers(tmp_path):
             else:
                 p.mul_(10)
     path = str(tmp_path / "model.safetensors")
-    save_file({k: v.detach().clone().contiguous() for k, v in hf.state_dict().items()}, path)
+    state = {k: v.detach().clone().contiguous() for k, v in hf.state_dict().items()}
+    save_file(state, path)
     m = gpt.load_gpt2_safetensors(path, CONFIG).eval()
     idx = tokens()
     with torch.no_grad():
         want = hf(torch.from_numpy(idx)).logits.numpy()
     assert np.abs(want).max() > 1
-    np.testing.assert_allclose(m(cv.Tensor(idx)).numpy(), want, rtol=0, atol=1e-4)
+    got = m(cv.Tensor(idx)).numpy()
+    # PyTorch's own float32 forward is not the same from one process to the next on a 2-core
+    # Xeon: 2e-6 from the float64 forward in most runs, 1.03e-4 in about one in four (corvid's:
+    # 1.25e-6 in every run). So the oracle's check allows its spread, and the float64 forward of
+    # the same weights (reference_logits) holds corvid to float32 rounding
+    np.testing.assert_allclose(got, want, rtol=0, atol=5e-4)
+    exact = reference_logits({k: v.numpy() for k, v in state.items()}, config.n_head, idx)
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-5)
 
 
 def test_generation_is_reproducible_and_respects_top_k(model):
