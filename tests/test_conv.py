@@ -176,6 +176,37 @@ def test_sliding_windows_is_a_view_of_the_input():
     np.testing.assert_array_equal(win.numpy(), [[0, 2, 4], [2, 4, 6]])
 
 
+@pytest.mark.parametrize("kernel,stride,dilation", [((3, 3), (1, 1), (1, 1)), ((2, 3), (2, 1), (1, 2)), ((3,), (3,), (2,))])
+def test_sliding_windows_replays_its_recorded_view(kernel, stride, dilation):
+    """The second view of an input of one shape is rebuilt from the first's recipe: the same nodes
+    (hash-consed: the same object), the same values as numpy's windows, for strides and dilations;
+    a traced input (under grad) builds the view itself, and its gradient is the overlap count."""
+    nd = len(kernel)
+    x = rng.standard_normal((2, 3) + (9,) * nd).astype(np.float32)
+    from corvid.ops import conv as C
+
+    C._WINDOWS.clear()
+    t = cv.Tensor(x)
+    first = sliding_windows(t, kernel, stride, dilation)  # (built op by op, and recorded)
+    again = sliding_windows(t, kernel, stride, dilation)  # (replayed)
+    assert C._WINDOWS and again.node is first.node
+    want = np.lib.stride_tricks.sliding_window_view(x, tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation)),
+                                                     axis=tuple(range(2, 2 + nd)))
+    want = want[(Ellipsis,) + tuple(slice(None, None, d) for d in dilation)]
+    want = want[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
+    np.testing.assert_array_equal(again.numpy(), want)
+    np.testing.assert_array_equal(first.numpy(), want)
+    g = cv.grad(lambda v: sliding_windows(v, kernel, stride, dilation).sum())(cv.Tensor(x))
+    ones = np.zeros(x.shape, np.float64)
+    idx = np.arange(x.size).reshape(x.shape)
+    windows = np.lib.stride_tricks.sliding_window_view(idx, tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation)),
+                                                       axis=tuple(range(2, 2 + nd)))
+    windows = windows[(Ellipsis,) + tuple(slice(None, None, d) for d in dilation)]
+    windows = windows[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
+    np.add.at(ones.reshape(-1), windows.reshape(-1), 1.0)
+    np.testing.assert_array_equal(g.numpy(), ones)
+
+
 def _kernel_body(src):
     return src[src.index("void "):]
 

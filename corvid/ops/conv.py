@@ -55,6 +55,7 @@ import numpy as np
 from ..errors import ShapeError
 from .. import dtype as dt
 from ..amp import narrow as amp_narrow
+from ..graph.node import MOVEMENT, node
 from ..transforms.custom import custom_vjp
 
 if TYPE_CHECKING:
@@ -127,10 +128,34 @@ def sliding_windows(x: Tensor, kernel: Sequence[int], stride: Sequence[int], dil
         if i - d * (k - 1) < 1:
             raise ValueError(f"sliding_windows: the window (kernel {tuple(kernel)}, dilation {tuple(dilation)}) "
                              f"does not fit the spatial shape {sizes} of the input of shape {x.shape}")
+    # the view is a chain of some 15 movement nodes over x, the same for every x of one shape: it
+    # is recorded once and rebuilt node by node after that (eager convolutions built it at every call)
+    key = (x.shape, x.dtype, tuple(kernel), tuple(stride), tuple(dilation))
+    recipe = _WINDOWS.get(key) if not x.node.traced and all(type(s) is int for s in x.shape) else None
+    if recipe is not None:
+        n = x.node
+        for op, arg, shape in recipe:
+            n = node(op, (n,), arg, n.dtype, shape)
+        return x._new(n)
+    base = x
     for j, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
         x = _window_axis(x, first + 2 * j, k, s, d)
     order = (list(range(first)) + [first + 2 * j for j in range(nd)] + [first + 2 * j + 1 for j in range(nd)])
-    return x.permute(order)
+    out = x.permute(order)
+    if not base.node.traced and all(type(s) is int for s in base.shape):
+        steps, n = [], out.node
+        while n is not base.node and n.op in MOVEMENT and len(n.src) == 1:
+            steps.append((n.op, n.arg, n.shape))
+            n = n.src[0]
+        if n is base.node:  # (a chain of views down to x: what the recipe replays)
+            if len(_WINDOWS) >= WINDOW_RECIPES:
+                _WINDOWS.clear()
+            _WINDOWS[key] = tuple(reversed(steps))
+    return out
+
+
+WINDOW_RECIPES = 256  # sliding-window views kept as recipes (per input shape, kernel, stride, dilation)
+_WINDOWS: dict[tuple, tuple] = {}
 
 
 def _pads(padding: Any, nd: int, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],

@@ -29,17 +29,24 @@ def _differentiable(x: Any) -> bool:
 _PLAIN = frozenset({int, float, bool, str, complex, type(None)})
 
 
+def _plain(x: Any, depth: int = 3) -> bool:
+    """A plain Python scalar, or a tuple of plain values nested at most ``depth`` deep."""
+    t = type(x)
+    return t in _PLAIN or (t is tuple and depth > 0 and all(_plain(v, depth - 1) for v in x))
+
+
 def untraced(args: tuple) -> bool:
     """True when no transform can be watching ``args``: each a tensor that depends on no traced
-    variable, a plain Python scalar, or a tuple of such scalars. (A quick test, made before
-    flattening the arguments as pytrees, which costs microseconds per call of a library product;
-    False for any other argument, which the caller then flattens.)"""
+    variable, a plain Python scalar, or tuples of such scalars (a convolution's strides and
+    paddings). (A quick test, made before flattening the arguments as pytrees, which costs
+    microseconds per call of a library product; False for any other argument, which the caller
+    then flattens.)"""
     for a in args:
         t = type(a)
         if t is Tensor:
             if a.node.traced:
                 return False
-        elif t not in _PLAIN and not (t is tuple and all(type(x) in _PLAIN for x in a)):
+        elif t not in _PLAIN and not _plain(a):
             return False
     return True
 
