@@ -149,3 +149,14 @@ def test_peer_targets_are_judged_against_the_named_peer():
     assert ">= 1x: met" in text[2] and ">= 1x torch: MISSED" in text[2]  # met against numpy, not torch
     assert ">= 1x torch: met" in text[3]
     assert "torch:" not in harness.format_table([no_torch], ["corvid", "numpy"])
+
+
+def test_dispatch_benchmark_measures_host_time_on_the_stand_in_cuda_device():
+    """``python -m benchmarks.dispatch``: every eager op runs on the stand-in CUDA device (the real
+    CUDADevice over the test suite's stand-in driver and cuBLASLt) and gets a finite host time."""
+    from benchmarks import dispatch
+
+    times = dispatch.measure(calls=3, repeats=1)
+    assert set(times) == {"x + 1 (1024)", "a @ b (bf16, library)", "layer_norm (64x768)", "softmax (64x768)",
+                          "gelu (64x768)", "sum (64x768)", "conv2d 3x3 (library)"}
+    assert all(0 < t < 1.0 for t in times.values()), times
