@@ -85,15 +85,18 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool,
 
 
 def _backward(res: tuple, g: Tensor, tc: str) -> tuple:
-    """The two backward kernels: ``dq``, then ``dk`` and ``dv`` (float32, rounded to the operands'
-    dtype), from the output's gradient in the operands' dtype and ``delta = rowsum(g * out)``."""
+    """The two backward kernels: ``dq``, then ``dk`` and ``dv`` (float32 sums, rounded to the
+    operands' dtype: by the tensor-core kernels as they write them, which halves what they write
+    and what reads them), from the output's gradient in the operands' dtype and ``delta =
+    rowsum(g * out)``."""
     q, k, v, mask, causal, scale, out, lse = res
     g = g.astype(q.dtype).contiguous()
     delta = (g.astype(dt.float32) * out).sum(-1)  # (of the gradient the kernels read)
     ins = [q, k, v] + ([mask] if mask is not None else []) + [g, lse, delta]
-    (dq,) = host_call(_op("dq" + tc, causal, scale, mask is not None), *ins, outputs=[(q.shape, dt.float32)])
+    written = q.dtype if tc else dt.float32  # (the tensor-core kernels' operands are all bfloat16)
+    (dq,) = host_call(_op("dq" + tc, causal, scale, mask is not None), *ins, outputs=[(q.shape, written)])
     dk, dv = host_call(_op("dkdv" + tc, causal, scale, mask is not None), *ins,
-                       outputs=[(k.shape, dt.float32), (v.shape, dt.float32)])
+                       outputs=[(k.shape, written), (v.shape, written)])
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None
 
 

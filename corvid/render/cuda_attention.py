@@ -16,9 +16,9 @@ the accumulator registers, updates its rows' running maximum and sum (the four l
 row's columns combine theirs with ``__shfl_xor_sync``), rescales its output accumulators, and
 multiplies the probabilities (the score accumulators rounded to bfloat16, which are laid out as
 the next product's A fragments) by the values. The backward recomputes the probabilities from
-the forward's log-sum-exp the same way. Sums are float32 throughout; outputs, log-sum-exp and
-gradients are written in float32. Scores are kept in base 2 (the scale times log2(e)), so that
-each probability is one ``exp2f``; a tile wholly inside the causal limit and the lengths, with
+the forward's log-sum-exp the same way. Sums are float32 throughout; the output and log-sum-exp
+are written in float32, the gradients in bfloat16 (each the one rounding of its float32 sum).
+Scores are kept in base 2 (the scale times log2(e)), so that each probability is one ``exp2f``; a tile wholly inside the causal limit and the lengths, with
 no mask, skips the per-score tests.
 
 Fragment layouts (PTX ISA, ``mma.m16n8k16`` with 16-bit A/B and float32 C/D): lane ``l`` has
@@ -75,6 +75,12 @@ static __device__ __forceinline__ unsigned cv_smem(const void* p) {
 #define CV_CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define CV_CP_WAIT(n) asm volatile("cp.async.wait_group %0;" :: "n"(n) : "memory")
 #endif
+static __device__ __forceinline__ unsigned cv_pack_bf16_out(float lo, float hi) {  /* nearest even; nan kept */
+  unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
+  a = (a & 0x7fffffffu) > 0x7f800000u ? (a >> 16) | 0x40u : (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;
+  b = (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+  return a | (b << 16);
+}
 static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /* round to nearest even */
   unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
   a = (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;
@@ -221,6 +227,19 @@ def _store(acc: str, dst: str, rows: int, width: int, factor: str = "") -> str:
             f"  }}\n")
 
 
+def _store_bf16(acc: str, dst: str, rows: int, width: int, factor: str = "") -> str:
+    """:func:`_store` to a bfloat16 matrix: each lane's two neighbouring columns rounded (nearest
+    even; a nan stays a nan, as corvid's conversions keep it) and written as one 32-bit word."""
+    f = f" * {factor}" if factor else ""
+    return (f"  for (int n = 0; n < {width // 8}; n++) {{\n"
+            f"    const int col = n * 8 + 2 * c;\n"
+            f"    if (r0 < {rows}) *(unsigned*)({dst} + (bh * {rows} + r0) * {width} + col) = "
+            f"cv_pack_bf16_out({acc}[n][0]{f}, {acc}[n][1]{f});\n"
+            f"    if (r1 < {rows}) *(unsigned*)({dst} + (bh * {rows} + r1) * {width} + col) = "
+            f"cv_pack_bf16_out({acc}[n][2]{f}, {acc}[n][3]{f});\n"
+            f"  }}\n")
+
+
 def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: dict) -> tuple[str, int, int, int]:
     """(source, blocks, threads per block, flops) of the kernel ``params["kind"]`` for inputs of
     ``shapes``: ``fwd_tc`` (q, k, v and, with ``params["has_mask"]``, the float32 additive mask;
@@ -249,7 +268,10 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
     scale2 = repr(float(np.float32(params["scale"] * LOG2E))) + "f"
     log2e = repr(float(np.float32(LOG2E))) + "f"
     bf, f32 = "const unsigned short* __restrict__", "const float* __restrict__"
-    args = ["float* __restrict__ p0", f"{bf} p1", f"{bf} p2", f"{bf} p3"] + ([f"{f32} p4"] if has_mask else [])
+    # (the forward writes float32: its output and its log-sum-exp share one buffer; the gradients
+    # are written in the operands' bfloat16, the one rounding of their float32 sums)
+    out_type = "float*" if kind == "fwd_tc" else "unsigned short*"
+    args = [f"{out_type} __restrict__ p0", f"{bf} p1", f"{bf} p2", f"{bf} p3"] + ([f"{f32} p4"] if has_mask else [])
     extra = 4 if has_mask else 3
     if kind != "fwd_tc":
         args += [f"{bf} p{extra + 1}", f"{f32} p{extra + 2}", f"{f32} p{extra + 3}"]
@@ -346,7 +368,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "        s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));\n"
                 "      }\n"
                 "    }\n" + _ldsm_accumulate("dq", "s", "ks[st]", D, BK, D + PAD)]),
-                _store("dq", "p0", TQ, D, scale)]
+                _store_bf16("dq", "p0", TQ, D, scale)]
         flops = 2 * BH * TQ * TK * (2 * D + DV)
     elif kind == "dkdv_tc":
         BQ = _tile(max(D, DV))
@@ -374,7 +396,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "      }\n"
                 "    }\n" + _ldsm_accumulate("dv", "s", "os[st]", DV, BQ, DV + PAD) +
                 _ldsm_accumulate("dk", "dp", "qs[st]", D, BQ, D + PAD)]),
-                _store("dk", "p0", TK, D, scale), _store("dv", f"(p0 + {BH * TK * D}LL)", TK, DV)]
+                _store_bf16("dk", "p0", TK, D, scale), _store_bf16("dv", f"(p0 + {BH * TK * D}LL)", TK, DV)]
         flops = 2 * BH * TQ * TK * (2 * D + 2 * DV)
     else:
         raise NotImplementedError(f"no tensor-core attention kernel {kind!r}")
