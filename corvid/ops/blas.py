@@ -71,7 +71,6 @@ def _native(device: str, params: dict, in_specs: list[tuple[tuple, Any]]) -> Any
     product the library refuses (its heuristic finds no algorithm for these sizes, layouts and
     alignments) is computed by the numpy function too, with a warning naming it, rather than
     failing the whole computation."""
-
     dev = get_device(device)
     blas = dev.blas() if hasattr(dev, "blas") else None
     if blas is None:
@@ -147,7 +146,6 @@ def _applies(a: Tensor, b: Tensor, common: dt.DType) -> tuple[int, ...] | None:
 def _held(t: Tensor) -> bool:
     """Whether ``t`` reads a stored value as it is (a buffer, a traced placeholder, or a
     transposed view of one, under markers): the op takes it without a copy."""
-
     n = t.node
     while n.buffer is None and n.src and (n.op in IDENTITY or _swaps_last_axes(n)):
         n = n.src[0]
@@ -174,7 +172,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor | None:
     bias epilogue: no pass of its own over the result), or None where the library does not
     compute the product or the bias has another dtype than it (promotion: the product, then the
     sum)."""
-
     if x.ndim < 2 or bias.ndim != 1 or bias.device != x.device:
         return None
     common = result_type(x, weight)
@@ -200,7 +197,6 @@ def _float8_source(t: Tensor) -> Tensor | None:
     transposed view of one), else None. A widening of an 8-bit float is exact, so the product of
     two widened operands is the library's product of the 8-bit floats themselves, written in the
     wider dtype: what XLA makes of ``dot(convert(a8), convert(b8))`` too."""
-
     n = t.node
     swapped = _swaps_last_axes(n)
     if swapped:
@@ -222,7 +218,6 @@ def _float8_product(a8: Tensor, b8: Tensor, out: dt.DType, bias: Tensor | None =
     of 16. float8_e5m2 operands (which it takes only beside a float8_e4m3fn one), other sizes and
     older GPUs: the operands are widened to bfloat16 (float16 for a float16 result; both exact)
     and multiplied as those, with the same float32 sums and the one rounding to ``out``."""
-
     if a8.device != b8.device or not available(a8.device):
         return None
     k, m = a8.shape[-1], b8.shape[-1]
