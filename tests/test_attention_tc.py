@@ -269,14 +269,21 @@ def test_a_cuda_device_says_which_gpus_have_them():
         assert tensor_core_arch(arch) is has, arch
 
 
-def test_a_tensor_core_kernel_that_does_not_build_turns_them_off_with_a_warning():
-    from tests.test_cuda_runtime import FakeCUDA
+def _probed(fails=False, edit=None):
+    """The stand-in CUDA device (tests/test_cuda_runtime.py) with a compiler that hands over the
+    source it is given (or fails), a driver that "loads" it by building it in the CUDA emulation,
+    and launches that run the emulation with the launch's blocks and threads, on the stand-in's
+    memory (host memory): the device's own probe and check run as on a GPU. ``edit`` changes the
+    sources of the checked kernels (a kernel that computes something else)."""
+    import ctypes
+
+    from tests.test_cuda_runtime import FakeCUDA, FakeDriver, FakeFunction
+
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler")
 
     class Probed(FakeCUDA):
-        """The stand-in device, with a compiler that builds what it is given (or fails) and a
-        driver that loads it."""
-
-        def __init__(self, fails=False):
+        def __init__(self):
             super().__init__()
             self.sources = []
 
@@ -284,23 +291,57 @@ def test_a_tensor_core_kernel_that_does_not_build_turns_them_off_with_a_warning(
                 self.sources.append(src)
                 if fails:
                     raise RuntimeError("nvrtc: error in the probe")
-                return b"cubin"
+                return (edit(src) if edit is not None and "check" in name else src).encode()
 
             self.compiler.cubin = cubin
 
         def call(self, name, *args):
-            return 1 if name in ("cuModuleLoadData", "cuModuleUnload") else super().call(name, *args)
+            if name == "cuModuleLoadData":
+                return args[0].decode()
+            if name == "cuModuleUnload":
+                return None
+            if name == "cuModuleGetFunction":
+                src, kernel = args[0], args[1].decode()
+                fwd = "fwd_tc" in kernel
+                types = ["float*" if fwd else "unsigned short*"] + ["const unsigned short*"] * 3
+                types += [] if fwd else ["const unsigned short*", "const float*", "const float*"]
+                return FakeFunction(E.build(src, kernel, types), len(types))
+            if name == "cuLaunchKernel":
+                f, blocks, threads, params = args[0], args[1], args[4], args[9]
+                addresses = FakeDriver._args(f, params)
+                f.fn.cv_launch((ctypes.c_void_p * len(addresses))(*addresses), blocks, threads)
+                return None
+            return super().call(name, *args)
 
-    dev = Probed()
+    try:
+        return Probed()
+    except Exception as e:  # (a compiler without C++20's <barrier>)
+        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+
+
+def test_the_tensor_core_kernels_are_built_and_checked_once_before_use():
+    """The device builds a small kernel of the kind, then runs the forward, dq and dk/dv once on
+    a causal problem of three row blocks and compares them with the host function (here in the
+    CUDA emulation; on a GPU, on the GPU): they pass, and are tried once."""
+    dev = _probed()
     assert dev.attention_tensor_cores and dev.attention_tc_error is None
-    assert "mma.sync.aligned.m16n8k16" in dev.sources[0]
-    assert dev.attention_tensor_cores and len(dev.sources) == 1  # (tried once)
-    broken = Probed(fails=True)
+    assert "mma.sync.aligned.m16n8k16" in dev.sources[0] and len(dev.sources) == 4  # (the probe, then 3 checked)
+    assert dev.attention_tensor_cores and len(dev.sources) == 4  # (tried once)
+
+
+def test_a_tensor_core_kernel_that_does_not_build_or_computes_wrong_values_turns_them_off_with_a_warning():
+    broken = _probed(fails=True)
     with pytest.warns(UserWarning, match="float32 kernels: its tensor-core kernel did not build"):
         assert not broken.attention_tensor_cores
+    # the A fragment's second and third registers swapped: the kernels build, and compute garbage
+    swapped = _probed(edit=lambda src: src.replace("qa[kk][1] = r1", "qa[kk][9] = r1")
+                      .replace("qa[kk][2] = r0", "qa[kk][1] = r0").replace("qa[kk][9] = r1", "qa[kk][2] = r1"))
+    with pytest.warns(UserWarning, match="did not compute what they should on this GPU"):
+        assert not swapped.attention_tensor_cores
+    assert swapped.attention_tc_error.startswith("output off by")
     assert "error in the probe" in broken.attention_tc_error
     assert not broken.attention_tensor_cores and len(broken.sources) == 1
-    old = Probed()
+    old = _probed()
     old.arch = "sm_75"
     assert not old.attention_tensor_cores and "sm_75" in old.attention_tc_error and not old.sources
 

@@ -691,7 +691,76 @@ class CUDADevice(Device):
             warnings.warn(f"bfloat16 attention runs in float32 kernels: its tensor-core kernel did not build "
                           f"({self.attention_tc_error})", stacklevel=3)
             return False
+        try:
+            wrong = self._check_attention_tc()
+        except Exception as e:  # (a kernel that fails to run is as unusable as a wrong one)
+            wrong = f"{type(e).__name__}: {str(e)[:400]}"
+        if wrong is not None:
+            self.attention_tc_error = wrong
+            warnings.warn(f"bfloat16 attention runs in float32 kernels: its tensor-core kernels did not compute "
+                          f"what they should on this GPU ({wrong}); please report it", stacklevel=3)
+            return False
         return True
+
+    def _check_attention_tc(self) -> str | None:
+        """What the tensor-core attention kernels got wrong on a small causal problem, or None:
+        the forward, ``dq`` and ``dk``/``dv`` once each on 192 queries and keys of 64 (three row
+        blocks: the tile stages, tiles at the edges and wholly inside), against the host function
+        they stand for (``corvid/nn/flash.py: _host``), within the bfloat16 roundings they make.
+        Their layouts (``ldmatrix``, ``mma``) are checked in an emulation without a GPU; this
+        checks them on the GPU itself, once, before any result depends on them."""
+        import ml_dtypes
+
+        from .. import dtype as dt
+        from ..nn.flash import _host
+
+        rng = np.random.default_rng(0)
+        shape, scale = (1, 192, 64), 0.125
+        q, k, v, g = (rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16) for _ in range(4))
+        params = {"causal": True, "scale": scale, "has_mask": False}
+        want_out, want_lse = _host(q, k, v, kind="fwd_tc", **params)
+        fwd = self._run_probe("fwd_tc", [q, k, v], dt.float32, q.size + shape[1], params)
+        out, lse = fwd[:q.size].reshape(shape), fwd[q.size:].reshape(shape[:-1])
+        delta = (g.astype(np.float32) * out).sum(-1).astype(np.float32)
+        rest = [g, lse.astype(np.float32), delta]
+        want_dq = _host(q, k, v, *rest, kind="dq_tc", **params)
+        want_dk, want_dv = _host(q, k, v, *rest, kind="dkdv_tc", **params)
+        dq = self._run_probe("dq_tc", [q, k, v, *rest], dt.bfloat16, q.size, params).reshape(shape)
+        dkdv = self._run_probe("dkdv_tc", [q, k, v, *rest], dt.bfloat16, 2 * q.size, params)
+        for what, got, want, tol in (("output", out, want_out, 8e-3), ("log-sum-exp", lse, want_lse, 1e-4),
+                                     ("dq", dq, want_dq, 1.5e-2), ("dk", dkdv[:q.size].reshape(shape), want_dk, 1.5e-2),
+                                     ("dv", dkdv[q.size:].reshape(shape), want_dv, 1.5e-2)):
+            err = float(np.abs(got.astype(np.float64) - want).max())
+            if not err <= tol * max(1.0, float(np.abs(want).max())):  # (a nan fails too)
+                return f"{what} off by {err:.3g}"
+        return None
+
+    def _run_probe(self, kind: str, arrays: list[np.ndarray], out_dtype: Any, out_size: int, params: dict) -> np.ndarray:
+        """One tensor-core attention kernel on ``arrays``, its output as float32 (a check's run)."""
+        from ..render.cuda_attention import render
+
+        name = f"cv_check_attention_{kind}"
+        src, blocks, threads, _ = render(name, {"kind": kind, **params}, [a.shape for a in arrays], {})
+        module = self.call("cuModuleLoadData", self.compiler.cubin(src, self.arch, name))
+        alloc, held = self.allocator, []
+        try:
+            function = self.call("cuModuleGetFunction", module, name.encode())
+            for a in arrays:
+                raw = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+                held.append((alloc.alloc(raw.size), raw.size))
+                alloc.copyin(held[-1][0], raw)
+            nbytes = out_size * out_dtype.itemsize
+            out = alloc.alloc(nbytes)
+            held.append((out, nbytes))
+            program = CUDAProgram(self, function, CUDALaunch(Launch((), ()), blocks, (threads, 1, 1), blocks))
+            program([out] + [h for h, _ in held[:-1]])
+            self.synchronize()
+            return alloc.copyout(out, nbytes).view(out_dtype.np).astype(np.float32)
+        finally:
+            self.synchronize()
+            for h, n in held:
+                alloc.free(h, n)
+            self.call("cuModuleUnload", module)
 
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
