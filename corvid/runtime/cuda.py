@@ -754,10 +754,9 @@ class CUDADevice(Device):
             held.append((out, nbytes))
             program = CUDAProgram(self, function, CUDALaunch(Launch((), ()), blocks, (threads, 1, 1), blocks))
             program([out] + [h for h, _ in held[:-1]])
-            self.synchronize()
-            return alloc.copyout(out, nbytes).view(out_dtype.np).astype(np.float32)
+            return alloc.copyout(out, nbytes).view(out_dtype.np).astype(np.float32)  # (after it: one stream)
         finally:
-            self.synchronize()
+            self.synchronize()  # (before the memory goes back: the kernel may still run after a failure)
             for h, n in held:
                 alloc.free(h, n)
             self.call("cuModuleUnload", module)

@@ -46,7 +46,7 @@ def untraced(args: tuple) -> bool:
         if t is Tensor:
             if a.node.traced:
                 return False
-        elif t not in _PLAIN and not _plain(a):
+        elif not _plain(a):
             return False
     return True
 
