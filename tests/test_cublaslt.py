@@ -949,3 +949,38 @@ def test_a_realized_product_is_the_library_output_not_a_copy_of_it(dev):
         want = x.numpy().astype(np.float32) @ y.numpy().astype(np.float32)
         np.testing.assert_allclose(out.numpy().astype(np.float32), want, rtol=2e-2, atol=2e-2)
         assert out.shape == (128, 96) and out.dtype == dtype
+
+
+def test_eager_library_calls_replay_their_recorded_graphs(dev):
+    """``a @ b``, ``F.linear`` and ``conv2d`` through the library, called eagerly again and again
+    (engine/replay.py): each call after the first replays the recorded graph, builds the same
+    nodes as the functions do, runs the library alone and gives the CPU's values."""
+    from corvid.engine import replay
+
+    F = cv.nn.functional
+    a, b = _rand(128, 64), _rand(64, 96, seed=1)
+    w, bias = _rand(96, 64, seed=2), _rand(96, seed=3)
+    img, kern = _rand(2, 8, 10, 10, seed=4), _rand(16, 8, 3, 3, seed=5)
+    for dtype in (cv.float32, cv.bfloat16):
+        x, y = _t(a).astype(dtype).realize(), _t(b).astype(dtype).realize()
+        wt, bt = _t(w).astype(dtype).realize(), _t(bias).astype(dtype).realize()
+        calls = {"matmul": (lambda: x @ y, lambda: x.numpy().astype(np.float32) @ y.numpy().astype(np.float32)),
+                 "linear": (lambda: F.linear(x, wt, bt),
+                            lambda: x.numpy().astype(np.float32) @ wt.numpy().astype(np.float32).T
+                            + bt.numpy().astype(np.float32))}
+        for name, (call, want) in calls.items():
+            for _ in range(3):
+                out = call()
+                with replay.off():
+                    assert call().node is out.node, name
+                with cv.profile() as p:
+                    out.realize()
+                assert [k.name for k in p.kernels] == ["host_gemm"], name
+                np.testing.assert_allclose(out.numpy().astype(np.float32), want(), rtol=3e-2, atol=3e-2)
+    xi, ki = _t(img).realize(), _t(kern).realize()
+    want = cv.conv2d(cv.Tensor(img), cv.Tensor(kern), padding=1).numpy()
+    for _ in range(3):
+        out = cv.conv2d(xi, ki, padding=1)
+        with replay.off():
+            assert cv.conv2d(xi, ki, padding=1).node is out.node
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)

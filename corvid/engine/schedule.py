@@ -320,6 +320,11 @@ def plan_for(roots: list[Node], device: Any, root_devices: list[Any] | None = No
     if not todo:
         return None
     sizes = sizes_node()  # (a jit capture with symbolic sizes: its kernels read them from this input)
+    walked = todo[0].walked if sizes is None and len(todo) == 1 else None  # (read once: another thread may clear it)
+    if walked is not None:
+        found = _replayed_plan(todo[0], walked, devices)
+        if found is not None:
+            return found
     every, key, pos, computed = _walk(todo if sizes is None else todo + [sizes])
     if key is None:  # a sharded input (a MultiBuffer) needs a partitioned schedule
         return todo, devices, every, _SHARDED
@@ -727,6 +732,24 @@ def _cost(n: Node, is_input: set[int]) -> int:
         if x.op is not Op.REDUCE:
             stack.extend(x.src)
     return total
+
+
+def _replayed_plan(root: Node, walked: tuple, devices: tuple) -> tuple | None:
+    """:func:`plan_for`'s result from a replayed root's recorded walk (``Node.walked``, made by
+    :mod:`corvid.engine.replay`), when none of the nodes a kernel computes has been computed
+    since (the walk would stop there) and the graph's plan is known; else None."""
+    below, interior, key = walked
+    for n in interior:
+        if n.buffer is not None:
+            root.walked = None
+            return None
+    plan = _plans.get((devices, key, (len(below),)))
+    if plan is None or plan is _SHARDED:
+        return None
+    root.walked = None  # (used once: realizing computes the root)
+    every = list(below)
+    every.append(root)
+    return [root], devices, every, plan
 
 
 def _structure_key(nodes: list[Node], inputs: list[Node], ints: frozenset[int] = frozenset()) -> tuple:

@@ -95,11 +95,12 @@ class Node:
     every graph that still refers to this node reads the stored value instead of recomputing it.
     """
 
-    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "traced", "marked", "__weakref__")
+    __slots__ = ("op", "src", "arg", "dtype", "shape", "buffer", "traced", "marked", "walked", "__weakref__")
 
     def __init__(self, op: Op, src: tuple[Node, ...], arg: Any, dtype: DType, shape: tuple[int, ...]):
         self.op, self.src, self.arg, self.dtype, self.shape = op, src, arg, dtype, shape
         self.buffer = arg if op is Op.BUFFER else None
+        self.walked = None  # a replayed root's walk (engine/replay.py), which realizing it checks and reuses
         # traced: a VAR lies below (outside a DETACH): the node depends on a marked variable.
         # marked: a VAR lies below, DETACHes or not (what a transform that takes its VARs out of a
         # graph must visit: the value under a DETACH is computed over them all the same)

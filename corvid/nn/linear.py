@@ -17,6 +17,7 @@ from ..amp import narrow
 from ..creation import empty
 from ..tensor import Tensor
 from ..dtype import bfloat16
+from ..engine.replay import replayed
 from ..ops.reduce import _on_cpu
 from . import cpu_matmul, init
 from .module import Module, shape_error
@@ -25,6 +26,7 @@ from .parameter import Parameter
 __all__ = ["Flatten", "Identity", "Linear", "Unflatten", "linear"]
 
 
+@replayed
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias``: ``x`` of shape ``(*, in)``, ``weight`` ``(out, in)``, ``bias``
     ``(out,)`` give ``(*, out)``. ValueError naming the shapes if ``in`` differs.

@@ -34,6 +34,7 @@ from ..autograd import no_grad
 from ..creation import ones, zeros
 from ..dtype import finfo, int64
 from ..engine import capture
+from ..engine.replay import replayed
 from ..tensor import Tensor
 from ..graph.symbolic import Sym
 from .module import Module, check_input, shape_error
@@ -132,6 +133,7 @@ def _trailing(x: Tensor, normalized_shape: int | Sequence[int], what: str) -> tu
 
 
 @float32_op
+@replayed
 def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing axes ``normalized_shape`` of each sample, then ``* weight +

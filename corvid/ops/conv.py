@@ -55,6 +55,7 @@ import numpy as np
 from ..errors import ShapeError
 from .. import dtype as dt
 from ..amp import narrow as amp_narrow
+from ..engine.replay import replayed
 from ..graph.node import MOVEMENT, node
 from ..transforms.custom import custom_vjp
 
@@ -243,6 +244,7 @@ def _add_bias(out: Tensor, bias: Any, what: str) -> Tensor:
     return out + b.reshape((out.shape[1],) + (1,) * (out.ndim - 2))
 
 
+@replayed
 def conv(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Any = 0,
          dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
     """N-d convolution (cross-correlation, as torch): ``x`` ``(N, C_in, *spatial)`` with ``w``

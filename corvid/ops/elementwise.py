@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .. import dtype as dt
+from ..engine.replay import replayed
 from ..graph.node import Op, node
 
 if TYPE_CHECKING:
@@ -721,6 +722,7 @@ class ElementwiseMixin:
         """
         return _activation_rule("silu")(_as_float(self))
 
+    @replayed
     def gelu(self: Tensor, approximate: str = "none") -> Tensor:
         """GELU, ``x * Phi(x)`` with ``Phi`` the standard normal CDF, elementwise; integers compute in float32.
 

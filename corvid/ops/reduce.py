@@ -17,6 +17,7 @@ from ..amp import _AUTOCAST, narrow, widen
 from ..codegen.opt import cache_bytes
 from ..graph.node import IDENTITY, Node, Op, node
 from ..graph.symbolic import Num, SymbolicSizeError, is_symbolic
+from ..engine.replay import replayed
 from .elementwise import where
 from .movement import normalize_axis
 
@@ -453,6 +454,7 @@ class ReduceMixin:
         out = (x - m).exp().sum(axis, keepdims=True).log() + m
         return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in _axes(x, axis)))
 
+    @replayed
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (the shift takes no gradient:
         the result does not depend on it; see :meth:`logsumexp`)."""
@@ -460,12 +462,14 @@ class ReduceMixin:
         e = (x - x.max(axis, keepdims=True).detach()).exp()
         return e / e.sum(axis, keepdims=True)
 
+    @replayed
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
         """``x - logsumexp(x)`` along ``axis``, shifted by the max (which takes no gradient)."""
         (x,) = widen(_real_float(self))
         shifted = x - x.max(axis, keepdims=True).detach()
         return shifted - shifted.exp().sum(axis, keepdims=True).log()
 
+    @replayed
     def matmul(self: Tensor, other: Tensor) -> Tensor:
         """Matrix product with numpy semantics: 1-d operands are promoted then squeezed, batch
         dimensions broadcast. ValueError naming both shapes if the inner sizes differ. ``x @ y``

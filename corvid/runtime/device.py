@@ -347,6 +347,10 @@ _BACKENDS = {"CPU": "corvid.runtime.cpu:CPUDevice", "NULL": "corvid.runtime.null
 # one machine. Other backends have one device, ``NAME`` (``NAME:0`` is accepted as a spelling).
 _LOGICAL = {"CPU", "NULL"}
 _devices: dict[str, Device] = {}
+# counts the changes of which device object a name means (a device made, a backend registered or
+# removed): what eager graph recordings key on (engine/replay.py), since a function may build
+# another graph on another backend of the same name (a product through its library, or not)
+epoch = 0
 _creating = threading.RLock()  # (reentrant: a backend's constructor may ask for another device)
 _canonical: dict[Any, Any] = {}  # every spelling already seen -> its canonical name (the fast path)
 
@@ -475,7 +479,13 @@ def get_device(name: str) -> Device:
             module, cls = _BACKENDS[base].split(":")
             backend = getattr(importlib.import_module(module), cls)
             dev = _devices[name] = backend(int(index)) if index else backend()
+            _new_epoch()
     return dev
+
+
+def _new_epoch() -> None:
+    global epoch
+    epoch += 1
 
 
 def register_backend(name: str, target: str, logical: bool = False) -> None:
@@ -486,6 +496,7 @@ def register_backend(name: str, target: str, logical: bool = False) -> None:
     _BACKENDS[name.upper()] = target
     if logical:
         _LOGICAL.add(name.upper())
+    _new_epoch()
 
 
 def unregister_backend(name: str) -> None:
@@ -498,6 +509,7 @@ def unregister_backend(name: str) -> None:
     _LOGICAL.discard(base)
     for key in [k for k in _devices if k == base or k.startswith(base + ":")]:
         _devices.pop(key, None)
+    _new_epoch()
     for spelling in [s for s, c in _canonical.items() if c == base or c.startswith(base + ":")]:
         _canonical.pop(spelling)
 
