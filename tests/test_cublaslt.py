@@ -951,12 +951,17 @@ def test_a_realized_product_is_the_library_output_not_a_copy_of_it(dev):
         assert out.shape == (128, 96) and out.dtype == dtype
 
 
-def test_eager_library_calls_replay_their_recorded_graphs(dev):
+def test_eager_library_calls_replay_their_recorded_graphs(dev, monkeypatch):
     """``a @ b``, ``F.linear`` and ``conv2d`` through the library, called eagerly again and again
     (engine/replay.py): each call after the first replays the recorded graph, builds the same
     nodes as the functions do, runs the library alone and gives the CPU's values."""
     from corvid.engine import replay
 
+    from corvid.engine import schedule as sched
+
+    walks = []
+    real = sched._walk
+    monkeypatch.setattr(sched, "_walk", lambda roots: walks.append(1) or real(roots))
     F = cv.nn.functional
     a, b = _rand(128, 64), _rand(64, 96, seed=1)
     w, bias = _rand(96, 64, seed=2), _rand(96, seed=3)
@@ -969,13 +974,15 @@ def test_eager_library_calls_replay_their_recorded_graphs(dev):
                             lambda: x.numpy().astype(np.float32) @ wt.numpy().astype(np.float32).T
                             + bt.numpy().astype(np.float32))}
         for name, (call, want) in calls.items():
-            for _ in range(3):
+            for i in range(3):
                 out = call()
                 with replay.off():
                     assert call().node is out.node, name
+                walks.clear()
                 with cv.profile() as p:
                     out.realize()
                 assert [k.name for k in p.kernels] == ["host_gemm"], name
+                assert i == 0 or not walks, name  # (a replay's realize plans from the recorded walk)
                 np.testing.assert_allclose(out.numpy().astype(np.float32), want(), rtol=3e-2, atol=3e-2)
     xi, ki = _t(img).realize(), _t(kern).realize()
     want = cv.conv2d(cv.Tensor(img), cv.Tensor(kern), padding=1).numpy()

@@ -10,10 +10,11 @@ replays it afterwards with :func:`~corvid.graph.node.node` alone. Nodes are hash
 replay returns the very nodes the function would have built (tested node for node), and every
 cache below (the kernels, the plans) sees the same graph.
 
-The replayed root also carries the walk that :func:`~corvid.engine.schedule.plan_for` would make
-(``Node.walked``: the nodes below it in walk order, the ones among them that a kernel computes,
-and the graph's key), so realizing it is one check that none of those nodes was computed since
-and one lookup of the plan.
+The replayed root (and the node under it that realizing computes first, such as a library
+product's flat result) also carries the walk that :func:`~corvid.engine.schedule.plan_for` would
+make (``Node.walked``: the nodes below it in walk order, the ones among them that a kernel
+computes, and the graph's key), so realizing it is one check that none of those nodes was
+computed since and one lookup of the plan.
 
 A function is replayed only when it is safe to be: every tensor argument is a stored value (a
 Buffer on one device, not a view, no variable of a transform or autograd below it), every other
@@ -49,23 +50,25 @@ _off = threading.local()  # ``off`` blocks (tests compare a replay with the func
 
 class Recording:
     """One signature's graph: ``steps`` over values numbered inputs first, then ``fixed`` (the
-    literals the graph holds), then the steps' results; ``root`` the result's number."""
+    literals the graph holds), then the steps' results; ``root`` the result's number; ``walks``
+    the recorded walks (:func:`_walk_of`) of the nodes realizing the result plans: the root, and
+    the node under it that realizing computes first (a library product's flat result)."""
 
-    __slots__ = ("fixed", "steps", "root", "device", "walk")
+    __slots__ = ("fixed", "steps", "root", "device", "walks")
 
-    def __init__(self, fixed: tuple[Node, ...], steps: tuple, root: int, device: Any, walk: tuple | None):
-        self.fixed, self.steps, self.root, self.device, self.walk = fixed, steps, root, device, walk
+    def __init__(self, fixed: tuple[Node, ...], steps: tuple, root: int, device: Any, walks: tuple = ()):
+        self.fixed, self.steps, self.root, self.device, self.walks = fixed, steps, root, device, walks
 
     def replay(self, inputs: list[Node]) -> Node:
         vals = inputs + list(self.fixed)
         add = vals.append
         for op, arg, dtype, shape, src in self.steps:
             add(node(op, (vals[src[0]],) if len(src) == 1 else tuple([vals[i] for i in src]), arg, dtype, shape))
-        root = vals[self.root]
-        if self.walk is not None and root.buffer is None:
-            order, interior, key = self.walk
-            root.walked = (tuple([vals[i] for i in order]), tuple([vals[i] for i in interior]), key)
-        return root
+        for at, (order, interior, key) in self.walks:
+            n = vals[at]
+            if n.buffer is None:
+                n.walked = (tuple([vals[i] for i in order]), tuple([vals[i] for i in interior]), key)
+        return vals[self.root]
 
 
 def _static(v: Any) -> Any:
@@ -120,7 +123,7 @@ def _record(out: Any, inputs: list[Node], tensor: type) -> Any:
     for i, n in enumerate(inputs):
         number.setdefault(id(n), i)
     if id(root) in number:  # (the function returned an argument)
-        return Recording((), (), number[id(root)], out.device, None)
+        return Recording((), (), number[id(root)], out.device)
     order = toposort([root], stop=lambda n: id(n) in number)
     depends = {id(n) for n in inputs}
     fixed: list[Node] = []
@@ -143,11 +146,18 @@ def _record(out: Any, inputs: list[Node], tensor: type) -> Any:
     for j, n in enumerate(steps):
         number[id(n)] = base + j
         recorded.append((n.op, n.arg, n.dtype, n.shape, tuple([number[id(s)] for s in n.src])))
-    return Recording(tuple(fixed), tuple(recorded), number[id(root)], out.device, _walk_of(root, number, len(inputs)))
+    from .schedule import stored_under_reshape, view_base_to_compute
+
+    walks = []
+    for n in (root, view_base_to_compute(root, out.device) or stored_under_reshape(root)):
+        walk = None if n is None or number.get(id(n), 0) < len(inputs) else _walk_of(n, number, len(inputs))
+        if walk is not None:
+            walks.append((number[id(n)], walk))
+    return Recording(tuple(fixed), tuple(recorded), number[id(root)], out.device, tuple(walks))
 
 
 def _walk_of(root: Node, number: dict[int, int], inputs: int) -> tuple | None:
-    """What realizing ``root`` walks (:func:`~corvid.engine.schedule._walk`), by value number:
+    """What planning ``root`` walks (:func:`~corvid.engine.schedule._walk`), by value number:
     the nodes below the root in walk order, those a kernel computes, and the key. None unless
     the walk stops at the arguments alone (a step computed already ends it elsewhere: a replay's
     fresh nodes would be walked further)."""
