@@ -24,7 +24,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class Launched:
     nbytes: int
     opts: tuple[str, ...]
     product: bool  # a matrix product (a reduce whose inputs do not depend on an output loop): the library's on a GPU
+    scattered: bool = False  # a work-group reduce whose neighbouring work items read elements far apart (scattered())
 
     @property
     def total(self) -> int:
@@ -104,7 +105,25 @@ def _launched(kernel: Any) -> Launched:
     opts = tuple(str(o) for o in getattr(kernel, "opts", ()))
     # (register tiles are what gpu_heuristics gives a product-like reduce: its operands reused across outputs)
     product = bool(reduce_loops(kernel)) and any(o.startswith("upcast(") for o in opts)
-    return Launched(kernel.name, "kernel", int(dims.blocks), math.prod(dims.threads), flops, nbytes, opts, product)
+    return Launched(kernel.name, "kernel", int(dims.blocks), math.prod(dims.threads), flops, nbytes, opts, product,
+                    scattered(kernel))
+
+
+def scattered(kernel: Any) -> bool:
+    """Whether a work-group reduce's work items read a load's elements far apart: a load whose
+    index moves by more than one element per step of the work-group loop (``group_local`` on a
+    column: each warp's load then touches 32 rows, a sector each, for 4 bytes of each). Such a
+    kernel has threads enough and is not starved, but reads at a fraction of the bandwidth."""
+    from corvid.codegen.opt import _stride
+
+    local = [lp.var for lp in kernel.reduce_loops() if lp.kind == "local"]
+    for u in kernel.values():
+        if u.op == "load":
+            for v in local:
+                step = _stride(u.arg[1], v)
+                if isinstance(step, int) and abs(step) > 1:
+                    return True
+    return False
 
 
 
@@ -210,15 +229,22 @@ def starved(k: Launched) -> bool:
     return k.kind != "host" and k.nbytes >= MANY_BYTES and k.total < FEW_THREADS
 
 
+def slow(k: Launched) -> bool:
+    """A kernel that moves :data:`MANY_BYTES` or more starved, or scattered (see :func:`scattered`)."""
+    return starved(k) or (k.scattered and k.nbytes >= MANY_BYTES)
+
+
 def report(kernels: list[Launched], out: TextIO, products: bool = False) -> None:
     shown = [k for k in kernels if products or not k.product]
-    shown.sort(key=lambda k: (not starved(k), -k.nbytes))
+    shown.sort(key=lambda k: (not slow(k), -k.nbytes))
     out.write(f"{len(kernels)} kernels ({sum(k.product for k in kernels)} matrix products, the library's on a "
               f"GPU{'' if products else ': not listed'}); {sum(starved(k) for k in shown)} starved (>= "
-              f"{MANY_BYTES >> 20} MiB over < {FEW_THREADS} threads) first\n")
+              f"{MANY_BYTES >> 20} MiB over < {FEW_THREADS} threads) and "
+              f"{sum(slow(k) and not starved(k) for k in shown)} scattered (a work-group's neighbours reading "
+              f"elements apart) first\n")
     out.write(f"{'MB':>9} {'GFLOP':>7} {'blocks':>8} {'x threads':>9}  kernel  [actions]\n")
     for k in shown:
-        mark = "  STARVED" if starved(k) else ""
+        mark = "  STARVED" if starved(k) else "  SCATTERED" if slow(k) else ""
         out.write(f"{k.nbytes / 1e6:9.1f} {k.flops / 1e9:7.2f} {k.blocks:8d} x {k.threads:7d}  {k.name}"
                   f"{' [' + ', '.join(k.opts) + ']' if k.opts else ''}{' (' + k.kind + ')' if k.kind != 'kernel' else ''}"
                   f"{mark}\n")

@@ -89,6 +89,7 @@ CONVERTED_BLOCK = 64
 GPU_MANY_OUTPUTS = 4096
 GPU_TILE = 8  # a GPU-style work item's register tile: up to 8 x 8 outputs
 GPU_MIN_ITEMS = 256  # ... while at least this many work items are left
+TILE_REUSE_RATIO = 16  # ... for a reused operand that touches at least 1/16 as many elements as the largest other
 GPU_ROW_MIN = 128  # a row (softmax, norm) this long is shared by a work-group's items (rows_local)
 # a full sum of at least REDUCE_STREAMS_MIN elements reads REDUCE_STREAMS chunks side by side
 REDUCE_STREAMS = 2
@@ -950,10 +951,16 @@ def _register_tiles(k: Kernel, values: list[U]) -> Kernel:
         return k
     reduced = {lp.var for lp in k.reduce_loops()}
     loads = [u for u in values if u.op in ("load", "gather") and u.syms()[0].vars() & reduced]
+    size = {lp.var: hint(lp.size) for lp in k.loops + k.reduce_loops()}
+    extent = {id(u): math.prod(size.get(v, 1) for v in u.syms()[0].vars()) for u in loads}
     opts = []
     for axis in (len(k.loops) - 1, len(k.loops) - 2):
         lp = k.loops[axis]
-        reused = any(lp.var not in u.syms()[0].vars() for u in loads)  # the same value for every iteration
+        # the same value for every iteration, of an operand about as large as the others (a
+        # product's): a row's mean and scale in a norm's weight gradient are reused as well, but
+        # a cache serves them anyway, and a tile for them only divided the work items by 8
+        widest = max((extent[id(u)] for u in loads if lp.var in u.syms()[0].vars()), default=0)
+        reused = any(lp.var not in u.syms()[0].vars() and extent[id(u)] * TILE_REUSE_RATIO >= widest for u in loads)
         amount = next((a for a in (GPU_TILE, GPU_TILE // 2, 2) if lp.size % a == 0 and a <= lp.size), 0)
         if reused and amount:
             opts.append(Opt("upcast", axis, amount))
