@@ -84,3 +84,15 @@ def test_the_partials_read_neighbouring_columns():
         assert any(k.scattered for k in G.LAUNCHED)  # (the flag can fail)
     finally:
         registry.unregister_backend(G.NAME)
+
+
+def test_column_reduces_on_every_device(device):
+    """Each executing device (CPU: one kernel; CL, WEBGPU, CUDA: split) gives the column sums."""
+    a = rng.standard_normal((4096, 264)).astype(np.float32)
+    x = cv.Tensor(a, device=device)
+    np.testing.assert_allclose(x.sum(0).numpy(), a.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(x.amin(0).numpy(), a.min(0))
+    b = rng.standard_normal((4, 1024, 264)).astype(np.float32)
+    y = cv.Tensor(b, device=device)
+    np.testing.assert_allclose(y.sum((0, 1), keepdims=True).numpy(), b.astype(np.float64).sum((0, 1), keepdims=True),
+                               rtol=1e-5, atol=1e-4)
