@@ -52,6 +52,7 @@ def ops(cv: Any, device: str) -> dict[str, Callable[[], Any]]:
     return {
         "x + 1 (1024)": lambda: (small + 1).realize(),
         "a @ b (bf16, library)": lambda: (a @ b).realize(),
+        "a @ b.T (bf16, library)": lambda: (a @ b.T).realize(),
         "layer_norm (64x768)": lambda: F.layer_norm(x, (768,), w, bias).realize(),
         "softmax (64x768)": lambda: x.softmax(-1).realize(),
         "gelu (64x768)": lambda: F.gelu(x).realize(),

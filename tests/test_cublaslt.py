@@ -970,6 +970,7 @@ def test_eager_library_calls_replay_their_recorded_graphs(dev, monkeypatch):
         x, y = _t(a).astype(dtype).realize(), _t(b).astype(dtype).realize()
         wt, bt = _t(w).astype(dtype).realize(), _t(bias).astype(dtype).realize()
         calls = {"matmul": (lambda: x @ y, lambda: x.numpy().astype(np.float32) @ y.numpy().astype(np.float32)),
+                 "matmul_T": (lambda: x @ wt.T, lambda: x.numpy().astype(np.float32) @ wt.numpy().astype(np.float32).T),
                  "linear": (lambda: F.linear(x, wt, bt),
                             lambda: x.numpy().astype(np.float32) @ wt.numpy().astype(np.float32).T
                             + bt.numpy().astype(np.float32))}

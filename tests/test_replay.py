@@ -93,11 +93,12 @@ def test_a_repeated_argument_is_another_signature():
 def test_calls_that_are_not_safe_to_replay_call_the_function():
     x = t(3, 5)
     lazy = x + 1                       # not stored
-    view = x.T                         # a view
+    deep = x.T.reshape(15).reshape(3, 5).T  # more views than a replay takes
     leaf = cv.Tensor(x.numpy(), requires_grad=True)  # a variable below
-    for arg in (lazy, view, leaf, x.numpy()):
+    for arg in (lazy, deep, leaf, leaf.T, x.numpy()):
         sig = replay._signature((arg,), {}, cv.Tensor)
         assert sig is None
+    assert replay._signature((x.T,), {}, cv.Tensor)[1] == [x.node]  # (a view: replayed over the stored value)
     # the gradient of a requires_grad input still flows (the function built its graph)
     F.layer_norm(leaf, 5).sum().backward()
     assert leaf.grad is not None and leaf.grad.shape == (3, 5)
@@ -228,3 +229,22 @@ def test_a_new_device_object_is_a_new_key():
         assert registry.epoch > before
     finally:
         registry.unregister_backend("REPLAYTEST")
+
+
+def test_views_and_casts_of_stored_arguments_replay():
+    """``x @ w.T``, ``x.astype(bf16) @ w.astype(bf16).T``, a layer norm of a cast: the views
+    are replayed over the stored values, as part of the key (another view is another graph)."""
+    x, w = t(6, 8), t(4, 8)
+    calls = [lambda: x @ w.T, lambda: x.T.T @ w.T, lambda: x.astype(cv.bfloat16) @ w.astype(cv.bfloat16).T,
+             lambda: F.layer_norm(x.astype(cv.float64), 8), lambda: x[1:5] @ w.T, lambda: x @ x.T,
+             lambda: w.T.softmax(0)]
+    for call in calls:
+        for _ in range(3):
+            got = call()
+            assert got.node is direct(call).node
+        np.testing.assert_allclose(got.numpy().astype(np.float64), direct(call).numpy().astype(np.float64),
+                                   rtol=1e-6)
+    xn, wn = x.numpy().astype(np.float64), w.numpy().astype(np.float64)
+    np.testing.assert_allclose((x[1:5] @ w.T).numpy(), xn[1:5] @ wn.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((x @ x.T).numpy(), xn @ xn.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((x @ w.T).numpy(), xn @ wn.T, rtol=1e-5, atol=1e-5)

@@ -17,7 +17,8 @@ computes, and the graph's key), so realizing it is one check that none of those 
 computed since and one lookup of the plan.
 
 A function is replayed only when it is safe to be: every tensor argument is a stored value (a
-Buffer on one device, not a view, no variable of a transform or autograd below it), every other
+Buffer on one device, not a view, no variable of a transform or autograd below it) or up to three
+views and casts of one (``x @ w.T``: the views are part of the key and replayed), every other
 argument is a plain value (numbers, strings, None, dtypes, tuples and lists of them), and the
 recorded graph holds nothing but the arguments and literals (no stored value that the function
 made, such as a small result numpy computed). Anything else calls the function. The key includes
@@ -45,6 +46,8 @@ LIMIT = 256  # recorded signatures kept per function (the oldest go first)
 _NO = object()  # an argument that is not replayed: the function is called
 _UNREPLAYABLE = object()  # a signature whose graph cannot be replayed (see the module docstring)
 _VIEWS = MOVEMENT | IDENTITY
+_CHAIN = MOVEMENT | {Op.CAST}  # what may lie between a tensor argument and the stored value under it
+CHAIN_MAX = 3  # ... at most this many of them (``x.astype(bf16).T``)
 _off = threading.local()  # ``off`` blocks (tests compare a replay with the function's own build)
 
 
@@ -86,9 +89,11 @@ def _static(v: Any) -> Any:
 
 
 def _signature(args: tuple, kwargs: dict, tensor: type) -> tuple[tuple, list[Node], list[Any]] | None:
-    """(the call's key, its tensor arguments' nodes, their tensors) or None when the call is not
-    replayed. The key numbers repeated tensor arguments (``f(x, x)`` is another graph than
-    ``f(x, y)``)."""
+    """(the call's key, the stored nodes under its tensor arguments, the tensors) or None when
+    the call is not replayed. A tensor argument is a stored value, or up to :data:`CHAIN_MAX`
+    views and casts of one (``w.T``, ``x.astype(bf16)``), whose ops, arguments, dtypes and shapes
+    are part of the key: the recording replays them over the stored value. The key numbers
+    repeated stored values (``f(x, x)`` is another graph than ``f(x, y)``)."""
     key: list[Any] = []
     nodes: list[Node] = []
     tensors: list[Any] = []
@@ -96,14 +101,23 @@ def _signature(args: tuple, kwargs: dict, tensor: type) -> tuple[tuple, list[Nod
             [*zip((None,) * len(args), args), *kwargs.items()]:
         if isinstance(v, tensor):
             n = v.node
-            if type(v) is not tensor or n.marked or type(n.buffer) is not Buffer or n.op in _VIEWS:
+            if type(v) is not tensor or n.marked:
                 return None
+            chain: tuple = ()
+            if type(n.buffer) is not Buffer or n.op in _VIEWS:  # (a few views or casts of a stored value: ``w.T``)
+                levels = []
+                while n.buffer is None and n.op in _CHAIN and len(levels) < CHAIN_MAX:
+                    levels.append((n.op, n.arg, n.dtype, n.shape))
+                    n = n.src[0]
+                if type(n.buffer) is not Buffer or n.op in _VIEWS:
+                    return None
+                chain = tuple(levels)
             for i, m in enumerate(nodes):
                 if m is n:
-                    key.append((name, "same", i))
+                    key.append((name, "same", i, chain))
                     break
             else:
-                key.append((name, n.op, n.dtype, n.shape, v.device))
+                key.append((name, n.op, n.dtype, n.shape, v.device, chain))
             nodes.append(n)
             tensors.append(v)
         else:
