@@ -48,6 +48,7 @@ _UNREPLAYABLE = object()  # a signature whose graph cannot be replayed (see the 
 _VIEWS = MOVEMENT | IDENTITY
 _CHAIN = MOVEMENT | {Op.CAST}  # what may lie between a tensor argument and the stored value under it
 CHAIN_MAX = 3  # ... at most this many of them (``x.astype(bf16).T``)
+_deps: list[Any] = []  # (amp.policy, Tensor), bound at the first call
 _off = threading.local()  # ``off`` blocks (tests compare a replay with the function's own build)
 
 
@@ -197,9 +198,12 @@ def replayed(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ..amp import policy
-        from ..tensor import Tensor
+        if not _deps:  # (imported at the first call: this module is imported by the ops that tensor.py imports)
+            from ..amp import policy
+            from ..tensor import Tensor
 
+            _deps[:] = (policy, Tensor)  # (one assignment: two threads may both get here)
+        policy, Tensor = _deps
         found = None if getattr(_off, "on", False) else _signature(args, kwargs, Tensor)
         if found is None:
             return fn(*args, **kwargs)
