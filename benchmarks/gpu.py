@@ -1205,12 +1205,12 @@ def _matmul_fp8(ctx: Ctx) -> Bench:
                         dtype="float8_e4m3fn", numpy_fn=numpy_mm)
 
 
-def _attention_row(route: str) -> Callable[[Ctx], Bench]:
-    """:func:`_attention` with ``CORVID_ATTENTION=route`` while corvid's step is traced and run:
-    the float32 kernels, or the composite of products and a softmax, against the same PyTorch
-    call (so one report compares corvid's routes too)."""
+def _attention_row(route: str, make_bench: Callable[[Ctx], Bench] | None = None) -> Callable[[Ctx], Bench]:
+    """``make_bench`` (:func:`_attention` by default) with ``CORVID_ATTENTION=route`` while
+    corvid's step is traced and run: the float32 kernels, or the composite of products and a
+    softmax, against the same PyTorch call (so one report compares corvid's routes too)."""
     def make(ctx: Ctx) -> Bench:
-        bench = _attention(ctx)
+        bench = (make_bench or _attention)(ctx)
         inner = bench.calls.get("corvid")
         if inner is not None:
             def call() -> Any:
@@ -1545,6 +1545,10 @@ ROWS: list[GPURow] = [
            _cnn_step, compile_note="not tried (a training step)", profile=True),
     GPURow("transformer_block", "GPT-2 block forward 8x256x768, 12 heads (corvid: jit; torch: eager)", "step", _block,
            profile=True),
+    # (a float32 block takes the float32 attention kernel, a work item per query: 24,576 of them here,
+    # where the composite's library products have more; this row says which route the block wants)
+    GPURow("transformer_block_composite", "the same, corvid with CORVID_ATTENTION=composite (its float32 "
+           "attention as library products and a softmax)", "step", _attention_row("composite", _block)),
     GPURow("gpt2_train_bf16", "GPT-2 small training step, batch 8x1024, bfloat16 autocast, AdamW (corvid: jit; "
            "torch: eager)", "step", _gpt2_train, dtype="bfloat16", repeat=5,
            compile_note="not tried (a training step)", profile=True),

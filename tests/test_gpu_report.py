@@ -106,7 +106,7 @@ def test_the_workers_go_through_the_cuda_device_with_a_stand_in_driver(fake, cap
 
     from benchmarks import gpu
 
-    args = argparse.Namespace(device=fake.name, quick=True, rows="add_1024,sum,matmul_4096_bf16,transformer_block", copy_gbps=0.0,
+    args = argparse.Namespace(device=fake.name, quick=True, rows="add_1024,sum,matmul_4096_bf16,transformer_block,transformer_block_composite", copy_gbps=0.0,
                               copy_how="", cpu_peak=0.0)
     assert gpu.worker_env(args) == 0
     env, = _messages(capsys.readouterr().out)
