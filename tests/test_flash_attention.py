@@ -146,3 +146,54 @@ def test_the_host_version_computes_the_same():
     ref = cv.grad(lambda q: F.scaled_dot_product_attention(q, cv.Tensor(k), cv.Tensor(v), attn_mask=cv.Tensor(keep),
                                                            scale=0.25).sum())(cv.Tensor(q))
     np.testing.assert_allclose(dq, ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [
+    dict(b=2, h=3, tq=70, tk=90, d=16, dv=8),                 # rows and keys that no group or tile divides
+    dict(b=1, h=2, tq=64, tk=64, d=64, dv=64, causal=True),   # (the first rows of a group see fewer keys than 4)
+    dict(b=1, h=1, tq=33, tk=129, d=32, dv=128, mask=True),  # rows that see no key, a mask per row
+    dict(b=1, h=2, tq=16, tk=16, d=8, dv=256),                # (a row too wide to merge in local memory: a work item a row)
+])
+def test_the_cuda_forward_kernel_in_the_cuda_emulation(case, tmp_path):
+    """The float32 forward as the CUDA renderer writes it (four work items per query row, each
+    over every fourth key, merged through shared memory), run in tests/cuda_emulator.py against
+    float64 attention: output and log-sum-exp."""
+    from corvid.render.cuda import CUDARenderer
+    from tests import cuda_emulator as E
+
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler")
+    causal, has_mask = case.pop("causal", False), case.pop("mask", False)
+    q, k, v = arrays(seed=11, **case)
+    shapes = [q.shape, k.shape, v.shape]
+    ins = [q, k, v]
+    rng = np.random.default_rng(12)
+    if has_mask:
+        m = np.where(rng.random((q.shape[0], q.shape[1], q.shape[2], k.shape[2])) < 0.3, -np.inf, 0.0).astype(np.float32)
+        m[..., 1, :] = -np.inf
+        ins.append(m)
+        shapes.append(m.shape)
+    scale = q.shape[-1] ** -0.5
+    params = {"kind": "fwd", "causal": causal, "has_mask": has_mask, "scale": scale}
+    src, groups, threads, _ = CUDARenderer().render_attention("attn", params, shapes)
+    try:
+        lib = E.build_many([(src, ["float*"] + ["const float*"] * len(ins))], str(tmp_path))
+    except RuntimeError as e:  # (a compiler without C++20's <barrier>)
+        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+    bh, tq, dv = q.shape[0] * q.shape[1], q.shape[2], v.shape[-1]
+    out = np.full(bh * tq * dv + bh * tq, np.nan, np.float32)
+    E.launch_many(lib, 0, [out] + ins, groups, (threads, 1, 1))
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) * np.float64(np.float32(scale))
+    if has_mask:
+        s = s + m
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    top = s.max(-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - top)
+    total = e.sum(-1, keepdims=True)
+    want = np.matmul(e / np.where(total == 0, 1, total), v.astype(np.float64))
+    with np.errstate(divide="ignore"):
+        want_lse = np.where(total[..., 0] == 0, -np.inf, top[..., 0] + np.log(total[..., 0]))
+    np.testing.assert_allclose(out[:bh * tq * dv].reshape(want.shape), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out[bh * tq * dv:].reshape(want_lse.shape), want_lse, rtol=1e-5, atol=1e-5)

@@ -787,6 +787,7 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
 
 ATTENTION_THREADS = 64  # query (or key) rows per work-group: one per work item
 ATTENTION_TILE_FLOATS = 4096  # local memory per tile of keys (or queries): 16 KiB of float32
+ATTENTION_SPLIT = 4  # the forward's work items per query row (each takes every 4th key of a tile)
 
 
 def attention_shapes(kind: str, shapes: list[tuple[int, ...]], has_mask: bool) -> dict:
@@ -844,18 +845,30 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
     mask = [f"        s += p4[moff + ({L})i * {s['mask_row']} + j];"] if has_mask else []
     extra = 4 if has_mask else 3  # (where do, lse and delta start)
     rows = TQ if kind != "dkdv" else TK
-    nb = -(-rows // T)
+    # the forward's work items per query row, each over every S-th key of a tile, merged at the end
+    # (a row per work item left a GPT-2 block's float32 attention, 8 x 12 heads of 256 tokens, to
+    # 24,576 threads on a GPU that holds 270,336); where the merge's rows would not fit the tiles'
+    # local memory, one
+    S = ATTENTION_SPLIT if kind == "fwd" and T * DV <= 2 * ATTENTION_TILE_FLOATS else 1
+    R = T // S  # rows per work-group
+    nb = -(-rows // R)
     head = [f"{self._template_signature(name, len(shapes), T)} {{",
             f"  const int t = (int){self._local_id(0)};",
             f"  const {L} g = ({L}){self._group_id()};",
             f"  const {L} bh = g / {nb};",
-            f"  const int r0 = (int)(g % {nb}) * {T};"]
+            f"  const int r0 = (int)(g % {nb}) * {R};"]
     if has_mask:
         head += _attention_moff(self, s)
     if kind in ("fwd", "dq"):
         tile = max(8, min(64, ATTENTION_TILE_FLOATS // (D + DV)))
-        body = [f"  {self.shared} float ks[{tile * D}];", f"  {self.shared} float vs[{tile * DV}];",
-                "  const int i = r0 + t;", f"  const int live = i < {TQ};",
+        if S > 1:  # (one array: the tiles of keys and values, then the rows the merge adds)
+            body = [f"  {self.shared} float cv_sm[{max(tile * (D + DV), T * DV)}];",
+                    f"  {self.shared} float cv_m[{T}];", f"  {self.shared} float cv_l[{T}];",
+                    f"  const int sub = t % {S};", f"  const int i = r0 + t / {S};", f"  const int live = i < {TQ};"]
+        else:
+            body = [f"  {self.shared} float ks[{tile * D}];", f"  {self.shared} float vs[{tile * DV}];",
+                    "  const int i = r0 + t;", f"  const int live = i < {TQ};"]
+        body += [
                 f"  float qv[{D}];",
                 f"  for (int d = 0; d < {D}; d++) qv[d] = live ? p1[(bh * {TQ} + i) * {D} + d] * {scale} : 0.0f;"]
         if kind == "fwd":
@@ -867,7 +880,7 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                      f"  for (int d = 0; d < {D}; d++) dq[d] = 0.0f;",
                      f"  const float li = live ? p{extra + 2}[bh * {TQ} + i] : 0.0f;",
                      f"  const float di = live ? p{extra + 3}[bh * {TQ} + i] : 0.0f;"]
-        end = f"(r0 + {T} < {TK} ? r0 + {T} : {TK})" if causal else str(TK)
+        end = f"(r0 + {R} < {TK} ? r0 + {R} : {TK})" if causal else str(TK)
         body += [f"  for (int j0 = 0; j0 < {end}; j0 += {tile}) {{",
                  f"    for (int e = t; e < {tile * D}; e += {T}) {{ const int jj = j0 + e / {D}; "
                  f"ks[e] = jj < {TK} ? p2[(bh * {TK} + jj) * {D} + e % {D}] : 0.0f; }}",
@@ -875,7 +888,7 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                  f"vs[e] = jj < {TK} ? p3[(bh * {TK} + jj) * {DV} + e % {DV}] : 0.0f; }}",
                  f"    {self.barrier}",
                  "    if (live) {",
-                 f"      for (int jj = 0; jj < {tile}; jj++) {{",
+                 f"      for (int jj = {'sub' if S > 1 else '0'}; jj < {tile}; jj += {S}) {{",
                  "        const int j = j0 + jj;",
                  f"        if (j >= {TK}{' || j > i' if causal else ''}) break;",
                  "        float s = 0.0f;",
@@ -894,13 +907,34 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                      f"        for (int d = 0; d < {DV}; d++) dp += dov[d] * vs[jj * {DV} + d];",
                      "        const float ds = p * (dp - di);",
                      f"        for (int d = 0; d < {D}; d++) dq[d] += ds * ks[jj * {D} + d];"]
-        body += ["      }", "    }", f"    {self.barrier}", "  }", "  if (!live) return;"]
-        if kind == "fwd":
-            body += ["  const float inv = l > 0.0f ? 1.0f / l : 0.0f;",
+        body += ["      }", "    }", f"    {self.barrier}", "  }"]
+        if S > 1:  # the row's S partial maxima, sums and rows, rescaled to their common maximum
+            body += ["  cv_m[t] = m;", "  cv_l[t] = l;", f"  {self.barrier}",
+                     "  const int first = t - sub;",
+                     "  float mx = cv_m[first];",
+                     f"  for (int u = 1; u < {S}; u++) mx = cv_m[first + u] > mx ? cv_m[first + u] : mx;",
+                     "  float sum = 0.0f;",
+                     f"  for (int u = 0; u < {S}; u++) if (cv_m[first + u] != -__builtin_inff()) "
+                     f"sum += cv_l[first + u] * exp{sfx}(cv_m[first + u] - mx);",
+                     f"  const float c = m == -__builtin_inff() ? 0.0f : exp{sfx}(m - mx);",
+                     f"  for (int d = 0; d < {DV}; d++) cv_sm[t * {DV} + d] = acc[d] * c;",
+                     f"  {self.barrier}",
+                     "  if (!live) return;",
+                     "  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;",
+                     f"  for (int d = sub; d < {DV}; d += {S}) {{",
+                     "    float o = 0.0f;",
+                     f"    for (int u = 0; u < {S}; u++) o += cv_sm[(first + u) * {DV} + d];",
+                     f"    p0[(bh * {TQ} + i) * {DV} + d] = o * inv;",
+                     "  }",
+                     f"  if (sub == 0) p0[{BH * TQ * DV} + bh * {TQ} + i] = sum > 0.0f ? mx + log{sfx}(sum) : -__builtin_inff();"]
+        elif kind == "fwd":
+            body += ["  if (!live) return;",
+                     "  const float inv = l > 0.0f ? 1.0f / l : 0.0f;",
                      f"  for (int d = 0; d < {DV}; d++) p0[(bh * {TQ} + i) * {DV} + d] = acc[d] * inv;",
                      f"  p0[{BH * TQ * DV} + bh * {TQ} + i] = l > 0.0f ? m + log{sfx}(l) : -__builtin_inff();"]
         else:
-            body += [f"  for (int d = 0; d < {D}; d++) p0[(bh * {TQ} + i) * {D} + d] = dq[d] * {scale};"]
+            body += ["  if (!live) return;",
+                     f"  for (int d = 0; d < {D}; d++) p0[(bh * {TQ} + i) * {D} + d] = dq[d] * {scale};"]
         flops = 2 * BH * TQ * TK * (D + DV) * (1 if kind == "fwd" else 2) // (2 if causal else 1)
     else:  # dkdv
         tile = max(8, min(64, ATTENTION_TILE_FLOATS // (D + DV + 2)))
@@ -938,6 +972,8 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                 f"  for (int d = 0; d < {D}; d++) p0[(bh * {TK} + j) * {D} + d] = dk[d];",
                 f"  for (int d = 0; d < {DV}; d++) p0[{BH * TK * D} + (bh * {TK} + j) * {DV} + d] = dv[d];"]
         flops = 4 * BH * TQ * TK * (D + DV) // (2 if causal else 1)
+    if S > 1:  # (the tiles in the one array: ks at its start, vs after the keys)
+        body = [line.replace("ks[", "cv_sm[").replace("vs[", f"cv_sm[{tile * D} + ") for line in body]
     text = "\n".join(head + body + ["}", ""])
     for c, spelled in self.spellings:
         text = text.replace(c, spelled)
