@@ -453,8 +453,8 @@ def test_the_attention_kernels_compile_for_sm_90(compiler):
     static at most)."""
     build, _ = compiler
     r, sources = CUDARenderer(), []
-    # (the float32 kernels: blocks of 64, a work item per row, four per row in the forward; the
-    # tensor-core ones: 4 warps of 16 rows)
+    # (the float32 kernels: blocks of 64, four work items per row, or one where the merge's rows
+    # would not fit shared memory (dk/dv of 128 + 128); the tensor-core ones: 4 warps of 16 rows)
     for kind in ("fwd", "dq", "dkdv", "fwd_tc", "dq_tc", "dkdv_tc"):
         tc = kind.endswith("_tc")
         for d, dv, causal, mask in ((64, 64, True, None), (128, 128, False, (2, 1, 1, 1024)), (80, 32, False, (1, 1, 512, 1024))):
@@ -466,7 +466,7 @@ def test_the_attention_kernels_compile_for_sm_90(compiler):
             assert "#include" not in src and "__syncthreads();" in src
             assert ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src) == tc
             assert tc or "__builtin" not in src
-            rows = 16 if kind == "fwd" else 64  # (queries, or keys, per block)
+            rows = 64 if tc or (kind == "dkdv" and d + dv > 128) else 16  # (queries, or keys, per block)
             assert threads == (128 if tc else 64) and groups == 24 * (1024 if kind.startswith("dkdv") else 512) // rows
             assert flops > 0
             sources.append(src)

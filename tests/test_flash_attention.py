@@ -148,43 +148,11 @@ def test_the_host_version_computes_the_same():
     np.testing.assert_allclose(dq, ref.numpy(), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", [
-    dict(b=2, h=3, tq=70, tk=90, d=16, dv=8),                 # rows and keys that no group or tile divides
-    dict(b=1, h=2, tq=64, tk=64, d=64, dv=64, causal=True),   # (the first rows of a group see fewer keys than 4)
-    dict(b=1, h=1, tq=33, tk=129, d=32, dv=128, mask=True),  # rows that see no key, a mask per row
-    dict(b=1, h=2, tq=16, tk=16, d=8, dv=256),                # (a row too wide to merge in local memory: a work item a row)
-])
-def test_the_cuda_forward_kernel_in_the_cuda_emulation(case, tmp_path):
-    """The float32 forward as the CUDA renderer writes it (four work items per query row, each
-    over every fourth key, merged through shared memory), run in tests/cuda_emulator.py against
-    float64 attention: output and log-sum-exp."""
-    from corvid.render.cuda import CUDARenderer
-    from tests import cuda_emulator as E
-
-    if E.compiler() is None:
-        pytest.skip("no C++ compiler")
-    causal, has_mask = case.pop("causal", False), case.pop("mask", False)
-    q, k, v = arrays(seed=11, **case)
-    shapes = [q.shape, k.shape, v.shape]
-    ins = [q, k, v]
-    rng = np.random.default_rng(12)
-    if has_mask:
-        m = np.where(rng.random((q.shape[0], q.shape[1], q.shape[2], k.shape[2])) < 0.3, -np.inf, 0.0).astype(np.float32)
-        m[..., 1, :] = -np.inf
-        ins.append(m)
-        shapes.append(m.shape)
-    scale = q.shape[-1] ** -0.5
-    params = {"kind": "fwd", "causal": causal, "has_mask": has_mask, "scale": scale}
-    src, groups, threads, _ = CUDARenderer().render_attention("attn", params, shapes)
-    try:
-        lib = E.build_many([(src, ["float*"] + ["const float*"] * len(ins))], str(tmp_path))
-    except RuntimeError as e:  # (a compiler without C++20's <barrier>)
-        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
-    bh, tq, dv = q.shape[0] * q.shape[1], q.shape[2], v.shape[-1]
-    out = np.full(bh * tq * dv + bh * tq, np.nan, np.float32)
-    E.launch_many(lib, 0, [out] + ins, groups, (threads, 1, 1))
+def _reference(q, k, v, m, causal, scale, do):
+    """float64 attention and its gradients for the output cotangent ``do`` (-inf scores skipped;
+    a row that sees no key: zeros)."""
     s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) * np.float64(np.float32(scale))
-    if has_mask:
+    if m is not None:
         s = s + m
     if causal:
         s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
@@ -192,8 +160,66 @@ def test_the_cuda_forward_kernel_in_the_cuda_emulation(case, tmp_path):
     top = np.where(np.isfinite(top), top, 0.0)
     e = np.exp(s - top)
     total = e.sum(-1, keepdims=True)
-    want = np.matmul(e / np.where(total == 0, 1, total), v.astype(np.float64))
+    p = e / np.where(total == 0, 1, total)
+    out = np.matmul(p, v.astype(np.float64))
     with np.errstate(divide="ignore"):
-        want_lse = np.where(total[..., 0] == 0, -np.inf, top[..., 0] + np.log(total[..., 0]))
-    np.testing.assert_allclose(out[:bh * tq * dv].reshape(want.shape), want, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(out[bh * tq * dv:].reshape(want_lse.shape), want_lse, rtol=1e-5, atol=1e-5)
+        lse = np.where(total[..., 0] == 0, -np.inf, top[..., 0] + np.log(total[..., 0]))
+    delta = (do.astype(np.float64) * out).sum(-1)
+    dv = np.matmul(np.swapaxes(p, -1, -2), do.astype(np.float64))
+    ds = p * (np.matmul(do.astype(np.float64), np.swapaxes(v, -1, -2).astype(np.float64)) - delta[..., None])
+    dq = np.matmul(ds, k.astype(np.float64)) * np.float32(scale)
+    dk = np.matmul(np.swapaxes(ds, -1, -2), q.astype(np.float64)) * np.float32(scale)
+    return out, lse, delta, dq, dk, dv
+
+
+@pytest.mark.parametrize("case", [
+    dict(b=2, h=3, tq=70, tk=90, d=16, dv=8),                 # rows and keys that no group or tile divides
+    dict(b=1, h=2, tq=64, tk=64, d=64, dv=64, causal=True),   # (the first rows of a group see fewer keys than 4)
+    dict(b=1, h=1, tq=33, tk=129, d=32, dv=96, mask=True),   # rows that see no key, a mask per row
+    dict(b=1, h=2, tq=16, tk=16, d=8, dv=256),                # (rows too wide to merge in local memory: a work item a row)
+])
+def test_the_cuda_kernels_in_the_cuda_emulation(case, tmp_path):
+    """The float32 forward, dq and dk/dv as the CUDA renderer writes them (four work items per
+    row, each over every fourth key or query, merged through shared memory), run in
+    tests/cuda_emulator.py against float64 attention and its gradients."""
+    from corvid.render.cuda import CUDARenderer
+    from tests import cuda_emulator as E
+
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler")
+    causal, has_mask = case.pop("causal", False), case.pop("mask", False)
+    q, k, v = arrays(seed=11, **case)
+    rng = np.random.default_rng(12)
+    m = None
+    if has_mask:
+        m = np.where(rng.random((q.shape[0], q.shape[1], q.shape[2], k.shape[2])) < 0.3, -np.inf, 0.0).astype(np.float32)
+        m[..., 1, :] = -np.inf
+    do = rng.standard_normal(q.shape[:-1] + (v.shape[-1],)).astype(np.float32)
+    scale = q.shape[-1] ** -0.5
+    out, lse, delta, dq, dk, dv = _reference(q, k, v, m, causal, scale, do)
+    ins = [q, k, v] + ([m] if has_mask else [])
+    back = [do, lse.astype(np.float32), delta.astype(np.float32)]
+    r = CUDARenderer()
+    kernels, runs = [], []
+    for kind, inputs, size in (("fwd", ins, out.size + lse.size), ("dq", ins + back, dq.size),
+                               ("dkdv", ins + back, dk.size + dv.size)):
+        params = {"kind": kind, "causal": causal, "has_mask": has_mask, "scale": scale}
+        src, groups, threads, _ = r.render_attention(f"attn_{kind}", params, [a.shape for a in inputs])
+        kernels.append((src, ["float*"] + ["const float*"] * len(inputs)))
+        runs.append((inputs, size, groups, threads))
+    try:
+        lib = E.build_many(kernels, str(tmp_path))
+    except RuntimeError as e:
+        if "barrier" not in str(e):  # (a compiler without C++20's <barrier>: skipped; any other error fails)
+            raise
+        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+    got = []
+    for i, (inputs, size, groups, threads) in enumerate(runs):
+        buf = np.full(size, np.nan, np.float32)
+        E.launch_many(lib, i, [buf] + inputs, groups, (threads, 1, 1))
+        got.append(buf)
+    np.testing.assert_allclose(got[0][:out.size].reshape(out.shape), out, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[0][out.size:].reshape(lse.shape), lse, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1].reshape(dq.shape), dq, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[2][:dk.size].reshape(dk.shape), dk, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[2][dk.size:].reshape(dv.shape), dv, rtol=1e-4, atol=1e-4)

@@ -787,7 +787,7 @@ def _render_scatter(self: GPURenderer, name: str, reduce: str, dtype: DType, O: 
 
 ATTENTION_THREADS = 64  # query (or key) rows per work-group: one per work item
 ATTENTION_TILE_FLOATS = 4096  # local memory per tile of keys (or queries): 16 KiB of float32
-ATTENTION_SPLIT = 4  # the forward's work items per query row (each takes every 4th key of a tile)
+ATTENTION_SPLIT = 4  # work items per query (or key) row, each taking every 4th key (or query) of a tile
 
 
 def attention_shapes(kind: str, shapes: list[tuple[int, ...]], has_mask: bool) -> dict:
@@ -819,18 +819,41 @@ def _attention_moff(self: GPURenderer, s: dict) -> list[str]:
     return lines
 
 
+def _merged_rows(self: GPURenderer, S: int, rows: list[tuple[str, int, str, str]]) -> list[str]:
+    """Lines that add up the ``S`` work items' partial rows of each ``(array, length, output
+    offset, factor)`` of ``rows`` through local memory (``cv_sm``, whose tiles are done with) and
+    store the sums, each work item ``sub`` of a row storing every ``S``-th element."""
+    width = sum(n for _, n, _, _ in rows)
+    lines, at = [], 0
+    for arr, n, _, _ in rows:
+        lines.append(f"  for (int d = 0; d < {n}; d++) cv_sm[t * {width} + {at} + d] = {arr}[d];")
+        at += n
+    lines += [f"  {self.barrier}", "  if (!live) return;", "  const int first = t - sub;"]
+    at = 0
+    for arr, n, out, factor in rows:
+        lines += [f"  for (int d = sub; d < {n}; d += {S}) {{",
+                  "    float o = 0.0f;",
+                  f"    for (int u = 0; u < {S}; u++) o += cv_sm[(first + u) * {width} + {at} + d];",
+                  f"    p0[{out} + d] = o{factor};",
+                  "  }"]
+        at += n
+    return lines
+
+
 def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[tuple[int, ...]]
                      ) -> tuple[str, int, int, int]:
     """(source, work-groups, work items per group, flops) of one attention kernel (``params["kind"]``:
     ``"fwd"``, ``"dq"`` or ``"dkdv"``), float32 throughout (see corvid/nn/flash.py).
 
-    ``fwd`` and ``dq``: a work item per query row ``i``, :data:`ATTENTION_THREADS` rows per
+    ``fwd`` and ``dq``: :data:`ATTENTION_SPLIT` work items per query row ``i`` (one where the
+    rows they merge would not fit local memory), :data:`ATTENTION_THREADS` work items per
     work-group; the group loads tiles of keys and values into local memory (barriers around each
-    tile), and each item runs through the tile's keys with its own running maximum ``m``, sum
-    ``l`` and output row (``fwd``: ``out = acc / l``, and ``lse = m + log l``), or recomputes
-    ``p = exp(s - lse)`` and adds ``ds * k`` into its ``dq`` row. ``dkdv``: a work item per key
-    row, tiles of queries (their scaled rows, output gradients, lse and delta), adding ``p * do``
-    into ``dv`` and ``ds * q`` into ``dk``. The causal mask ends a group's key loop at its last
+    tile), and each item runs through its share of the tile's keys (every ``S``-th) with its own
+    running maximum ``m``, sum ``l`` and output row (``fwd``: then the row's items rescale their
+    rows to the common maximum and add them up: ``out = acc / l``, and ``lse = m + log l``), or
+    recomputes ``p = exp(s - lse)`` and adds ``ds * k`` into its ``dq`` row (then the items' rows
+    are added up). ``dkdv``: likewise per key row, tiles of queries (their scaled rows, output
+    gradients, lse and delta), adding ``p * do`` into ``dv`` and ``ds * q`` into ``dk``. The causal mask ends a group's key loop at its last
     row (``fwd``, ``dq``) or starts its query loop at its first key (``dkdv``); a boolean mask
     arrives as an additive one (0 or -inf) with its own broadcast strides. Keys whose score is
     ``-inf`` are skipped, so a query that sees none gets zeros."""
@@ -845,11 +868,12 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
     mask = [f"        s += p4[moff + ({L})i * {s['mask_row']} + j];"] if has_mask else []
     extra = 4 if has_mask else 3  # (where do, lse and delta start)
     rows = TQ if kind != "dkdv" else TK
-    # the forward's work items per query row, each over every S-th key of a tile, merged at the end
-    # (a row per work item left a GPT-2 block's float32 attention, 8 x 12 heads of 256 tokens, to
-    # 24,576 threads on a GPU that holds 270,336); where the merge's rows would not fit the tiles'
-    # local memory, one
-    S = ATTENTION_SPLIT if kind == "fwd" and T * DV <= 2 * ATTENTION_TILE_FLOATS else 1
+    # work items per row, each over every S-th key (or query) of a tile, merged at the end (a row
+    # per work item left a GPT-2 block's float32 attention, 8 x 12 heads of 256 tokens, to 24,576
+    # threads on a GPU that holds 270,336); where the merged rows would not fit the tiles' local
+    # memory, one
+    merged = {"fwd": DV, "dq": D, "dkdv": D + DV}[kind]  # (floats per work item that the merge adds up)
+    S = ATTENTION_SPLIT if T * merged <= 2 * ATTENTION_TILE_FLOATS else 1
     R = T // S  # rows per work-group
     nb = -(-rows // R)
     head = [f"{self._template_signature(name, len(shapes), T)} {{",
@@ -862,8 +886,8 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
     if kind in ("fwd", "dq"):
         tile = max(8, min(64, ATTENTION_TILE_FLOATS // (D + DV)))
         if S > 1:  # (one array: the tiles of keys and values, then the rows the merge adds)
-            body = [f"  {self.shared} float cv_sm[{max(tile * (D + DV), T * DV)}];",
-                    f"  {self.shared} float cv_m[{T}];", f"  {self.shared} float cv_l[{T}];",
+            body = [f"  {self.shared} float cv_sm[{max(tile * (D + DV), T * merged)}];",
+                    *([f"  {self.shared} float cv_m[{T}];", f"  {self.shared} float cv_l[{T}];"] if kind == "fwd" else []),
                     f"  const int sub = t % {S};", f"  const int i = r0 + t / {S};", f"  const int live = i < {TQ};"]
         else:
             body = [f"  {self.shared} float ks[{tile * D}];", f"  {self.shared} float vs[{tile * DV}];",
@@ -908,7 +932,7 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                      "        const float ds = p * (dp - di);",
                      f"        for (int d = 0; d < {D}; d++) dq[d] += ds * ks[jj * {D} + d];"]
         body += ["      }", "    }", f"    {self.barrier}", "  }"]
-        if S > 1:  # the row's S partial maxima, sums and rows, rescaled to their common maximum
+        if S > 1 and kind == "fwd":  # the row's S partial maxima, sums and rows, rescaled to their common maximum
             body += ["  cv_m[t] = m;", "  cv_l[t] = l;", f"  {self.barrier}",
                      "  const int first = t - sub;",
                      "  float mx = cv_m[first];",
@@ -932,15 +956,22 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                      "  const float inv = l > 0.0f ? 1.0f / l : 0.0f;",
                      f"  for (int d = 0; d < {DV}; d++) p0[(bh * {TQ} + i) * {DV} + d] = acc[d] * inv;",
                      f"  p0[{BH * TQ * DV} + bh * {TQ} + i] = l > 0.0f ? m + log{sfx}(l) : -__builtin_inff();"]
+        elif S > 1:  # the row's S partial gradients added up
+            body += _merged_rows(self, S, [("dq", D, f"(bh * {TQ} + i) * {D}", f" * {scale}")])
         else:
             body += ["  if (!live) return;",
                      f"  for (int d = 0; d < {D}; d++) p0[(bh * {TQ} + i) * {D} + d] = dq[d] * {scale};"]
         flops = 2 * BH * TQ * TK * (D + DV) * (1 if kind == "fwd" else 2) // (2 if causal else 1)
     else:  # dkdv
         tile = max(8, min(64, ATTENTION_TILE_FLOATS // (D + DV + 2)))
-        body = [f"  {self.shared} float qs[{tile * D}];", f"  {self.shared} float dos[{tile * DV}];",
-                f"  {self.shared} float ls[{tile}];", f"  {self.shared} float dls[{tile}];",
-                "  const int j = r0 + t;", f"  const int live = j < {TK};",
+        if S > 1:  # (one array: the tiles of queries, output gradients, lse and delta, then the merge's rows)
+            body = [f"  {self.shared} float cv_sm[{max(tile * (D + DV + 2), T * merged)}];",
+                    f"  const int sub = t % {S};", f"  const int j = r0 + t / {S};", f"  const int live = j < {TK};"]
+        else:
+            body = [f"  {self.shared} float qs[{tile * D}];", f"  {self.shared} float dos[{tile * DV}];",
+                    f"  {self.shared} float ls[{tile}];", f"  {self.shared} float dls[{tile}];",
+                    "  const int j = r0 + t;", f"  const int live = j < {TK};"]
+        body += [
                 f"  float kv[{D}], vv[{DV}], dk[{D}], dv[{DV}];",
                 f"  for (int d = 0; d < {D}; d++) {{ kv[d] = live ? p2[(bh * {TK} + j) * {D} + d] : 0.0f; dk[d] = 0.0f; }}",
                 f"  for (int d = 0; d < {DV}; d++) {{ vv[d] = live ? p3[(bh * {TK} + j) * {DV} + d] : 0.0f; dv[d] = 0.0f; }}",
@@ -953,7 +984,7 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                 f"ls[e] = ii < {TQ} ? p{extra + 2}[bh * {TQ} + ii] : 0.0f; dls[e] = ii < {TQ} ? p{extra + 3}[bh * {TQ} + ii] : 0.0f; }}",
                 f"    {self.barrier}",
                 "    if (live) {",
-                f"      for (int ii = 0; ii < {tile}; ii++) {{",
+                f"      for (int ii = {'sub' if S > 1 else '0'}; ii < {tile}; ii += {S}) {{",
                 "        const int i = i0 + ii;",
                 f"        if (i >= {TQ}) break;",
                 *(["        if (i < j) continue;"] if causal else []),
@@ -967,13 +998,21 @@ def _render_attention(self: GPURenderer, name: str, params: dict, shapes: list[t
                 f"        for (int d = 0; d < {DV}; d++) dp += dos[ii * {DV} + d] * vv[d];",
                 "        const float ds = p * (dp - dls[ii]);",
                 f"        for (int d = 0; d < {D}; d++) dk[d] += ds * qs[ii * {D} + d];",
-                "      }", "    }", f"    {self.barrier}", "  }",
-                "  if (!live) return;",
-                f"  for (int d = 0; d < {D}; d++) p0[(bh * {TK} + j) * {D} + d] = dk[d];",
-                f"  for (int d = 0; d < {DV}; d++) p0[{BH * TK * D} + (bh * {TK} + j) * {DV} + d] = dv[d];"]
+                "      }", "    }", f"    {self.barrier}", "  }"]
+        if S > 1:  # the key row's S partial gradients added up
+            body += _merged_rows(self, S, [("dk", D, f"(bh * {TK} + j) * {D}", ""),
+                                           ("dv", DV, f"{BH * TK * D} + (bh * {TK} + j) * {DV}", "")])
+        else:
+            body += ["  if (!live) return;",
+                     f"  for (int d = 0; d < {D}; d++) p0[(bh * {TK} + j) * {D} + d] = dk[d];",
+                     f"  for (int d = 0; d < {DV}; d++) p0[{BH * TK * D} + (bh * {TK} + j) * {DV} + d] = dv[d];"]
         flops = 4 * BH * TQ * TK * (D + DV) // (2 if causal else 1)
-    if S > 1:  # (the tiles in the one array: ks at its start, vs after the keys)
+    if S > 1 and kind != "dkdv":  # (the tiles in the one array: ks at its start, vs after the keys)
         body = [line.replace("ks[", "cv_sm[").replace("vs[", f"cv_sm[{tile * D} + ") for line in body]
+    elif S > 1:  # (qs, dos, ls and dls one after another)
+        body = [line.replace("dls[", f"cv_sm[{tile * (D + DV + 1)} + ").replace("dos[", f"cv_sm[{tile * D} + ")
+                .replace("qs[", "cv_sm[").replace(" ls[", f" cv_sm[{tile * (D + DV)} + ")
+                .replace("- ls[", f"- cv_sm[{tile * (D + DV)} + ") for line in body]
     text = "\n".join(head + body + ["}", ""])
     for c, spelled in self.spellings:
         text = text.replace(c, spelled)
