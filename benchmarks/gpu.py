@@ -424,6 +424,7 @@ class RowResult:
     times: dict[str, float] = field(default_factory=dict)  # framework -> median seconds
     first: dict[str, float] = field(default_factory=dict)  # framework -> first call seconds
     samples: dict[str, int] = field(default_factory=dict)
+    host: float | None = None  # seconds of corvid's host time per eager call (HOST_CALLS)
     check: str | None = None  # None: ok
     compiled: str | None = None  # what the torch.compile column says when it has no time
     errors: list[str] = field(default_factory=list)  # corvid's: the row fails
@@ -519,6 +520,7 @@ def _row_line(r: RowResult) -> str:
     return (f"  {r.name:<22} corvid {_fmt_time(c, r.kind):>10}"
             + (f"  torch {_fmt_time(t, r.kind):>10}  ({t / c:.2f}x)" if c and t else "")
             + f"  first call {_fmt_time(r.first.get('corvid'), 'step')}"
+            + ("" if r.host is None else f"  host {r.host * 1e6:.1f} us/call")
             + ("" if r.check is None else "  (unchecked)" if r.check == UNCHECKED else f"  CHECK FAILED: {r.check}")
             + "".join(f"  ERROR {e}" for e in r.errors) + "".join(f"  ({e})" for e in r.peer_errors))
 
@@ -573,6 +575,7 @@ class _Table:
             r.times.update(msg["times"])
             r.first.update(msg["first"])
             r.samples.update(msg["samples"])
+            r.host = msg.get("host")
             r.peer_errors += msg["peer_errors"]
             report(_row_line(r))
         elif kind == "compile":
@@ -691,6 +694,10 @@ def part_table(report: Report, args: argparse.Namespace, env: dict[str, str], cl
     for dtype in sorted({r.dtype for r in done if r.kind == "compute"}):
         if dtype in peaks:
             notes.append(f"% limit of the {dtype} compute rows: of {peaks[dtype][0]:,.0f} GFLOP/s ({peaks[dtype][1]})")
+    if any(r.host is not None for r in done):
+        notes.append(f"host (the progress lines of the array rows): corvid's call repeated {HOST_CALLS} times without a "
+                     "synchronize between them, per call: on a GPU the host's share (graph, plan, launch) that each "
+                     "synchronized call adds to its kernels; on a CPU, which computes as it is called, the whole call")
     if not has_torch:
         notes.append("PyTorch is not installed: corvid alone, checked against numpy where a numpy form exists")
     elif compile_on:
@@ -1031,6 +1038,7 @@ class Bench:
     work: float
     check: Callable[[dict[str, Any]], str | None]
     compiled: Callable[[], Callable[[], Any]] | None = None  # builds torch.compile's call
+    host: Callable[[], Any] | None = None  # corvid's call without the synchronize (its host time: see HOST_CALLS)
 
 
 @dataclass(frozen=True)
@@ -1112,6 +1120,7 @@ def _array_bench(ctx: Ctx, inputs: list[np.ndarray], cv_fn: Callable, torch_fn: 
             return out
 
         calls["corvid"] = corvid_call
+        host = lambda: cv_fn(*xs).realize()  # noqa: E731
     compiled = None
     if ctx.torch is not None:
         torch = ctx.torch
@@ -1131,7 +1140,7 @@ def _array_bench(ctx: Ctx, inputs: list[np.ndarray], cv_fn: Callable, torch_fn: 
             return UNCHECKED
         return _compare(_to_numpy(outs["corvid"]), want, rtol, atol, scaled)
 
-    return Bench(calls, work, check, compiled)
+    return Bench(calls, work, check, compiled, host if ctx.with_corvid else None)
 
 
 def _matmul_row(dtype: str, tol: float) -> GPURow:
@@ -1685,13 +1694,32 @@ def worker_rows(args: argparse.Namespace) -> int:
             emit(kind="phase", row=name, what="the check of the results")
             emit(kind="row", row=name, work=bench.work, check=bench.check(outs), peer_errors=peer_errors,
                  times={w: t.median_s for w, t in timings.items()}, first=first,
-                 samples={w: len(t.runs_s) for w, t in timings.items()})
+                 samples={w: len(t.runs_s) for w, t in timings.items()},
+                 host=_host_time(bench.host, ctx.cv_sync) if bench.host is not None else None)
             if row.profile and "corvid" in outs:
                 emit(kind="profile", row=name, table=_profile_table(bench.calls["corvid"]))
         except Exception as e:
             emit(kind="error", row=name, error=f"{type(e).__name__}: {e}", tail=_tail(e))
             return 3
     return 0
+
+
+HOST_CALLS = 20  # eager calls timed without a synchronize between them (their host time)
+
+
+def _host_time(call: Callable[[], Any], sync: Callable[[], None]) -> float:
+    """Seconds per call of ``call`` queued back to back, the device synchronized only before and
+    after: the host's share of an eager row (building, planning, launching), which the row's time
+    adds to the kernels' when each call ends in a synchronize. The best of three rounds."""
+    best = float("inf")
+    for _ in range(3):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            call()
+        best = min(best, (time.perf_counter() - t0) / HOST_CALLS)
+    sync()
+    return best
 
 
 def worker_compile(args: argparse.Namespace) -> int:
