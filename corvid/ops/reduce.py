@@ -380,7 +380,7 @@ class ReduceMixin:
             and math.prod(kept) <= _SPLIT_MAX_OUT else None
         if layout is not None:
             return _split_reduce(x, op, axes, n, layout).reshape(out_shape)
-        if n >= _COLUMN_MIN_ROWS and not is_symbolic(n):
+        if not is_symbolic(n) and n >= _COLUMN_MIN_ROWS:  # (is_symbolic first: a comparison of a symbolic size guards a trace)
             layout = _split_layout(x.device)
             parts = _column_parts(shape, axes, layout)
             if parts:
