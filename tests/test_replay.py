@@ -32,6 +32,8 @@ CALLS = {
     "softmax": lambda x, w, b: x.softmax(-1),
     "log_softmax": lambda x, w, b: x.log_softmax(0),
     "gelu": lambda x, w, b: F.gelu(x),
+    "sum": lambda x, w, b: x.sum(),
+    "sum_axis": lambda x, w, b: x.sum(0, keepdims=True, dtype=cv.float64),
     "gelu_tanh": lambda x, w, b: F.gelu(x, approximate="tanh"),
     "matmul": lambda x, w, b: x @ x.mT,
     "linear": lambda x, w, b: F.linear(x, LINEAR[0], LINEAR[1]),

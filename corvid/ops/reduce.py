@@ -388,6 +388,7 @@ class ReduceMixin:
         out = x._new(node(Op.REDUCE, (x.node,), (op, axes), x.dtype, kept))
         return out if out_shape == kept else out._move(Op.RESHAPE, out_shape, out_shape)
 
+    @replayed
     def sum(self: Tensor, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
         """Sum over ``axis`` (all axes if None). bool and small ints accumulate in int64, uints in uint64."""
         if dtype is None:
