@@ -250,3 +250,46 @@ def test_views_and_casts_of_stored_arguments_replay():
     np.testing.assert_allclose((x[1:5] @ w.T).numpy(), xn[1:5] @ wn.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose((x @ x.T).numpy(), xn @ xn.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose((x @ w.T).numpy(), xn @ wn.T, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_replays_build_the_functions_nodes_for_any_arguments(data):
+    """Random shapes and static arguments for each decorated function: every call after the first
+    of a signature is a replay, and each gives the node the function itself builds."""
+    kind = data.draw(st.sampled_from(["matmul", "conv", "softmax", "sum", "layer_norm", "linear"]))
+    dims = st.integers(1, 5)
+    if kind == "matmul":
+        batch = data.draw(st.lists(st.integers(1, 3), max_size=2))
+        n, k, m = data.draw(dims), data.draw(dims), data.draw(dims)
+        a, b = t(*batch, n, k), t(k, m) if data.draw(st.booleans()) else t(*batch, k, m)
+        transpose = data.draw(st.booleans())
+        call = (lambda: a @ b.mT.mT) if transpose else (lambda: a @ b)
+    elif kind == "conv":
+        groups = data.draw(st.sampled_from([1, 2]))
+        c_in, c_out = 2 * data.draw(st.integers(1, 2)), 2 * data.draw(st.integers(1, 2))
+        size, kernel = data.draw(st.integers(3, 7)), data.draw(st.integers(1, 3))
+        stride, dilation = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+        padding = data.draw(st.sampled_from([0, 1, "same"] if stride == 1 else [0, 1]))
+        x, w = t(2, c_in, size, size), t(c_out, c_in // groups, kernel, kernel)
+        if (size + 2 * (padding if padding != "same" else 0) - dilation * (kernel - 1) - 1) < 0:
+            return
+        call = lambda: cv.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)  # noqa: E731
+    elif kind in ("softmax", "sum"):
+        shape = data.draw(st.lists(dims, min_size=1, max_size=3))
+        axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+        x = t(*shape)
+        call = (lambda: x.softmax(axis)) if kind == "softmax" else (lambda: x.sum(axis, keepdims=True))
+    elif kind == "layer_norm":
+        shape = data.draw(st.lists(dims, min_size=1, max_size=3))
+        x, w, b = t(*shape), t(shape[-1]), t(shape[-1])
+        eps = data.draw(st.sampled_from([1e-5, 0.1]))
+        call = lambda: F.layer_norm(x, shape[-1], w, b, eps)  # noqa: E731
+    else:
+        n, k, m = data.draw(dims), data.draw(dims), data.draw(dims)
+        x, w, b = t(n, k), t(m, k), t(m) if data.draw(st.booleans()) else None
+        call = lambda: F.linear(x, w, b)  # noqa: E731
+    for _ in range(3):
+        got = call()
+        assert got.node is direct(call).node
+    np.testing.assert_allclose(got.numpy(), direct(call).numpy(), rtol=1e-6)
