@@ -46,6 +46,7 @@ def ops(cv: Any, device: str) -> dict[str, Callable[[], Any]]:
         return (x if dtype is None else x.astype(dtype)).realize()
 
     a, b = t(256, 256, dtype=cv.bfloat16), t(256, 256, dtype=cv.bfloat16)
+    a8, b8 = t(256, 256, dtype=cv.float8_e4m3fn), t(256, 256, dtype=cv.float8_e4m3fn)
     x, w, bias = t(64, 768), t(768), t(768)
     small = t(1024)
     img, kern = t(8, 16, 16, 16), t(16, 16, 3, 3)
@@ -53,6 +54,7 @@ def ops(cv: Any, device: str) -> dict[str, Callable[[], Any]]:
         "x + 1 (1024)": lambda: (small + 1).realize(),
         "a @ b (bf16, library)": lambda: (a @ b).realize(),
         "a @ b.T (bf16, library)": lambda: (a @ b.T).realize(),
+        "a8 @ b8.T (fp8 as bf16)": lambda: (a8.astype(cv.bfloat16) @ b8.astype(cv.bfloat16).T).realize(),
         "layer_norm (64x768)": lambda: F.layer_norm(x, (768,), w, bias).realize(),
         "softmax (64x768)": lambda: x.softmax(-1).realize(),
         "gelu (64x768)": lambda: F.gelu(x).realize(),

@@ -157,6 +157,6 @@ def test_dispatch_benchmark_measures_host_time_on_the_stand_in_cuda_device():
     from benchmarks import dispatch
 
     times = dispatch.measure(calls=3, repeats=1)
-    assert set(times) == {"x + 1 (1024)", "a @ b (bf16, library)", "a @ b.T (bf16, library)", "layer_norm (64x768)", "softmax (64x768)",
+    assert set(times) == {"x + 1 (1024)", "a @ b (bf16, library)", "a @ b.T (bf16, library)", "a8 @ b8.T (fp8 as bf16)", "layer_norm (64x768)", "softmax (64x768)",
                           "gelu (64x768)", "sum (64x768)", "conv2d 3x3 (library)"}
     assert all(0 < t < 1.0 for t in times.values()), times
