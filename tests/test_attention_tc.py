@@ -35,8 +35,9 @@ def _emulated(src, has_mask):
         pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
 
 
-def _reference(q, k, v, mask, causal, scale):
-    """float64 attention of the bfloat16 values (-inf scores skipped; a row with none: zeros)."""
+def _reference(q, k, v, mask, causal, scale, probabilities=False):
+    """float64 attention of the bfloat16 (or float32) values (-inf scores skipped; a row with
+    none: zeros): the output and log-sum-exp, and the probabilities if asked."""
     s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2)) * scale
     if mask is not None:
         s = s + mask
@@ -46,10 +47,11 @@ def _reference(q, k, v, mask, causal, scale):
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(s - m)
     total = e.sum(-1, keepdims=True)
-    out = np.matmul(e / np.where(total == 0, 1, total), v.astype(np.float64))
+    p = e / np.where(total == 0, 1, total)
+    out = np.matmul(p, v.astype(np.float64))
     with np.errstate(divide="ignore"):
         lse = np.where(total[..., 0] == 0, -np.inf, m[..., 0] + np.log(total[..., 0]))
-    return out, lse
+    return (out, lse, p) if probabilities else (out, lse)
 
 
 def _run(lead=(2, 3), tq=80, tk=80, d=64, dv=64, causal=False, mask=None, seed=0, edit=None):

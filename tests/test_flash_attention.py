@@ -149,21 +149,11 @@ def test_the_host_version_computes_the_same():
 
 
 def _reference(q, k, v, m, causal, scale, do):
-    """float64 attention and its gradients for the output cotangent ``do`` (-inf scores skipped;
-    a row that sees no key: zeros)."""
-    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) * np.float64(np.float32(scale))
-    if m is not None:
-        s = s + m
-    if causal:
-        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
-    top = s.max(-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    e = np.exp(s - top)
-    total = e.sum(-1, keepdims=True)
-    p = e / np.where(total == 0, 1, total)
-    out = np.matmul(p, v.astype(np.float64))
-    with np.errstate(divide="ignore"):
-        lse = np.where(total[..., 0] == 0, -np.inf, top[..., 0] + np.log(total[..., 0]))
+    """float64 attention (tests/test_attention_tc.py's) and its gradients for the output
+    cotangent ``do``, at the float32 scale the kernels multiply by."""
+    from tests.test_attention_tc import _reference as attention
+
+    out, lse, p = attention(q, k, v, m, causal, np.float64(np.float32(scale)), probabilities=True)
     delta = (do.astype(np.float64) * out).sum(-1)
     dv = np.matmul(np.swapaxes(p, -1, -2), do.astype(np.float64))
     ds = p * (np.matmul(do.astype(np.float64), np.swapaxes(v, -1, -2).astype(np.float64)) - delta[..., None])
