@@ -147,6 +147,7 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
 
 
 @float32_op
+@replayed
 def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """``x / sqrt(mean(x²) + eps) * weight`` over the trailing axes ``normalized_shape`` (no mean

@@ -702,6 +702,7 @@ class ElementwiseMixin:
         """
         return where(self <= 0, 0, self)
 
+    @replayed
     def sigmoid(self: Tensor) -> Tensor:
         """The logistic function ``1 / (1 + exp(-x))``, elementwise; integers compute in float32.
 
@@ -714,6 +715,7 @@ class ElementwiseMixin:
         """
         return _activation_rule("sigmoid")(_as_float(self))
 
+    @replayed
     def silu(self: Tensor) -> Tensor:
         """SiLU (swish), ``x * sigmoid(x)``, elementwise; integers compute in float32.
 
