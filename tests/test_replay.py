@@ -104,6 +104,9 @@ def test_calls_that_are_not_safe_to_replay_call_the_function():
         sig = replay._signature((arg,), {}, cv.Tensor)
         assert sig is None
     assert replay._signature((x.T,), {}, cv.Tensor)[1] == [x.node]  # (a view: replayed over the stored value)
+    frozen = cv.nn.Parameter(x.numpy(), requires_grad=False)
+    assert replay._signature((frozen,), {}, cv.Tensor) is not None  # (a frozen parameter: a stored value)
+    assert replay._signature((cv.nn.Parameter(x.numpy()),), {}, cv.Tensor) is None  # (a trainable one: a variable)
     # the gradient of a requires_grad input still flows (the function built its graph)
     F.layer_norm(leaf, 5).sum().backward()
     assert leaf.grad is not None and leaf.grad.shape == (3, 5)
@@ -296,3 +299,17 @@ def test_replays_build_the_functions_nodes_for_any_arguments(data):
         got = call()
         assert got.node is direct(call).node
     np.testing.assert_allclose(got.numpy(), direct(call).numpy(), rtol=1e-6)
+
+
+def test_a_frozen_layer_replays_its_forward():
+    """A Linear layer whose parameters take no gradient, called eagerly: its product replays."""
+    lin = cv.nn.Linear(8, 4)
+    for p in lin.parameters():
+        p.requires_grad_(False)
+    x = t(3, 8)
+    for _ in range(3):
+        got = lin(x)
+        assert got.node is direct(lambda: lin(x)).node
+    want = x.numpy() @ lin.weight.numpy().T + lin.bias.numpy()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert any(r is not replay._UNREPLAYABLE for r in F.linear.recordings.values())

@@ -17,7 +17,8 @@ computes, and the graph's key), so realizing it is one check that none of those 
 computed since and one lookup of the plan.
 
 A function is replayed only when it is safe to be: every tensor argument is a stored value (a
-Buffer on one device, not a view, no variable of a transform or autograd below it) or up to three
+Buffer on one device, not a view, no variable of a transform or autograd below it: so not a
+trainable parameter, even under ``no_grad``; a frozen one is a stored value) or up to three
 views and casts of one (``x @ w.T``: the views are part of the key and replayed), every other
 argument is a plain value (numbers, strings, None, dtypes, tuples and lists of them), and the
 recorded graph holds nothing but the arguments and literals (no stored value that the function
@@ -101,8 +102,8 @@ def _signature(args: tuple, kwargs: dict, tensor: type) -> tuple[tuple, list[Nod
     for name, v in zip((None,) * len(args), args) if not kwargs else \
             [*zip((None,) * len(args), args), *kwargs.items()]:
         if isinstance(v, tensor):
-            n = v.node
-            if type(v) is not tensor or n.marked:
+            n = v.node  # (a subclass too: a frozen Parameter builds the graph a Tensor does)
+            if n.marked:
                 return None
             chain: tuple = ()
             if type(n.buffer) is not Buffer or n.op in _VIEWS:  # (a few views or casts of a stored value: ``w.T``)
