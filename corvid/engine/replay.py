@@ -90,15 +90,14 @@ def _static(v: Any) -> Any:
     return _NO
 
 
-def _signature(args: tuple, kwargs: dict, tensor: type) -> tuple[tuple, list[Node], list[Any]] | None:
-    """(the call's key, the stored nodes under its tensor arguments, the tensors) or None when
-    the call is not replayed. A tensor argument is a stored value, or up to :data:`CHAIN_MAX`
+def _signature(args: tuple, kwargs: dict, tensor: type) -> tuple[tuple, list[Node]] | None:
+    """(the call's key, the stored nodes under its tensor arguments) or None when the call is
+    not replayed. A tensor argument is a stored value, or up to :data:`CHAIN_MAX`
     views and casts of one (``w.T``, ``x.astype(bf16)``), whose ops, arguments, dtypes and shapes
     are part of the key: the recording replays them over the stored value. The key numbers
     repeated stored values (``f(x, x)`` is another graph than ``f(x, y)``)."""
     key: list[Any] = []
     nodes: list[Node] = []
-    tensors: list[Any] = []
     for name, v in zip((None,) * len(args), args) if not kwargs else \
             [*zip((None,) * len(args), args), *kwargs.items()]:
         if isinstance(v, tensor):
@@ -121,13 +120,12 @@ def _signature(args: tuple, kwargs: dict, tensor: type) -> tuple[tuple, list[Nod
             else:
                 key.append((name, n.op, n.dtype, n.shape, v.device, chain))
             nodes.append(n)
-            tensors.append(v)
         else:
             s = _static(v)
             if s is _NO:
                 return None
             key.append((name, s))
-    return tuple(key), nodes, tensors
+    return tuple(key), nodes
 
 
 def _record(out: Any, inputs: list[Node], tensor: type) -> Any:
@@ -208,7 +206,7 @@ def replayed(fn: F) -> F:
         found = None if getattr(_off, "on", False) else _signature(args, kwargs, Tensor)
         if found is None:
             return fn(*args, **kwargs)
-        key, inputs, tensors = found
+        key, inputs = found
         key = (key, policy(), _registry.epoch)
         rec = recordings.get(key)
         if rec is None:
