@@ -1554,8 +1554,8 @@ ROWS: list[GPURow] = [
            _cnn_step, compile_note="not tried (a training step)", profile=True),
     GPURow("transformer_block", "GPT-2 block forward 8x256x768, 12 heads (corvid: jit; torch: eager)", "step", _block,
            profile=True),
-    # (a float32 block takes the float32 attention kernel, a work item per query: 24,576 of them here,
-    # where the composite's library products have more; this row says which route the block wants)
+    # (a float32 block takes the float32 attention kernels, four work items per query row: 98,304 here;
+    # the composite stores the scores and runs library products; this row says which route the block wants)
     GPURow("transformer_block_composite", "the same, corvid with CORVID_ATTENTION=composite (its float32 "
            "attention as library products and a softmax)", "step", _attention_row("composite", _block)),
     GPURow("gpt2_train_bf16", "GPT-2 small training step, batch 8x1024, bfloat16 autocast, AdamW (corvid: jit; "
