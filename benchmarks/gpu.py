@@ -593,6 +593,9 @@ class _Table:
         elif kind == "profile":
             report(f"  {r.name}: corvid's kernels, one call under cv.profile (device time)\n"
                    + "\n".join("    " + line for line in msg["table"].splitlines()))
+        elif kind == "variants":
+            report(f"  {r.name}: each tensor-core kernel's variants (CORVID_BEAM picks the fastest per shape), "
+                   "device time, fastest of 5\n" + "\n".join("    " + line for line in msg["table"].splitlines()))
         elif kind == "error":
             r.errors.append(msg["error"])
             report(f"  {r.name:<22} ERROR {msg['error']}\n" + "\n".join("    | " + x for x in msg["tail"]))
@@ -1051,6 +1054,7 @@ class GPURow:
     repeat: int = 20  # steady-state samples at most (a quarter with --quick)
     compile_note: str = ""  # why torch.compile is not tried on it ("": it is)
     profile: bool = False  # after the timed calls, one more of corvid's under cv.profile: its costliest kernels
+    variants: bool = False  # then each tensor-core attention kernel's variants, timed (_variant_table)
 
     @property
     def compiles(self) -> bool:
@@ -1538,7 +1542,7 @@ ROWS: list[GPURow] = [
            compile_note="not tried (cuBLAS either way)"),
     GPURow("attention_bf16", "scaled_dot_product_attention forward + backward, 8x12x1024x64 bfloat16, causal "
            "(corvid: jit; torch: eager autograd)", "compute", _attention, "bfloat16",
-           compile_note="not tried (a backward pass)", profile=True),
+           compile_note="not tried (a backward pass)", profile=True, variants=True),
     GPURow("attention_bf16_f32", "the same, corvid with CORVID_ATTENTION=float32 (its float32 kernels)", "compute",
            _attention_row("float32"), "bfloat16", repeat=5, compile_note="not tried (a backward pass)"),
     GPURow("attention_bf16_composite", "the same, corvid with CORVID_ATTENTION=composite (products and a "
@@ -1637,6 +1641,38 @@ def _profile_table(call: Callable[[], Any]) -> str:
         return f"(no profile: {type(e).__name__}: {e})"
 
 
+def _variant_table(ctx: Ctx) -> str:
+    """Each variant of the tensor-core attention kernels (corvid/render/cuda_attention.py:
+    ``variants``) timed on the GPU at the attention row's shape, causal (the device's
+    ``time_attention_variants``): the default's split against the others, so that a run says which
+    split to make the default; with ``CORVID_BEAM`` the device picks the fastest itself."""
+    from corvid.render import cuda_attention as CA
+    from corvid.render.gpu import attention_shapes
+    from corvid.runtime.device import get_device
+
+    dev = get_device(ctx.device)
+    if not hasattr(dev, "time_attention_variants") or not dev.attention_tensor_cores:
+        return f"(none: {getattr(dev, 'attention_tc_error', None) or 'not a CUDA device with tensor-core attention'})"
+    b, h, t, d = (1, 2, 64, 64) if ctx.quick else (8, 12, 1024, 64)
+    lines = []
+    try:
+        for kind in ("fwd_tc", "dq_tc", "dkdv_tc"):
+            shapes = [(b, h, t, d)] * 3 if kind == "fwd_tc" else [(b, h, t, d)] * 4 + [(b, h, t)] * 2
+            params = {"kind": kind, "causal": True, "scale": d ** -0.5, "has_mask": False}
+            flops = CA.render("count", params, shapes, {})[3]
+            timed = dev.time_attention_variants(kind, params, shapes, attention_shapes("fwd", shapes, False))
+            base = timed[0][1] if isinstance(timed[0][1], float) else None
+            for variant, took in timed:
+                if isinstance(took, float):
+                    lines.append(f"{kind:<8} {str(variant):<28} {took * 1e6:9.1f} us {flops / took / 1e12:7.1f} TFLOP/s"
+                                 + (f"  {base / took:5.2f}x the default" if base else ""))
+                else:
+                    lines.append(f"{kind:<8} {str(variant):<28} {took}")
+    except Exception as e:  # (the row's figures stand; only this table is missing)
+        lines.append(f"(stopped: {type(e).__name__}: {str(e)[:300]})")
+    return "\n".join(lines)
+
+
 def worker_rows(args: argparse.Namespace) -> int:
     """Run the rows named by ``--rows`` in order (eager: corvid and torch); after an error, exit
     (status 3) so that the parent goes on with a fresh process (a CUDA error can leave the
@@ -1698,6 +1734,8 @@ def worker_rows(args: argparse.Namespace) -> int:
                  host=_host_time(bench.host, ctx.cv_sync) if bench.host is not None else None)
             if row.profile and "corvid" in outs:
                 emit(kind="profile", row=name, table=_profile_table(bench.calls["corvid"]))
+            if row.variants and "corvid" in outs:
+                emit(kind="variants", row=name, table=_variant_table(ctx))
         except Exception as e:
             emit(kind="error", row=name, error=f"{type(e).__name__}: {e}", tail=_tail(e))
             return 3

@@ -207,6 +207,91 @@ def test_head_sizes_it_does_not_take_are_refused():
         CA.render("a", {"kind": "fwd_tc", "causal": False, "has_mask": False, "scale": 1.0}, [(2, 8, 72)] * 3, {})
 
 
+
+# --- variants: the same kernels with the work split otherwise ------------------------------------------
+
+def _types(kind, has_mask=False):
+    types = ["float*" if kind == "fwd_tc" else "unsigned short*"] + ["const unsigned short*"] * 3 + \
+        (["const float*"] if has_mask else [])
+    return types + ([] if kind == "fwd_tc" else ["const unsigned short*", "const float*", "const float*"])
+
+
+def _every_variant(kind, shapes, arrays, out, causal, tmp_path):
+    """Kernel ``kind`` of every variant worth timing (CA.variants), built as one library and run on
+    ``arrays``: {variant: its output}."""
+    if E.compiler() is None:
+        pytest.skip("no C++ compiler")
+    params = {"kind": kind, "causal": causal, "scale": shapes[0][-1] ** -0.5, "has_mask": False}
+    vs = CA.variants(kind, shapes[0][-1], shapes[2][-1])
+    made = [CA.render(kind, params, shapes, {}, variant=v) for v in vs]
+    try:
+        lib = E.build_many([(src, _types(kind)) for src, *_ in made], str(tmp_path))
+    except Exception as e:
+        pytest.skip(f"the CUDA emulation does not build here: {str(e)[:300]}")
+    got = {}
+    for i, (v, (_, blocks, threads, _)) in enumerate(zip(vs, made)):
+        res = np.full_like(out, np.nan)
+        E.launch_many(lib, i, [res] + arrays, blocks, (threads, 1, 1))
+        got[v] = res
+    return got
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_every_forward_variant_computes_the_attention(causal, tmp_path):
+    """Every variant of the forward (4 or 8 warps, one or two row tiles a warp, the tile halved,
+    heaviest blocks first) on 200 queries and keys (row blocks at the edges and inside): the
+    same bits as the default where the key tile is the default's (each row is the same warp
+    sums in the same order), float64's values within the bfloat16 roundings otherwise (the tile
+    sets where the running maximum rescales)."""
+    rng = np.random.default_rng(5)
+    lead, t, d = (1, 2), 200, 64
+    q, k, v = (rng.standard_normal(lead + (t, d)).astype(ml_dtypes.bfloat16) for _ in range(3))
+    out = np.zeros(2 * t * d + 2 * t, np.float32)
+    got = _every_variant("fwd_tc", [q.shape] * 3, [q, k, v], out, causal, tmp_path)
+    assert len(got) >= 8 and any(x.m == 2 for x in got) and any(x.warps == 8 for x in got)
+    assert any(x.lpt for x in got) and any(x.tile for x in got)
+    want, want_lse = _reference(q, k, v, None, causal, d ** -0.5)
+    base = got[CA.DEFAULT]
+    for variant, res in got.items():
+        if not variant.tile:
+            np.testing.assert_array_equal(res, base, err_msg=str(variant))
+        o, lse = res[:2 * t * d].reshape(want.shape), res[2 * t * d:].reshape(want_lse.shape)
+        np.testing.assert_allclose(o, want, rtol=0, atol=8e-3 * max(1.0, np.abs(want).max()), err_msg=str(variant))
+        np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5, err_msg=str(variant))
+
+
+@pytest.mark.parametrize("kind", ["dq_tc", "dkdv_tc"])
+def test_every_backward_variant_gives_the_same_gradients(kind, tmp_path):
+    """Every variant of ``dq`` and of ``dk``/``dv`` (4 or 8 warps, the tile halved, heaviest
+    blocks first), causal on 200 queries and keys: the same bits as the default variant (each
+    gradient row sums the same 16-key steps in the same order, whatever the tile), which the
+    backward's test checks against float64."""
+    rng = np.random.default_rng(6)
+    lead, t, d = (1, 2), 200, 64
+    q, k, v, do = (rng.standard_normal(lead + (t, d)).astype(ml_dtypes.bfloat16) for _ in range(4))
+    lse = rng.standard_normal(lead + (t,)).astype(np.float32) + 3
+    delta = rng.standard_normal(lead + (t,)).astype(np.float32)
+    size = q.size * (1 if kind == "dq_tc" else 2)
+    got = _every_variant(kind, [q.shape] * 4 + [lse.shape, delta.shape], [q, k, v, do, lse, delta],
+                         np.zeros(size, ml_dtypes.bfloat16), True, tmp_path)
+    assert len(got) >= 6 and any(x.warps == 8 for x in got) and any(x.lpt for x in got)
+    base = got[CA.DEFAULT]
+    assert np.isfinite(base.astype(np.float32)).all() and np.abs(base.astype(np.float32)).max() > 0
+    for variant, res in got.items():
+        np.testing.assert_array_equal(res.view(np.uint16), base.view(np.uint16), err_msg=str(variant))
+
+
+def test_variants_it_cannot_run_are_refused():
+    params = {"kind": "dq_tc", "causal": False, "has_mask": False, "scale": 1.0}
+    shapes = [(2, 64, 64)] * 4 + [(2, 64)] * 2
+    for variant, why in ((CA.Variant(m=2), "only in the forward"), (CA.Variant(warps=16), "8 warps"),
+                         (CA.Variant(tile=128), "shared memory"), (CA.Variant(tile=24), "16, 32 or 64")):
+        with pytest.raises(ValueError, match=why):
+            CA.render("a", params, shapes, {}, variant=variant)
+    with pytest.raises(ValueError, match="shared memory"):  # (two stages of 64-row tiles of 128-wide heads)
+        CA.render("a", {**params, "kind": "fwd_tc"}, [(2, 64, 128)] * 3, {}, variant=CA.Variant(tile=64))
+
+
 # --- in scaled_dot_product_attention --------------------------------------------------------------------
 
 @pytest.fixture
@@ -378,3 +463,90 @@ def test_real_cuda_tensor_core_attention_matches_the_cpu():
         for g, wg in zip(grads, wants):
             a, b = g.astype(cv.float32).numpy(), wg.astype(cv.float32).numpy()
             np.testing.assert_allclose(a, b, atol=3e-2 * max(1.0, np.abs(b).max()))
+
+
+def test_a_beam_width_times_the_variants_on_the_gpu_and_stores_the_fastest(monkeypatch, tmp_path):
+    """On the device (here the emulated stand-in of _probed): without a beam width the kernels
+    take the default variant; with one, the device times the variants on its own clock, drops
+    one that computes other values, and keeps the fastest in the search cache, where the next
+    process (a fresh device) reads it instead of timing again."""
+    monkeypatch.setenv("CORVID_CACHE_DIR", str(tmp_path))
+    dev = _probed()
+    params = {"kind": "fwd_tc", "causal": True, "scale": 0.25, "has_mask": False}
+    shapes = [(1, 2, 48, 16)] * 3
+    assert dev.attention_variant("fwd_tc", params, shapes, {}) == CA.DEFAULT  # (no beam width)
+    swap = ("qa[kk][1] = r1", "qa[kk][9] = r1"), ("qa[kk][2] = r0", "qa[kk][1] = r0"), ("qa[kk][9] = r1", "qa[kk][2] = r1")
+    render = CA.render
+
+    def broken_second(name, *args, **kw):  # (variant 1 computes something else: its fragments misplaced)
+        src, *rest = render(name, *args, **kw)
+        if name.endswith("_1"):
+            for a, b in swap:
+                src = src.replace(a, b)
+        return (src, *rest)
+
+    picks = [CA.DEFAULT, CA.Variant(lpt=True), CA.Variant(tile=32), CA.Variant(warps=8, tile=16)]
+    monkeypatch.setattr(CA, "variants", lambda kind, d, dv: picks)
+    monkeypatch.setattr(CA, "render", broken_second)
+    timed = dev.time_attention_variants("fwd_tc", params, shapes, {})
+    assert [v for v, _ in timed] == picks
+    assert timed[1][1] == "other values than the first variant's"
+    assert all(isinstance(t, float) and t > 0 for i, (_, t) in enumerate(timed) if i != 1)
+    clock = {v: t for v, t in timed if isinstance(t, float)}
+    from corvid.runtime.cuda import CUDADevice
+
+    monkeypatch.setattr(CUDADevice, "time_attention_variants", lambda self, *a, **k: timed)
+    with cv.beam(1):
+        best = dev.attention_variant("fwd_tc", params, shapes, {})
+    assert best == min(clock, key=clock.get) and best != picks[1]
+
+    def never(self, *a, **k):
+        raise AssertionError("timed again")
+
+    monkeypatch.setattr(CUDADevice, "time_attention_variants", never)
+    with cv.beam(1):
+        assert _probed().attention_variant("fwd_tc", params, shapes, {}) == best  # (from search.sqlite)
+        other = [(1, 2, 64, 16)] * 3
+        with pytest.raises(AssertionError, match="timed again"):  # (other shapes: a row of their own)
+            _probed().attention_variant("fwd_tc", params, other, {})
+
+
+def test_a_stored_variant_is_read_only_when_the_kernel_takes_it():
+    assert CA.parse_variant('{"warps": 8, "m": 2, "tile": 0, "lpt": false}', "dq_tc", 64, 64) is None  # (m: forward only)
+    assert CA.parse_variant('{"warps": 8, "m": 1, "tile": 32, "lpt": true}', "dq_tc", 64, 64) == \
+        CA.Variant(8, 1, 32, True)
+    for junk in (None, "", "[]", "{", '{"warps": 4}', '{"warps": "4", "m": 1, "tile": 0, "lpt": false}',
+                 '{"warps": 4, "m": 1, "tile": 0, "lpt": 1}', '{"warps": 3, "m": 1, "tile": 0, "lpt": false}'):
+        assert CA.parse_variant(junk, "fwd_tc", 64, 64) is None, junk
+
+
+def test_the_cuda_renderer_renders_the_variant_its_device_picks():
+    from corvid.render.cuda import CUDARenderer
+
+    r = CUDARenderer()
+    params = {"kind": "dkdv_tc", "causal": True, "scale": 0.125, "has_mask": False}
+    shapes = [(2, 256, 64)] * 4 + [(2, 256)] * 2
+    _, blocks, threads, _ = r.render_attention("a", params, shapes)
+    assert (blocks, threads) == (2 * 4, 128)  # (the default: 4 warps of 16 keys)
+    asked = []
+    r.attention_variant = lambda *args: asked.append(args) or CA.Variant(warps=8, lpt=True)
+    src, blocks, threads, _ = r.render_attention("a", params, shapes)
+    assert (blocks, threads) == (2 * 2, 256) and asked[0][:3] == ("dkdv_tc", params, shapes)
+    assert "blockIdx.x % 2;" in src  # (heaviest first: row blocks major)
+
+
+def test_the_gpu_report_times_each_kernels_variants(monkeypatch):
+    """The GPU report's table of variants (benchmarks/gpu.py: _variant_table), on the emulated
+    stand-in device: a line per kernel and variant with its time and its speed against the
+    default's."""
+    import corvid.runtime.device as registry
+    from benchmarks import gpu
+
+    dev = _probed()
+    monkeypatch.setattr(registry, "get_device", lambda name: dev)
+    monkeypatch.setattr(CA, "variants", lambda kind, d, dv: [CA.DEFAULT, CA.Variant(lpt=True)])
+    table = gpu._variant_table(gpu.Ctx(device="STANDIN", quick=True, torch=None, tdev=None)).splitlines()
+    assert len(table) == 6, table
+    for line, kind in zip(table, ["fwd_tc"] * 2 + ["dq_tc"] * 2 + ["dkdv_tc"] * 2):
+        assert line.startswith(kind) and "TFLOP/s" in line and "x the default" in line, line
+    assert "1.00x the default" in table[0] and "lpt" in table[1]

@@ -627,6 +627,17 @@ class SearchCache:
     def get(self, key: str) -> tuple[Opt, ...] | None:
         """The actions stored for ``key``; None when there are none, the row does not parse, or
         the database is not in use (see the class docstring)."""
+        text = self.get_text(key)
+        if text is None:
+            return None
+        try:
+            return _decode(text)
+        except ValueError:
+            return None
+
+    def get_text(self, key: str) -> Any:
+        """The row stored for ``key`` as it is stored (a search's JSON; another choice's own
+        encoding, such as an attention kernel's variant: ``runtime/cuda.py``), or None."""
         def read(con: sqlite3.Connection) -> Any:
             if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'best'").fetchone() is None:
                 return None
@@ -636,20 +647,20 @@ class SearchCache:
             if self.path in self._skipped or not os.path.exists(self.path):
                 return None
             row = self._run(read, write=False)
-        if row is None:
-            return None
-        try:
-            return _decode(row[0])
-        except ValueError:
-            return None
+        return None if row is None else row[0]
 
     def put(self, key: str, opts: tuple[Opt, ...], seconds: float) -> None:
         """Store ``opts`` (found in ``seconds``) for ``key``, unless the database is read-only or
         not in use (see the class docstring)."""
+        self.put_text(key, _encode(opts), seconds)
+
+    def put_text(self, key: str, text: str, seconds: float) -> None:
+        """Store the encoded ``text`` for ``key`` (:meth:`get_text` reads it back), unless the
+        database is read-only or not in use."""
         def write(con: sqlite3.Connection) -> None:
             with con:
                 con.execute("CREATE TABLE IF NOT EXISTS best (key TEXT PRIMARY KEY, opts TEXT NOT NULL, seconds REAL)")
-                con.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?)", (key, _encode(opts), seconds))
+                con.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?)", (key, text, seconds))
 
         with self._lock:
             if self.path in self._skipped:

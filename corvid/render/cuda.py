@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..codegen.ir import Kernel, U
 from ..dtype import DType
@@ -202,6 +203,9 @@ class CUDARenderer(GPURenderer):
     spellings = _C_TO_CUDA
     bits_helpers = ("static inline uint32_t cv_f32_u32(float f) { return __float_as_uint(f); }\n"
                     "static inline float cv_u32_f32(uint32_t u) { return __uint_as_float(u); }\n")
+    # (kind, params, shapes, mask_info) -> the tensor-core attention kernel's Variant; a device's
+    # own (the CUDA device times them under a beam width); None: the default variant
+    attention_variant: Callable[..., Any] | None = None
 
     # a scatter's work items: a GPU of 132 SMs runs some 270,000 threads at once; at the default
     # 4096 an embedding table's gradient (GPT-2's 50257 x 768) ran on 4608 threads, each copying
@@ -315,12 +319,17 @@ class CUDARenderer(GPURenderer):
 
     def render_attention(self, name: str, params: dict, shapes: list[tuple[int, ...]]) -> tuple[str, int, int, int]:
         """The attention kernels of :class:`GPURenderer`; ``fwd_tc``, ``dq_tc`` and ``dkdv_tc``
-        (bfloat16 operands) are the tensor-core kernels of :mod:`corvid.render.cuda_attention`."""
+        (bfloat16 operands) are the tensor-core kernels of :mod:`corvid.render.cuda_attention`, in
+        the variant ``attention_variant(kind, params, shapes, mask_info)`` picks (the CUDA
+        device's: :meth:`corvid.runtime.cuda.CUDADevice.attention_variant`; the default without one)."""
         if params["kind"].endswith("_tc"):
-            from .cuda_attention import render
+            from .cuda_attention import DEFAULT, render
             from .gpu import attention_shapes
 
-            return render(name, params, shapes, attention_shapes("fwd", shapes, params["has_mask"]))
+            info = attention_shapes("fwd", shapes, params["has_mask"])
+            choose = self.attention_variant  # (the device's choice of split: timed with a beam width)
+            variant = DEFAULT if choose is None else choose(params["kind"], params, shapes, info)
+            return render(name, params, shapes, info, variant=variant)
         return super().render_attention(name, params, shapes)
 
     def _scatter_id(self) -> str:

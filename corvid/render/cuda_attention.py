@@ -37,12 +37,15 @@ and compiled for sm_90 with ``nvcc`` where it is installed (tests/test_cuda.py).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-TILE_ROWS = 64  # query rows per block: 4 warps of 16
-THREADS = 128
+WARPS = 4  # warps per block by default (16 rows each: a block takes 64 rows)
+TILE_ROWS = 16 * WARPS
+THREADS = 32 * WARPS
+SHARED_BYTES = 48 * 1024  # static shared memory a kernel may declare
 MAX_HEAD = 128  # head sizes (multiples of 16) the kernel takes; the two stages of tiles stay under 48 KiB
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 PAD = 8  # bfloat16 elements after each shared row: ldmatrix's 8 rows (16 bytes each) then hit distinct banks
@@ -90,6 +93,70 @@ static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /
 """
 
 
+@dataclass(frozen=True)
+class Variant:
+    """How a tensor-core attention kernel splits its work (the values are the same for every
+    variant: each output row is one warp's sums, in the same order). ``warps``: warps per block
+    (2, 4 or 8), each taking 16 rows (``m`` times 16 in the forward), so a block shares each
+    shared tile between ``16 * warps * m`` rows. ``m``: the forward's 16-row tiles per warp (1 or
+    2): each B fragment read from shared memory feeds ``m`` products (FlashAttention-2's forward
+    takes 128 rows per block this way), for twice the accumulator registers. ``tile``: rows of
+    the other operand per shared tile (16, 32 or 64; 0: :func:`_tile`'s choice). ``lpt``: under
+    the causal limit, the blocks with the most tiles start first (block index row-block major,
+    heaviest first), so the last ones to finish are short; without it a head's blocks are
+    neighbours, lightest first."""
+
+    warps: int = WARPS
+    m: int = 1
+    tile: int = 0
+    lpt: bool = False
+
+    def __str__(self) -> str:
+        return f"warps={self.warps} m={self.m} tile={self.tile or 'auto'}{' lpt' if self.lpt else ''}"
+
+    def as_dict(self) -> dict:
+        return {"warps": self.warps, "m": self.m, "tile": self.tile, "lpt": self.lpt}
+
+
+DEFAULT = Variant()
+
+
+def variants(kind: str, d: int, dv: int) -> list[Variant]:
+    """The variants worth timing for kernel ``kind`` at head sizes ``d`` and ``dv`` (the default
+    first): 4 or 8 warps, the tile the default takes or half of it, heaviest blocks first or not;
+    in the forward also two row tiles per warp. Each fits the shared memory and, for the
+    backward's kernels, leaves the registers they already need (``m`` stays 1 there)."""
+    base = _tile(max(d, dv))
+    out = [DEFAULT]
+    for warps in (4, 8):
+        for m in ((1, 2) if kind == "fwd_tc" else (1,)):
+            for tile in (base, base // 2):
+                for lpt in (False, True):
+                    v = Variant(warps, m, tile if tile != base else 0, lpt)
+                    if v not in out and warps * m <= 8:
+                        out.append(v)
+    return out
+
+
+def parse_variant(text: object, kind: str, d: int, dv: int) -> Variant | None:
+    """The variant a search cache row holds (``Variant.as_dict`` as JSON) if kernel ``kind`` takes
+    it at these head sizes; None for no row, junk, or a variant it does not take."""
+    import json
+
+    if not isinstance(text, str):
+        return None
+    try:
+        fields = json.loads(text)
+        if not isinstance(fields, dict) or set(fields) != {"warps", "m", "tile", "lpt"} or \
+                not all(type(fields[f]) is int for f in ("warps", "m", "tile")) or type(fields["lpt"]) is not bool:
+            return None
+        variant = Variant(**fields)
+        _checked(variant, kind, d, dv)
+    except ValueError:  # (json's errors are ValueErrors too)
+        return None
+    return variant
+
+
 def applies(d: int, dv: int) -> bool:
     """Whether heads of these sizes run on the tensor-core kernel."""
     return d % 16 == 0 and dv % 16 == 0 and 16 <= d <= MAX_HEAD and 16 <= dv <= MAX_HEAD
@@ -100,26 +167,49 @@ def _tile(head: int) -> int:
     return 64 if head <= 64 else 32
 
 
-def _afrag(var: str, src: str, rows: int, width: int) -> list[str]:
-    """``var``: the warp's 16 rows (``r0``, ``r1`` = ``r0 + 8``) of the row-major bfloat16 matrix
-    ``src`` (``rows`` x ``width`` per leading index ``bh``) as A fragments, one per 16 columns
-    (rows past the end: zeros)."""
-    return [f"  unsigned {var}[{width // 16}][4];",
-            "  {",
-            f"    const unsigned* x0 = (const unsigned*)({src} + (bh * {rows} + (r0 < {rows} ? r0 : 0)) * {width});",
-            f"    const unsigned* x1 = (const unsigned*)({src} + (bh * {rows} + (r1 < {rows} ? r1 : 0)) * {width});",
-            f"    for (int kk = 0; kk < {width // 16}; kk++) {{",
-            f"      {var}[kk][0] = r0 < {rows} ? x0[kk * 8 + c] : 0u; {var}[kk][1] = r1 < {rows} ? x1[kk * 8 + c] : 0u;",
-            f"      {var}[kk][2] = r0 < {rows} ? x0[kk * 8 + 4 + c] : 0u; {var}[kk][3] = r1 < {rows} ? x1[kk * 8 + 4 + c] : 0u;",
-            "    }",
-            "  }"]
+
+ONE: tuple[int | None, ...] = (None,)
 
 
-def _async_rows(dst: str, src: str, start: str, rows: int, tile: int, width: int) -> str:
+def _ix(mt: int | None) -> str:
+    """The row tile ``mt``'s index into a per-tile array (none for a warp of one tile)."""
+    return "" if mt is None else f"[{mt}]"
+
+
+def _rows(mt: int | None) -> tuple[str, str]:
+    """The names of row tile ``mt``'s two rows of a lane (``g`` and ``g + 8`` of its 16)."""
+    return ("r0", "r1") if mt is None else (f"r0_{mt}", f"r1_{mt}")
+
+
+def _dims(mts: tuple[int | None, ...]) -> str:
+    """The leading dimension of a per-tile array (none for a warp of one tile)."""
+    return "" if mts == ONE else f"[{len(mts)}]"
+
+
+def _afrag(var: str, src: str, rows: int, width: int, mts: tuple[int | None, ...] = ONE) -> list[str]:
+    """``var``: each row tile's 16 rows (``r0``, ``r1`` = ``r0 + 8``) of the row-major bfloat16
+    matrix ``src`` (``rows`` x ``width`` per leading index ``bh``) as A fragments, one per 16
+    columns (rows past the end: zeros)."""
+    out = [f"  unsigned {var}{_dims(mts)}[{width // 16}][4];"]
+    for mt in mts:
+        a, r0, r1 = f"{var}{_ix(mt)}", *_rows(mt)
+        out += ["  {",
+                f"    const unsigned* x0 = (const unsigned*)({src} + (bh * {rows} + ({r0} < {rows} ? {r0} : 0)) * {width});",
+                f"    const unsigned* x1 = (const unsigned*)({src} + (bh * {rows} + ({r1} < {rows} ? {r1} : 0)) * {width});",
+                f"    for (int kk = 0; kk < {width // 16}; kk++) {{",
+                f"      {a}[kk][0] = {r0} < {rows} ? x0[kk * 8 + c] : 0u; {a}[kk][1] = {r1} < {rows} ? x1[kk * 8 + c] : 0u;",
+                f"      {a}[kk][2] = {r0} < {rows} ? x0[kk * 8 + 4 + c] : 0u; {a}[kk][3] = {r1} < {rows} ? x1[kk * 8 + 4 + c] : 0u;",
+                "    }",
+                "  }"]
+    return out
+
+
+def _async_rows(dst: str, src: str, start: str, rows: int, tile: int, width: int, threads: int) -> str:
     """``tile`` rows of ``src`` (from row ``start``) into the shared ``dst``, row-major with
-    :data:`PAD` spare elements per row (so that ``ldmatrix``'s 8 rows hit distinct banks), by ``cp.async``: the copies are queued (the caller commits and waits), 16
-    bytes each, zeros past ``rows`` (a source size of 0; the address then the first row's)."""
-    return (f"    for (int e = t; e < {tile * width // 8}; e += {THREADS}) {{\n"
+    :data:`PAD` spare elements per row (so that ``ldmatrix``'s 8 rows hit distinct banks), by
+    ``cp.async`` from the block's ``threads``: the copies are queued (the caller commits and
+    waits), 16 bytes each, zeros past ``rows`` (a source size of 0; the address then the first row's)."""
+    return (f"    for (int e = t; e < {tile * width // 8}; e += {threads}) {{\n"
             f"      const int rr = e / {width // 8}, cc = (e % {width // 8}) * 8;\n"
             f"      const bool in = {start} + rr < {rows};\n"
             f"      CV_CP_ASYNC({dst} + rr * {width + PAD} + cc, {src} + (bh * {rows} + (in ? {start} + rr : 0)) * {width} + cc,"
@@ -152,50 +242,55 @@ def _staged(var: str, first: str, count: str, step: int, load: Callable[[str, st
             "  }"]
 
 
-def _ldsm_product(acc: str, a: str, smem: str, n: int, k: int, ld: int) -> str:
-    """``acc`` (16 x ``n``, float32, fresh) = A fragments ``a`` (16 x ``k``) times B, where B[kk][j]
-    is the shared ``smem[j][kk]`` (rows of ``ld``), the B registers from ``ldmatrix``: one
-    instruction gives a lane the two registers of two k-steps (``.x4``; an odd last step ``.x2``).
-    Lane ``l`` points at row ``l % 8`` of the n-tile's 8 rows, column ``8 * (l / 8)`` of the k-steps."""
+def _ldsm_product(acc: str, a: str, smem: str, n: int, k: int, ld: int, mts: tuple[int | None, ...] = ONE) -> str:
+    """``acc`` (16 x ``n`` per row tile, float32, fresh) = each row tile's A fragments ``a`` (16 x
+    ``k``) times B, where B[kk][j] is the shared ``smem[j][kk]`` (rows of ``ld``), the B registers
+    from ``ldmatrix``: one instruction gives a lane the two registers of two k-steps (``.x4``; an
+    odd last step ``.x2``), and they feed every row tile's product. Lane ``l`` points at row
+    ``l % 8`` of the n-tile's 8 rows, column ``8 * (l / 8)`` of the k-steps."""
     steps = k // 16
+    zero = "".join(f"      {acc}{_ix(mt)}[n][0] = 0.0f; {acc}{_ix(mt)}[n][1] = 0.0f; {acc}{_ix(mt)}[n][2] = 0.0f; "
+                   f"{acc}{_ix(mt)}[n][3] = 0.0f;\n" for mt in mts)
+    pair = "".join(f"        CV_MMA({acc}{_ix(mt)}[n], {a}{_ix(mt)}[kk], b[0], b[1]);\n"
+                   f"        CV_MMA({acc}{_ix(mt)}[n], {a}{_ix(mt)}[kk + 1], b[2], b[3]);\n" for mt in mts)
+    last = "".join(f"        CV_MMA({acc}{_ix(mt)}[n], {a}{_ix(mt)}[{steps - 1}], b[0], b[1]);\n" for mt in mts)
     tail = (f"      if ({steps % 2}) {{\n"
             f"        unsigned b[2];\n"
             f"        CV_LDSM_X2(b, {smem} + (n * 8 + (lane & 7)) * {ld} + {16 * (steps - 1)} + 8 * ((lane >> 3) & 1));\n"
-            f"        CV_MMA({acc}[n], {a}[{steps - 1}], b[0], b[1]);\n"
-            f"      }}\n") if steps % 2 else ""
-    return (f"    float {acc}[{n // 8}][4];\n"
-            f"    for (int n = 0; n < {n // 8}; n++) {{\n"
-            f"      {acc}[n][0] = 0.0f; {acc}[n][1] = 0.0f; {acc}[n][2] = 0.0f; {acc}[n][3] = 0.0f;\n"
+            + last +
+            "      }\n") if steps % 2 else ""
+    return (f"    float {acc}{_dims(mts)}[{n // 8}][4];\n"
+            f"    for (int n = 0; n < {n // 8}; n++) {{\n" + zero +
             f"      const unsigned short* brow = {smem} + (n * 8 + (lane & 7)) * {ld} + 8 * (lane >> 3);\n"
             f"      for (int kk = 0; kk + 1 < {steps}; kk += 2) {{\n"
             f"        unsigned b[4];\n"
-            f"        CV_LDSM_X4(b, brow + kk * 16);\n"
-            f"        CV_MMA({acc}[n], {a}[kk], b[0], b[1]);\n"
-            f"        CV_MMA({acc}[n], {a}[kk + 1], b[2], b[3]);\n"
-            f"      }}\n" + tail +
+            f"        CV_LDSM_X4(b, brow + kk * 16);\n" + pair +
+            "      }\n" + tail +
             "    }\n")
 
 
-def _ldsm_accumulate(acc: str, frm: str, smem: str, n: int, k: int, ld: int) -> str:
-    """``acc`` (16 x ``n``) += the accumulator tiles ``frm`` (16 x ``k``, float32) rounded to
-    bfloat16 as A fragments (tiles 2kk and 2kk+1 are k-step kk's), times B = the row-major shared
-    ``smem[k][n]`` (values: keys by columns), read by ``ldmatrix.trans``: one instruction gives a
-    lane the two registers of two n-tiles. Lane ``l`` points at row ``l % 8 + 8 * (l / 8 % 2)``
-    of the k-step, column ``8 * (l / 16)`` of the pair of n-tiles."""
+def _ldsm_accumulate(acc: str, frm: str, smem: str, n: int, k: int, ld: int, mts: tuple[int | None, ...] = ONE) -> str:
+    """``acc`` (16 x ``n`` per row tile) += the accumulator tiles ``frm`` (16 x ``k``, float32)
+    rounded to bfloat16 as A fragments (tiles 2kk and 2kk+1 are k-step kk's), times B = the
+    row-major shared ``smem[k][n]`` (values: keys by columns), read by ``ldmatrix.trans``: one
+    instruction gives a lane the two registers of two n-tiles, for every row tile. Lane ``l``
+    points at row ``l % 8 + 8 * (l / 8 % 2)`` of the k-step, column ``8 * (l / 16)`` of the pair
+    of n-tiles."""
+    pack = "".join(f"      pa{_ix(mt)}[0] = cv_pack_bf16({frm}{_ix(mt)}[2 * kk][0], {frm}{_ix(mt)}[2 * kk][1]);\n"
+                   f"      pa{_ix(mt)}[1] = cv_pack_bf16({frm}{_ix(mt)}[2 * kk][2], {frm}{_ix(mt)}[2 * kk][3]);\n"
+                   f"      pa{_ix(mt)}[2] = cv_pack_bf16({frm}{_ix(mt)}[2 * kk + 1][0], {frm}{_ix(mt)}[2 * kk + 1][1]);\n"
+                   f"      pa{_ix(mt)}[3] = cv_pack_bf16({frm}{_ix(mt)}[2 * kk + 1][2], {frm}{_ix(mt)}[2 * kk + 1][3]);\n"
+                   for mt in mts)
+    mma = "".join(f"        CV_MMA({acc}{_ix(mt)}[n], pa{_ix(mt)}, b[0], b[1]);\n"
+                  f"        CV_MMA({acc}{_ix(mt)}[n + 1], pa{_ix(mt)}, b[2], b[3]);\n" for mt in mts)
     return (f"    for (int kk = 0; kk < {k // 16}; kk++) {{\n"
-            f"      unsigned pa[4];\n"
-            f"      pa[0] = cv_pack_bf16({frm}[2 * kk][0], {frm}[2 * kk][1]);\n"
-            f"      pa[1] = cv_pack_bf16({frm}[2 * kk][2], {frm}[2 * kk][3]);\n"
-            f"      pa[2] = cv_pack_bf16({frm}[2 * kk + 1][0], {frm}[2 * kk + 1][1]);\n"
-            f"      pa[3] = cv_pack_bf16({frm}[2 * kk + 1][2], {frm}[2 * kk + 1][3]);\n"
+            f"      unsigned pa{_dims(mts)}[4];\n" + pack +
             f"      const unsigned short* bcol = {smem} + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * {ld} + 8 * (lane >> 4);\n"
             f"      for (int n = 0; n < {n // 8}; n += 2) {{\n"
             f"        unsigned b[4];\n"
-            f"        CV_LDSM_X4_T(b, bcol + n * 8);\n"
-            f"        CV_MMA({acc}[n], pa, b[0], b[1]);\n"
-            f"        CV_MMA({acc}[n + 1], pa, b[2], b[3]);\n"
-            f"      }}\n"
-            f"    }}\n")
+            f"        CV_LDSM_X4_T(b, bcol + n * 8);\n" + mma +
+            "      }\n"
+            "    }\n")
 
 
 def _edge(q0: str, nq: int, TQ: int, k0: str, nk: int, TK: int, causal: bool, has_mask: bool) -> str:
@@ -208,23 +303,25 @@ def _edge(q0: str, nq: int, TQ: int, k0: str, nk: int, TK: int, causal: bool, ha
     return f"    const bool edge = {' || '.join(cond)};"
 
 
-def _zero(acc: str, n: int) -> str:
-    return (f"  float {acc}[{n // 8}][4];\n"
-            f"  for (int n = 0; n < {n // 8}; n++) {{ {acc}[n][0] = 0.0f; {acc}[n][1] = 0.0f; {acc}[n][2] = 0.0f; "
-            f"{acc}[n][3] = 0.0f; }}\n")
+def _zero(acc: str, n: int, mts: tuple[int | None, ...] = ONE) -> str:
+    return (f"  float {acc}{_dims(mts)}[{n // 8}][4];\n"
+            f"  for (int n = 0; n < {n // 8}; n++) {{" +
+            "".join(f" {acc}{_ix(mt)}[n][0] = 0.0f; {acc}{_ix(mt)}[n][1] = 0.0f; {acc}{_ix(mt)}[n][2] = 0.0f; "
+                    f"{acc}{_ix(mt)}[n][3] = 0.0f;" for mt in mts) + " }\n")
 
 
-def _store(acc: str, dst: str, rows: int, width: int, factor: str = "") -> str:
-    """Write the accumulator ``acc`` (the warp's rows ``r0``, ``r1``; ``width`` columns) to the
-    float32 matrix at ``dst`` (``rows`` per leading index), times ``factor``."""
+def _store(acc: str, dst: str, rows: int, width: int, factor: str = "", mts: tuple[int | None, ...] = ONE) -> str:
+    """Write the accumulator ``acc`` (each row tile's rows ``r0``, ``r1`` of the lane; ``width``
+    columns) to the float32 matrix at ``dst`` (``rows`` per leading index), times ``factor``."""
     f = f" * {factor}" if factor else ""
-    return (f"  for (int n = 0; n < {width // 8}; n++) {{\n"
-            f"    const int col = n * 8 + 2 * c;\n"
-            f"    if (r0 < {rows}) {{ {dst}[(bh * {rows} + r0) * {width} + col] = {acc}[n][0]{f}; "
-            f"{dst}[(bh * {rows} + r0) * {width} + col + 1] = {acc}[n][1]{f}; }}\n"
-            f"    if (r1 < {rows}) {{ {dst}[(bh * {rows} + r1) * {width} + col] = {acc}[n][2]{f}; "
-            f"{dst}[(bh * {rows} + r1) * {width} + col + 1] = {acc}[n][3]{f}; }}\n"
-            f"  }}\n")
+    lines = [f"  for (int n = 0; n < {width // 8}; n++) {{\n", "    const int col = n * 8 + 2 * c;\n"]
+    for mt in mts:
+        a, (r0, r1) = f"{acc}{_ix(mt)}", _rows(mt)
+        lines += [f"    if ({r0} < {rows}) {{ {dst}[(bh * {rows} + {r0}) * {width} + col] = {a}[n][0]{f}; "
+                  f"{dst}[(bh * {rows} + {r0}) * {width} + col + 1] = {a}[n][1]{f}; }}\n",
+                  f"    if ({r1} < {rows}) {{ {dst}[(bh * {rows} + {r1}) * {width} + col] = {a}[n][2]{f}; "
+                  f"{dst}[(bh * {rows} + {r1}) * {width} + col + 1] = {a}[n][3]{f}; }}\n"]
+    return "".join(lines) + "  }\n"
 
 
 def _store_bf16(acc: str, dst: str, rows: int, width: int, factor: str = "") -> str:
@@ -240,13 +337,30 @@ def _store_bf16(acc: str, dst: str, rows: int, width: int, factor: str = "") -> 
             f"  }}\n")
 
 
-def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: dict) -> tuple[str, int, int, int]:
+def _checked(variant: Variant, kind: str, D: int, DV: int) -> tuple[int, int]:
+    """(rows per block, rows per shared tile) of ``variant`` for kernel ``kind``; ValueError for
+    a variant the kernels do not take (its tiles over the shared memory, a block over 8 warps)."""
+    if variant.warps not in (2, 4, 8) or variant.m not in (1, 2) or variant.warps * variant.m > 8:
+        raise ValueError(f"attention variant {variant}: 2, 4 or 8 warps of 1 or 2 row tiles, at most 8 tiles a block")
+    if variant.m != 1 and kind != "fwd_tc":
+        raise ValueError(f"attention variant {variant}: two row tiles per warp only in the forward (the "
+                         "backward's kernels need their registers)")
+    tile = variant.tile or _tile(max(D, DV))
+    if tile not in (16, 32, 64) or 2 * tile * (D + DV + 2 * PAD) * 2 + 16 * tile > SHARED_BYTES:
+        raise ValueError(f"attention variant {variant}: a tile of 16, 32 or 64 rows whose two stages fit "
+                         f"{SHARED_BYTES} bytes of shared memory at heads of {D} and {DV}")
+    return 16 * variant.warps * variant.m, tile
+
+
+def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: dict,
+           variant: Variant = DEFAULT) -> tuple[str, int, int, int]:
     """(source, blocks, threads per block, flops) of the kernel ``params["kind"]`` for inputs of
     ``shapes``: ``fwd_tc`` (q, k, v and, with ``params["has_mask"]``, the float32 additive mask;
     writes the output rows then each row's log-sum-exp, float32), ``dq_tc`` and ``dkdv_tc`` (the
     same, then the output's gradient ``do`` in bfloat16 and the float32 ``lse`` and ``delta`` =
     rowsum(do * out); write ``dq``, or ``dk`` then ``dv``, float32). ``mask_info``: the mask's
-    strides (:func:`corvid.render.gpu.attention_shapes`).
+    strides (:func:`corvid.render.gpu.attention_shapes`). ``variant``: how the work is split
+    (:class:`Variant`; the values do not depend on it).
 
     ``dq_tc``: a warp per 16 query rows, tiles of keys (row-major and transposed) and values in
     shared memory; per tile ``s = q k^T``, ``dp = do v^T``, ``ds = p (dp - delta)`` with ``p =
@@ -260,6 +374,9 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
     if not applies(D, DV):
         raise NotImplementedError(f"the tensor-core attention takes head sizes that are multiples of 16 up to "
                                   f"{MAX_HEAD}, not {D} and {DV}")
+    block_rows, tile = _checked(variant, kind, D, DV)
+    threads = 32 * variant.warps
+    mts: tuple[int | None, ...] = ONE if variant.m == 1 else tuple(range(variant.m))
     BH = math.prod(lead)
     scale = repr(float(np.float32(params["scale"]))) + "f"
     # scores are kept in base 2 (scaled by log2(e) with the scale, one multiply): exp2f is the GPU's
@@ -285,12 +402,20 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
             moff.append(f"  cv_rem /= {size};")
     mask_row = mask_info.get("mask_row", 0) if has_mask else 0
     rows = TK if kind == "dkdv_tc" else TQ  # (the rows the blocks split: keys for dk/dv, else queries)
-    nb = -(-rows // TILE_ROWS)
-    head = [MMA, f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({", ".join(args)}) {{',
+    nb = -(-rows // block_rows)
+    if variant.lpt and causal:
+        # row blocks major, the ones with the most tiles first: the last blocks of the grid are short
+        heavy = f"{nb - 1} - (int)((long long)blockIdx.x / {BH})" if kind != "dkdv_tc" else \
+            f"(int)((long long)blockIdx.x / {BH})"
+        where = [f"  const long long bh = (long long)blockIdx.x % {BH};", f"  const int b0 = ({heavy}) * {block_rows};"]
+    else:
+        where = [f"  const long long bh = (long long)blockIdx.x / {nb};",
+                 f"  const int b0 = (int)((long long)blockIdx.x % {nb}) * {block_rows};"]
+    row_vars = ["  const int r0 = b0 + warp * 16 + g, r1 = r0 + 8;"] if mts == ONE else \
+        [f"  const int r0_{mt} = b0 + (warp * {variant.m} + {mt}) * 16 + g, r1_{mt} = r0_{mt} + 8;" for mt in mts]
+    head = [MMA, f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(args)}) {{',
             "  const int t = (int)threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, c = lane & 3;",
-            f"  const long long bh = (long long)blockIdx.x / {nb};",
-            f"  const int b0 = (int)((long long)blockIdx.x % {nb}) * {TILE_ROWS};",
-            "  const int r0 = b0 + warp * 16 + g, r1 = r0 + 8;",
+            *where, *row_vars,
             "  const float ninf = __int_as_float(0xff800000);",
             *moff]
 
@@ -302,53 +427,72 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
         cut = f"{i} >= {TQ} || {j} >= {TK}" + (f" || {j} > {i}" if causal else "")
         return f"        if (edge) {{\n  {add}        if ({cut}) v = ninf;\n        }}\n"
 
-    if kind == "fwd_tc":
-        # two stages of key and value tiles, row-major: the next tile's copies (cp.async) are in
-        # flight while this one is computed; B registers by ldmatrix (.trans for the values)
-        BK = _tile(max(D, DV))
-        end = f"(b0 + {TILE_ROWS} < {TK} ? b0 + {TILE_ROWS} : {TK})" if causal else str(TK)
-        body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
-                *_afrag("qa", "p1", TQ, D), _zero("o", DV),
-                "  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;",
-                *_staged("j0", "0", f"(({end}) + {BK - 1}) / {BK}", BK,
-                         lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D) +
-                         _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV), [
-                _edge("b0", TILE_ROWS, TQ, "j0", BK, TK, causal, has_mask),
-                _ldsm_product("s", "qa", "ks[st]", BK, D, D + PAD) +
-                "    float mx0 = m0, mx1 = m1;\n"
-                f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
+    def online(mt: int | None) -> str:
+        """The forward's online softmax for row tile ``mt``: its scores scaled (and tested at an
+        edge), the running maximum and sum updated (the four lanes of a row combine theirs), the
+        output accumulators rescaled, and the scores replaced by their probabilities."""
+        x, (r0, r1) = _ix(mt), _rows(mt)
+        sfx = "" if mt is None else f"_{mt}"
+        m0, m1, l0, l1 = (f"{n}{sfx}" for n in ("m0", "m1", "l0", "l1"))
+        return ("    {\n"
+                f"    float mx0 = {m0}, mx1 = {m1};\n"
+                f"    for (int n = 0; n < {tile // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
-                "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
-                f"        float v = s[n][e] * {scale2};\n" + score("row", "col") +
-                "        s[n][e] = v;\n"
+                f"        const int row = e < 2 ? {r0} : {r1}, col = j0 + n * 8 + 2 * c + (e & 1);\n"
+                f"        float v = s{x}[n][e] * {scale2};\n" + score("row", "col") +
+                f"        s{x}[n][e] = v;\n"
                 "        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);\n"
                 "      }\n"
                 "    }\n"
                 "    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1)); mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n"
                 "    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1)); mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n"
-                "    const float c0 = mx0 == ninf ? 1.0f : exp2f(m0 - mx0), c1 = mx1 == ninf ? 1.0f : exp2f(m1 - mx1);\n"
+                f"    const float c0 = mx0 == ninf ? 1.0f : exp2f({m0} - mx0), c1 = mx1 == ninf ? 1.0f : exp2f({m1} - mx1);\n"
                 "    const float base0 = mx0 == ninf ? 0.0f : mx0, base1 = mx1 == ninf ? 0.0f : mx1;\n"
                 "    float sum0 = 0.0f, sum1 = 0.0f;\n"
-                f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
-                "      s[n][0] = exp2f(s[n][0] - base0); s[n][1] = exp2f(s[n][1] - base0);\n"
-                "      s[n][2] = exp2f(s[n][2] - base1); s[n][3] = exp2f(s[n][3] - base1);\n"
-                "      sum0 += s[n][0] + s[n][1]; sum1 += s[n][2] + s[n][3];\n"
+                f"    for (int n = 0; n < {tile // 8}; n++) {{\n"
+                f"      s{x}[n][0] = exp2f(s{x}[n][0] - base0); s{x}[n][1] = exp2f(s{x}[n][1] - base0);\n"
+                f"      s{x}[n][2] = exp2f(s{x}[n][2] - base1); s{x}[n][3] = exp2f(s{x}[n][3] - base1);\n"
+                f"      sum0 += s{x}[n][0] + s{x}[n][1]; sum1 += s{x}[n][2] + s{x}[n][3];\n"
                 "    }\n"
                 "    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1); sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);\n"
                 "    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1); sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);\n"
-                "    l0 = l0 * c0 + sum0; l1 = l1 * c1 + sum1; m0 = mx0; m1 = mx1;\n"
-                f"    for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= c0; o[n][1] *= c0; o[n][2] *= c1; o[n][3] *= c1; }}\n" +
-                _ldsm_accumulate("o", "s", "vs[st]", DV, BK, DV + PAD)]),
-                "  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;",
-                f"  for (int n = 0; n < {DV // 8}; n++) {{ o[n][0] *= inv0; o[n][1] *= inv0; o[n][2] *= inv1; o[n][3] *= inv1; }}",
-                _store("o", "p0", TQ, DV),
-                f"  if (c == 0 && r0 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r0] = l0 > 0.0f ? m0 * {LN2!r}f + logf(l0) : ninf;",
-                f"  if (c == 0 && r1 < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + r1] = l1 > 0.0f ? m1 * {LN2!r}f + logf(l1) : ninf;"]
+                f"    {l0} = {l0} * c0 + sum0; {l1} = {l1} * c1 + sum1; {m0} = mx0; {m1} = mx1;\n"
+                f"    for (int n = 0; n < {DV // 8}; n++) {{ o{x}[n][0] *= c0; o{x}[n][1] *= c0; o{x}[n][2] *= c1; o{x}[n][3] *= c1; }}\n"
+                "    }\n")
+
+    def finish(mt: int | None) -> list[str]:
+        """The forward's end for row tile ``mt``: the output divided by the sum, then stored, and
+        each row's log-sum-exp after every output."""
+        x, (r0, r1) = _ix(mt), _rows(mt)
+        sfx = "" if mt is None else f"_{mt}"
+        m0, m1, l0, l1 = (f"{n}{sfx}" for n in ("m0", "m1", "l0", "l1"))
+        return [f"  {{ const float inv0 = {l0} > 0.0f ? 1.0f / {l0} : 0.0f, inv1 = {l1} > 0.0f ? 1.0f / {l1} : 0.0f;",
+                f"  for (int n = 0; n < {DV // 8}; n++) {{ o{x}[n][0] *= inv0; o{x}[n][1] *= inv0; o{x}[n][2] *= inv1; "
+                f"o{x}[n][3] *= inv1; }} }}",
+                f"  if (c == 0 && {r0} < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + {r0}] = {l0} > 0.0f ? {m0} * {LN2!r}f + logf({l0}) : ninf;",
+                f"  if (c == 0 && {r1} < {TQ}) p0[{BH * TQ * DV}LL + bh * {TQ} + {r1}] = {l1} > 0.0f ? {m1} * {LN2!r}f + logf({l1}) : ninf;"]
+
+    if kind == "fwd_tc":
+        # two stages of key and value tiles, row-major: the next tile's copies (cp.async) are in
+        # flight while this one is computed; B registers by ldmatrix (.trans for the values)
+        BK = tile
+        end = f"(b0 + {block_rows} < {TK} ? b0 + {block_rows} : {TK})" if causal else str(TK)
+        stats = ["  float " + ", ".join(f"m0{s_} = ninf, m1{s_} = ninf, l0{s_} = 0.0f, l1{s_} = 0.0f"
+                                        for s_ in (("",) if mts == ONE else tuple(f"_{mt}" for mt in mts))) + ";"]
+        body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
+                *_afrag("qa", "p1", TQ, D, mts), _zero("o", DV, mts), *stats,
+                *_staged("j0", "0", f"(({end}) + {BK - 1}) / {BK}", BK,
+                         lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D, threads) +
+                         _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV, threads), [
+                _edge("b0", block_rows, TQ, "j0", BK, TK, causal, has_mask),
+                _ldsm_product("s", "qa", "ks[st]", BK, D, D + PAD, mts) + "".join(online(mt) for mt in mts) +
+                _ldsm_accumulate("o", "s", "vs[st]", DV, BK, DV + PAD, mts)]),
+                *[line for mt in mts for line in finish(mt)], _store("o", "p0", TQ, DV, mts=mts)]
         flops = 2 * BH * TQ * TK * (D + DV)
     elif kind == "dq_tc":
-        BK = _tile(max(D, DV))
-        end = f"(b0 + {TILE_ROWS} < {TK} ? b0 + {TILE_ROWS} : {TK})" if causal else str(TK)
+        BK = tile
+        end = f"(b0 + {block_rows} < {TK} ? b0 + {block_rows} : {TK})" if causal else str(TK)
         body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
                 f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
                 *_afrag("qa", "p1", TQ, D), *_afrag("da", do, TQ, DV), _zero("dq", D),
@@ -356,9 +500,9 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 f"ls1 = r1 < {TQ} ? {lse}[bh * {TQ} + r1] * {log2e} : 0.0f;",
                 f"  const float dl0 = r0 < {TQ} ? {delta}[bh * {TQ} + r0] : 0.0f, dl1 = r1 < {TQ} ? {delta}[bh * {TQ} + r1] : 0.0f;",
                 *_staged("j0", "0", f"(({end}) + {BK - 1}) / {BK}", BK,
-                         lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D) +
-                         _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV), [
-                _edge("b0", TILE_ROWS, TQ, "j0", BK, TK, causal, has_mask),
+                         lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D, threads) +
+                         _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV, threads), [
+                _edge("b0", block_rows, TQ, "j0", BK, TK, causal, has_mask),
                 _ldsm_product("s", "qa", "ks[st]", BK, D, D + PAD) + _ldsm_product("dp", "da", "vs[st]", BK, DV, DV + PAD) +
                 f"    for (int n = 0; n < {BK // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
@@ -371,20 +515,20 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 _store_bf16("dq", "p0", TQ, D, scale)]
         flops = 2 * BH * TQ * TK * (2 * D + DV)
     elif kind == "dkdv_tc":
-        BQ = _tile(max(D, DV))
+        BQ = tile
         start = "b0" if causal else "0"
         body = [f"  __shared__ __align__(16) unsigned short qs[2][{BQ * (D + PAD)}];",
                 f"  __shared__ __align__(16) unsigned short os[2][{BQ * (DV + PAD)}];",
                 f"  __shared__ float ls[2][{BQ}], dls[2][{BQ}];",
                 *_afrag("ka", "p2", TK, D), *_afrag("va", "p3", TK, DV), _zero("dk", D), _zero("dv", DV),
                 *_staged("i0", start, f"({TQ} - {start} + {BQ - 1}) / {BQ}", BQ,
-                         lambda st, i: _async_rows(f"qs[{st}]", "p1", i, TQ, BQ, D) +
-                         _async_rows(f"os[{st}]", do, i, TQ, BQ, DV) +
-                         f"    for (int e = t; e < {BQ}; e += {THREADS}) {{\n"
+                         lambda st, i: _async_rows(f"qs[{st}]", "p1", i, TQ, BQ, D, threads) +
+                         _async_rows(f"os[{st}]", do, i, TQ, BQ, DV, threads) +
+                         f"    for (int e = t; e < {BQ}; e += {threads}) {{\n"
                          f"      ls[{st}][e] = {i} + e < {TQ} ? {lse}[bh * {TQ} + {i} + e] * {log2e} : 0.0f;\n"
                          f"      dls[{st}][e] = {i} + e < {TQ} ? {delta}[bh * {TQ} + {i} + e] : 0.0f;\n"
                          "    }\n", [
-                _edge("i0", BQ, TQ, "b0", TILE_ROWS, TK, causal, has_mask),
+                _edge("i0", BQ, TQ, "b0", block_rows, TK, causal, has_mask),
                 _ldsm_product("s", "ka", "qs[st]", BQ, D, D + PAD) + _ldsm_product("dp", "va", "os[st]", BQ, DV, DV + PAD) +
                 f"    for (int n = 0; n < {BQ // 8}; n++) {{\n"
                 "      for (int e = 0; e < 4; e++) {\n"
@@ -401,4 +545,4 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
     else:
         raise NotImplementedError(f"no tensor-core attention kernel {kind!r}")
     text = "\n".join(head + body + ["}", ""])
-    return text, BH * nb, THREADS, flops // (2 if causal else 1)
+    return text, BH * nb, threads, flops // (2 if causal else 1)

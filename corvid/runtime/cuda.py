@@ -51,6 +51,7 @@ import math
 import os
 import pathlib
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -580,6 +581,7 @@ class CUDADevice(Device):
         self.stream = self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self.allocator = CUDAAllocator(self, pool_limit_bytes=int(total) // 4)
         self.renderer = CUDARenderer()
+        self.renderer.attention_variant = self.attention_variant  # (tensor-core attention: which split, see there)
         self._functions: dict[bytes, tuple[Any, Any]] = {}  # cubin -> (module, function)
         self._timing: tuple[Any, Any] | None = None  # the two events of elapsed()
         self._event_pool: list[Any] = []  # timing events of time_launch, reused
@@ -589,6 +591,7 @@ class CUDADevice(Device):
         self._blas_lock = threading.Lock()
         self._attention_tc: bool | None = None  # attention_tensor_cores, found on first use
         self.attention_tc_error: str | None = None  # why the tensor-core attention kernels are not used
+        self._tuning = threading.Lock()  # (one attention variant timed at a time)
 
     def call(self, fn: str, *args: Any) -> Any:
         """``cuda.bindings.driver.<fn>(*args)`` in this device's context; its values (see
@@ -760,6 +763,126 @@ class CUDADevice(Device):
             for h, n in held:
                 alloc.free(h, n)
             self.call("cuModuleUnload", module)
+
+    def attention_variant(self, kind: str, params: dict, shapes: list[tuple[int, ...]], mask_info: dict) -> Any:
+        """How tensor-core attention kernel ``kind`` splits its work at these shapes (a
+        :class:`corvid.render.cuda_attention.Variant`): the default; with a beam width
+        (``CORVID_BEAM``, ``cv.beam``) the fastest of ``cuda_attention.variants`` as this GPU times
+        them (:meth:`time_attention_variants`), stored in the search cache (``search.sqlite``)
+        under the GPU model, the shapes and the mask's layout, so that later processes read it."""
+        import json
+
+        from ..codegen.search import SearchCache, beam_width
+        from ..render import cuda_attention as CA
+
+        if beam_width() == 0:
+            return CA.DEFAULT
+        key = "|".join(["attention", self.search_identity(), kind, repr([tuple(s) for s in shapes]),
+                        repr(bool(params["causal"])), repr(bool(params["has_mask"])), repr(sorted(mask_info.items()))])
+        db = SearchCache()
+        with self._tuning:
+            stored = CA.parse_variant(db.get_text(key), kind, shapes[0][-1], shapes[2][-1])
+            if stored is not None:
+                return stored
+            start = time.perf_counter()
+            timed = [(t, i, v) for i, (v, t) in enumerate(self.time_attention_variants(kind, params, shapes, mask_info))
+                     if isinstance(t, float)]
+            best = min(timed)[2] if timed else CA.DEFAULT
+            db.put_text(key, json.dumps(best.as_dict()), time.perf_counter() - start)
+            return best
+
+    def time_attention_variants(self, kind: str, params: dict, shapes: list[tuple[int, ...]], mask_info: dict,
+                                variants: list[Any] | None = None, runs: int = 5) -> list[tuple[Any, Any]]:
+        """Each variant of tensor-core attention kernel ``kind`` (``cuda_attention.variants`` by
+        default, the default variant first) run on random inputs of ``shapes``: ``(variant, seconds)``,
+        the fastest of ``runs`` timed on the GPU, or ``(variant, why)`` for one that did not build,
+        failed, or gave other values than the first (beyond the bfloat16 roundings a tile can
+        move: the values are the same computation split otherwise, see ``Variant``)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        import ml_dtypes
+
+        from .. import dtype as dt
+        from ..render import cuda_attention as CA
+
+        D, DV = shapes[0][-1], shapes[2][-1]
+        todo = list(variants) if variants is not None else CA.variants(kind, D, DV)
+        rng = np.random.default_rng(0)
+        has_mask = bool(params["has_mask"])
+        arrays = []
+        for i, shape in enumerate(shapes):
+            role = i if i < 3 or not has_mask else i - 1
+            if i == 3 and has_mask:
+                arrays.append(np.zeros(shape, np.float32))  # (a mask that hides nothing: every score computed)
+            elif role < 4:  # q, k, v, the output's gradient
+                arrays.append(rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16))
+            elif role == 4:  # log-sum-exp: about a row's, so that the probabilities stay finite
+                arrays.append((rng.standard_normal(shape) + math.log(max(shapes[1][-2], 1)) + 2).astype(np.float32))
+            else:
+                arrays.append(rng.standard_normal(shape).astype(np.float32))
+        q, k, v = shapes[:3]
+        BH, TQ = math.prod(q[:-2]), q[-2]
+        out_dtype, out_size = (dt.float32, BH * TQ * (DV + 1)) if kind == "fwd_tc" else \
+            (dt.bfloat16, math.prod(q) if kind == "dq_tc" else math.prod(k) + math.prod(v))
+        results: list[tuple[Any, Any]] = []
+        made = []
+        for i, variant in enumerate(todo):
+            name = f"cv_variant_{kind}_{i}"
+            try:
+                src, blocks, threads, _ = CA.render(name, params, shapes, mask_info, variant=variant)
+            except (ValueError, NotImplementedError) as e:
+                results.append((variant, str(e)))
+                continue
+            made.append((variant, name, src, blocks, threads))
+
+        def build(item: tuple) -> Any:
+            try:
+                return self.compiler.cubin(item[2], self.arch, item[1])
+            except Exception as e:  # noqa: BLE001 -- a variant that does not build is reported, not raised
+                return e
+
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(made)))) as pool:
+            cubins = list(pool.map(build, made))
+        alloc, held, modules = self.allocator, [], []
+        try:
+            for a in arrays:
+                raw = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+                held.append((alloc.alloc(max(raw.size, 1)), max(raw.size, 1)))
+                alloc.copyin(held[-1][0], raw)
+            nbytes = out_size * out_dtype.itemsize
+            out = alloc.alloc(nbytes)
+            held.append((out, nbytes))
+            handles = [out] + [h for h, _ in held[:-1]]
+            first = None
+            for (variant, name, _, blocks, threads), cubin in zip(made, cubins):
+                if isinstance(cubin, Exception):
+                    results.append((variant, f"did not build: {str(cubin)[:300]}"))
+                    continue
+                try:
+                    module = self.call("cuModuleLoadData", cubin)
+                    modules.append(module)
+                    program = CUDAProgram(self, self.call("cuModuleGetFunction", module, name.encode()),
+                                          CUDALaunch(Launch((), ()), blocks, (threads, 1, 1), blocks))
+                    program(handles)
+                    self.synchronize()
+                    got = alloc.copyout(out, nbytes).view(out_dtype.np).astype(np.float32)
+                    if first is None:
+                        first = got
+                    elif not np.allclose(got, first, rtol=0, atol=1.5e-2 * max(1.0, float(np.nanmax(np.abs(first)))),
+                                         equal_nan=True):
+                        results.append((variant, "other values than the first variant's"))
+                        continue
+                    results.append((variant, min(self.elapsed(lambda: program(handles)) for _ in range(runs))))
+                except Exception as e:  # noqa: BLE001 -- a variant that fails to run is reported, not raised
+                    results.append((variant, f"{type(e).__name__}: {str(e)[:300]}"))
+        finally:
+            self.synchronize()
+            for h, n in held:
+                alloc.free(h, n)
+            for module in modules:
+                self.call("cuModuleUnload", module)
+        order = {variant: i for i, variant in enumerate(todo)}
+        return sorted(results, key=lambda r: order[r[0]])
 
     def heuristics(self, kernel: Kernel) -> Kernel:
         """The GPU-style actions (:func:`corvid.codegen.opt.gpu_heuristics`), with blocks no
