@@ -500,15 +500,26 @@ def test_a_beam_width_times_the_variants_on_the_gpu_and_stores_the_fastest(monke
         best = dev.attention_variant("fwd_tc", params, shapes, {})
     assert best == min(clock, key=clock.get) and best != picks[1]
 
-    def never(self, *a, **k):
-        raise AssertionError("timed again")
+    asked = []
 
-    monkeypatch.setattr(CUDADevice, "time_attention_variants", never)
+    def counted(self, kind, params, shapes, *a, **k):
+        asked.append(shapes)
+        return timed
+
+    monkeypatch.setattr(CUDADevice, "time_attention_variants", counted)
     with cv.beam(1):
         assert _probed().attention_variant("fwd_tc", params, shapes, {}) == best  # (from search.sqlite)
+        assert not asked
         other = [(1, 2, 64, 16)] * 3
-        with pytest.raises(AssertionError, match="timed again"):  # (other shapes: a row of their own)
-            _probed().attention_variant("fwd_tc", params, other, {})
+        _probed().attention_variant("fwd_tc", params, other, {})  # (other shapes: a row of their own)
+        assert asked == [other]
+
+    def no_memory(self, *a, **k):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(CUDADevice, "time_attention_variants", no_memory)
+    with cv.beam(1), pytest.warns(UserWarning, match="not timed .MemoryError: out of memory.; it runs in its default"):
+        assert _probed().attention_variant("fwd_tc", params, [(1, 2, 80, 16)] * 3, {}) == CA.DEFAULT
 
 
 def test_a_stored_variant_is_read_only_when_the_kernel_takes_it():
