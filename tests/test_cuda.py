@@ -470,6 +470,17 @@ def test_the_attention_kernels_compile_for_sm_90(compiler):
             assert threads == (128 if tc else 64) and groups == 24 * (1024 if kind.startswith("dkdv") else 512) // rows
             assert flops > 0
             sources.append(src)
+    # every variant of the tensor-core kernels at GPT-2's head (corvid/render/cuda_attention.py: variants)
+    from corvid.render import cuda_attention as CA
+
+    for kind in ("fwd_tc", "dq_tc", "dkdv_tc"):
+        shapes = [(2, 12, 512, 64)] * 3 + ([] if kind == "fwd_tc" else [(2, 12, 512, 64), (2, 12, 512), (2, 12, 512)])
+        params = {"kind": kind, "causal": True, "scale": 0.125, "has_mask": False}
+        for i, variant in enumerate(CA.variants(kind, 64, 64)[1:]):
+            src, groups, threads, _ = CA.render(f"variant_{kind}_{i}", params, shapes, {}, variant=variant)
+            assert threads == 32 * variant.warps and groups == 24 * 512 // (16 * variant.warps * variant.m)
+            assert "cvt.rn.bf16x2.f32" in src  # (the probabilities packed by one instruction on the GPU)
+            sources.append(src)
     tu, _ = _translation_unit(sources)
     build(tu)
 

@@ -84,12 +84,21 @@ static __device__ __forceinline__ unsigned cv_pack_bf16_out(float lo, float hi) 
   b = (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
   return a | (b << 16);
 }
+#ifdef __CUDA_ARCH__
+/* two floats rounded to bfloat16 (nearest even) and packed, lo in the lower half: one instruction
+   (sm_80; its first source goes to the upper half). The emulation's form below is the same
+   rounding written out (a nan there may come out with another payload: still a nan) */
+static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {
+  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+#else
 static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /* round to nearest even */
   unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
   a = (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;
   b = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
   return a | (b << 16);
 }
+#endif
 """
 
 
