@@ -113,15 +113,19 @@ def scattered(kernel: Any) -> bool:
     """Whether a work-group reduce's work items read a load's elements far apart: a load whose
     index moves by more than one element per step of the work-group loop (``group_local`` on a
     column: each warp's load then touches 32 rows, a sector each, for 4 bytes of each). Such a
-    kernel has threads enough and is not starved, but reads at a fraction of the bandwidth."""
+    kernel has threads enough and is not starved, but reads at a fraction of the bandwidth. A step
+    of up to 16 bytes is a work item reading a vector of its own (``vector_reduce``: a sum's items
+    each take 4 neighbouring floats, one ``ld.global.v4``), neighbours' vectors side by side."""
     from corvid.codegen.opt import _stride
+    from corvid.render.cuda import VECTOR_BYTES
 
     local = [lp.var for lp in kernel.reduce_loops() if lp.kind == "local"]
     for u in kernel.values():
         if u.op == "load":
+            item = kernel.params[u.arg[0]].dtype.itemsize
             for v in local:
                 step = _stride(u.arg[1], v)
-                if isinstance(step, int) and abs(step) > 1:
+                if isinstance(step, int) and abs(step) > 1 and abs(step) * item > VECTOR_BYTES:
                     return True
     return False
 

@@ -82,6 +82,11 @@ def test_the_partials_read_neighbouring_columns():
         G.LAUNCHED.clear()
         y.sum(0).realize()
         assert any(k.scattered for k in G.LAUNCHED)  # (the flag can fail)
+        z = cv.zeros(1 << 22, device=G.NAME).realize()  # a whole sum: each work item reads vectors of 4 floats
+        G.LAUNCHED.clear()
+        z.sum().realize()
+        assert any("vector_reduce" in o for k in G.LAUNCHED for o in k.opts)
+        assert not any(k.scattered for k in G.LAUNCHED)  # (neighbours' vectors side by side: not scattered)
     finally:
         registry.unregister_backend(G.NAME)
 
