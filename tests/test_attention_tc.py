@@ -285,7 +285,8 @@ def test_variants_it_cannot_run_are_refused():
     params = {"kind": "dq_tc", "causal": False, "has_mask": False, "scale": 1.0}
     shapes = [(2, 64, 64)] * 4 + [(2, 64)] * 2
     for variant, why in ((CA.Variant(m=2), "only in the forward"), (CA.Variant(warps=16), "8 warps"),
-                         (CA.Variant(tile=128), "shared memory"), (CA.Variant(tile=24), "16, 32 or 64")):
+                         (CA.Variant(tile=128), "shared memory"), (CA.Variant(tile=24), "16, 32 or 64"),
+                         (CA.Variant(tile=32, stages=5), "2 to 4 stages")):
         with pytest.raises(ValueError, match=why):
             CA.render("a", params, shapes, {}, variant=variant)
     with pytest.raises(ValueError, match="shared memory"):  # (two stages of 64-row tiles of 128-wide heads)
@@ -523,11 +524,15 @@ def test_a_beam_width_times_the_variants_on_the_gpu_and_stores_the_fastest(monke
 
 
 def test_a_stored_variant_is_read_only_when_the_kernel_takes_it():
-    assert CA.parse_variant('{"warps": 8, "m": 2, "tile": 0, "lpt": false}', "dq_tc", 64, 64) is None  # (m: forward only)
-    assert CA.parse_variant('{"warps": 8, "m": 1, "tile": 32, "lpt": true}', "dq_tc", 64, 64) == \
-        CA.Variant(8, 1, 32, True)
-    for junk in (None, "", "[]", "{", '{"warps": 4}', '{"warps": "4", "m": 1, "tile": 0, "lpt": false}',
-                 '{"warps": 4, "m": 1, "tile": 0, "lpt": 1}', '{"warps": 3, "m": 1, "tile": 0, "lpt": false}'):
+    row = '{"warps": 8, "m": %d, "tile": %d, "lpt": %s, "stages": %d}'
+    assert CA.parse_variant(row % (2, 0, "false", 2), "dq_tc", 64, 64) is None  # (m: forward only)
+    assert CA.parse_variant(row % (1, 32, "true", 3), "dq_tc", 64, 64) == CA.Variant(8, 1, 32, True, 3)
+    assert CA.parse_variant(CA.Variant(4, 2, 32, True, 3).as_dict().__repr__().replace("'", '"').replace("True", "true"),
+                            "fwd_tc", 64, 64) == CA.Variant(4, 2, 32, True, 3)
+    for junk in (None, "", "[]", "{", '{"warps": 4}', '{"warps": 4, "m": 1, "tile": 0, "lpt": false}',
+                 '{"warps": "4", "m": 1, "tile": 0, "lpt": false, "stages": 2}',
+                 '{"warps": 4, "m": 1, "tile": 0, "lpt": 1, "stages": 2}', row % (1, 64, "false", 3),
+                 '{"warps": 3, "m": 1, "tile": 0, "lpt": false, "stages": 2}'):
         assert CA.parse_variant(junk, "fwd_tc", 64, 64) is None, junk
 
 

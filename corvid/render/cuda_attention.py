@@ -113,18 +113,21 @@ class Variant:
     the other operand per shared tile (16, 32 or 64; 0: :func:`_tile`'s choice). ``lpt``: under
     the causal limit, the blocks with the most tiles start first (block index row-block major,
     heaviest first), so the last ones to finish are short; without it a head's blocks are
-    neighbours, lightest first."""
+    neighbours, lightest first. ``stages``: tiles in shared memory at once (2 to 4): the copies
+    of the next ``stages - 1`` are in flight while one is computed."""
 
     warps: int = WARPS
     m: int = 1
     tile: int = 0
     lpt: bool = False
+    stages: int = 2
 
     def __str__(self) -> str:
-        return f"warps={self.warps} m={self.m} tile={self.tile or 'auto'}{' lpt' if self.lpt else ''}"
+        return (f"warps={self.warps} m={self.m} tile={self.tile or 'auto'}"
+                f"{f' stages={self.stages}' if self.stages != 2 else ''}{' lpt' if self.lpt else ''}")
 
     def as_dict(self) -> dict:
-        return {"warps": self.warps, "m": self.m, "tile": self.tile, "lpt": self.lpt}
+        return {"warps": self.warps, "m": self.m, "tile": self.tile, "lpt": self.lpt, "stages": self.stages}
 
 
 DEFAULT = Variant()
@@ -132,17 +135,21 @@ DEFAULT = Variant()
 
 def variants(kind: str, d: int, dv: int) -> list[Variant]:
     """The variants worth timing for kernel ``kind`` at head sizes ``d`` and ``dv`` (the default
-    first): 4 or 8 warps, the tile the default takes or half of it, heaviest blocks first or not;
+    first): 4 or 8 warps, the tile the default takes, or half of it in two or three stages, heaviest blocks first or not;
     in the forward also two row tiles per warp. Each fits the shared memory and, for the
     backward's kernels, leaves the registers they already need (``m`` stays 1 there)."""
     base = _tile(max(d, dv))
     out = [DEFAULT]
     for warps in (4, 8):
         for m in ((1, 2) if kind == "fwd_tc" else (1,)):
-            for tile in (base, base // 2):
+            for tile, stages in ((base, 2), (base // 2, 2), (base // 2, 3)):
                 for lpt in (False, True):
-                    v = Variant(warps, m, tile if tile != base else 0, lpt)
-                    if v not in out and warps * m <= 8:
+                    v = Variant(warps, m, tile if tile != base else 0, lpt, stages)
+                    try:
+                        _checked(v, kind, d, dv)
+                    except ValueError:
+                        continue
+                    if v not in out:
                         out.append(v)
     return out
 
@@ -156,8 +163,8 @@ def parse_variant(text: object, kind: str, d: int, dv: int) -> Variant | None:
         return None
     try:
         fields = json.loads(text)
-        if not isinstance(fields, dict) or set(fields) != {"warps", "m", "tile", "lpt"} or \
-                not all(type(fields[f]) is int for f in ("warps", "m", "tile")) or type(fields["lpt"]) is not bool:
+        if not isinstance(fields, dict) or set(fields) != {"warps", "m", "tile", "lpt", "stages"} or \
+                not all(type(fields[f]) is int for f in ("warps", "m", "tile", "stages")) or type(fields["lpt"]) is not bool:
             return None
         variant = Variant(**fields)
         _checked(variant, kind, d, dv)
@@ -226,12 +233,34 @@ def _async_rows(dst: str, src: str, start: str, rows: int, tile: int, width: int
             f"    }}\n")
 
 
-def _staged(var: str, first: str, count: str, step: int, load: Callable[[str, str], str], body: list[str]) -> list[str]:
-    """A loop over ``count`` tiles (``var`` = ``first``, ``first + step``, ...) through two stages
-    of shared memory: ``load(stage, start)`` queues a tile's copies (``cp.async``) into a stage;
-    tile ``it + 1``'s are in flight while tile ``it`` (in stage ``st``) is computed by ``body``.
-    The stage a tile is queued into was last read by the tile before, which every work item has
-    finished (the barrier that ends each tile)."""
+def _staged(var: str, first: str, count: str, step: int, load: Callable[[str, str], str], body: list[str],
+            stages: int = 2) -> list[str]:
+    """A loop over ``count`` tiles (``var`` = ``first``, ``first + step``, ...) through ``stages``
+    stages of shared memory: ``load(stage, start)`` queues a tile's copies (``cp.async``) into a
+    stage; tiles ``it + 1 .. it + stages - 1`` are in flight while tile ``it`` (in stage ``st``)
+    is computed by ``body``. The stage a tile is queued into was last read by the tile before,
+    which every work item has finished (the barrier that ends each tile). With more than two
+    stages every tile's copies are one commit group (empty past the last tile), so that
+    ``cp.async.wait_group(stages - 1)`` leaves in flight only the groups after tile ``it``'s."""
+    if stages != 2:
+        ahead = stages - 1
+        return [f"  for (int p = 0; p < {ahead}; p++) {{",
+                f"    if (p < {count}) {{",
+                f"      const int {var}n = {first} + p * {step};",
+                load("p", f"{var}n") + "    }",
+                "    CV_CP_COMMIT();",
+                "  }",
+                f"  for (int it = 0; it < {count}; it++) {{",
+                f"    const int {var} = {first} + it * {step}, st = it % {stages};",
+                f"    if (it + {ahead} < {count}) {{",
+                f"      const int {var}n = {var} + {ahead * step};",
+                load(f"(it + {ahead}) % {stages}", f"{var}n") + "    }",
+                "    CV_CP_COMMIT();",
+                f"    CV_CP_WAIT({ahead});  // (this tile's copies have landed; the next tiles' may not have)",
+                "    __syncthreads();",
+                *body,
+                "    __syncthreads();",
+                "  }"]
     return [f"  if ({count} > 0) {{",
             f"    const int {var}n = {first};",
             load("0", f"{var}n") + "    CV_CP_COMMIT();",
@@ -355,8 +384,10 @@ def _checked(variant: Variant, kind: str, D: int, DV: int) -> tuple[int, int]:
         raise ValueError(f"attention variant {variant}: two row tiles per warp only in the forward (the "
                          "backward's kernels need their registers)")
     tile = variant.tile or _tile(max(D, DV))
-    if tile not in (16, 32, 64) or 2 * tile * (D + DV + 2 * PAD) * 2 + 16 * tile > SHARED_BYTES:
-        raise ValueError(f"attention variant {variant}: a tile of 16, 32 or 64 rows whose two stages fit "
+    stages = variant.stages
+    if tile not in (16, 32, 64) or stages not in (2, 3, 4) or \
+            stages * (tile * (D + DV + 2 * PAD) * 2 + 8 * tile) > SHARED_BYTES:
+        raise ValueError(f"attention variant {variant}: a tile of 16, 32 or 64 rows in 2 to 4 stages that fit "
                          f"{SHARED_BYTES} bytes of shared memory at heads of {D} and {DV}")
     return 16 * variant.warps * variant.m, tile
 
@@ -384,7 +415,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
         raise NotImplementedError(f"the tensor-core attention takes head sizes that are multiples of 16 up to "
                                   f"{MAX_HEAD}, not {D} and {DV}")
     block_rows, tile = _checked(variant, kind, D, DV)
-    threads = 32 * variant.warps
+    threads, stages = 32 * variant.warps, variant.stages
     mts: tuple[int | None, ...] = ONE if variant.m == 1 else tuple(range(variant.m))
     BH = math.prod(lead)
     scale = repr(float(np.float32(params["scale"]))) + "f"
@@ -488,22 +519,22 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
         end = f"(b0 + {block_rows} < {TK} ? b0 + {block_rows} : {TK})" if causal else str(TK)
         stats = ["  float " + ", ".join(f"m0{s_} = ninf, m1{s_} = ninf, l0{s_} = 0.0f, l1{s_} = 0.0f"
                                         for s_ in (("",) if mts == ONE else tuple(f"_{mt}" for mt in mts))) + ";"]
-        body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
+        body = [f"  __shared__ __align__(16) unsigned short ks[{stages}][{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vs[{stages}][{BK * (DV + PAD)}];",
                 *_afrag("qa", "p1", TQ, D, mts), _zero("o", DV, mts), *stats,
                 *_staged("j0", "0", f"(({end}) + {BK - 1}) / {BK}", BK,
                          lambda st, j: _async_rows(f"ks[{st}]", "p2", j, TK, BK, D, threads) +
                          _async_rows(f"vs[{st}]", "p3", j, TK, BK, DV, threads), [
                 _edge("b0", block_rows, TQ, "j0", BK, TK, causal, has_mask),
                 _ldsm_product("s", "qa", "ks[st]", BK, D, D + PAD, mts) + "".join(online(mt) for mt in mts) +
-                _ldsm_accumulate("o", "s", "vs[st]", DV, BK, DV + PAD, mts)]),
+                _ldsm_accumulate("o", "s", "vs[st]", DV, BK, DV + PAD, mts)], stages),
                 *[line for mt in mts for line in finish(mt)], _store("o", "p0", TQ, DV, mts=mts)]
         flops = 2 * BH * TQ * TK * (D + DV)
     elif kind == "dq_tc":
         BK = tile
         end = f"(b0 + {block_rows} < {TK} ? b0 + {block_rows} : {TK})" if causal else str(TK)
-        body = [f"  __shared__ __align__(16) unsigned short ks[2][{BK * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short vs[2][{BK * (DV + PAD)}];",
+        body = [f"  __shared__ __align__(16) unsigned short ks[{stages}][{BK * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short vs[{stages}][{BK * (DV + PAD)}];",
                 *_afrag("qa", "p1", TQ, D), *_afrag("da", do, TQ, DV), _zero("dq", D),
                 f"  const float ls0 = r0 < {TQ} ? {lse}[bh * {TQ} + r0] * {log2e} : 0.0f, "
                 f"ls1 = r1 < {TQ} ? {lse}[bh * {TQ} + r1] * {log2e} : 0.0f;",
@@ -520,15 +551,15 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "        const float p = v == ninf ? 0.0f : exp2f(v - (e < 2 ? ls0 : ls1));\n"
                 "        s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));\n"
                 "      }\n"
-                "    }\n" + _ldsm_accumulate("dq", "s", "ks[st]", D, BK, D + PAD)]),
+                "    }\n" + _ldsm_accumulate("dq", "s", "ks[st]", D, BK, D + PAD)], stages),
                 _store_bf16("dq", "p0", TQ, D, scale)]
         flops = 2 * BH * TQ * TK * (2 * D + DV)
     elif kind == "dkdv_tc":
         BQ = tile
         start = "b0" if causal else "0"
-        body = [f"  __shared__ __align__(16) unsigned short qs[2][{BQ * (D + PAD)}];",
-                f"  __shared__ __align__(16) unsigned short os[2][{BQ * (DV + PAD)}];",
-                f"  __shared__ float ls[2][{BQ}], dls[2][{BQ}];",
+        body = [f"  __shared__ __align__(16) unsigned short qs[{stages}][{BQ * (D + PAD)}];",
+                f"  __shared__ __align__(16) unsigned short os[{stages}][{BQ * (DV + PAD)}];",
+                f"  __shared__ float ls[{stages}][{BQ}], dls[{stages}][{BQ}];",
                 *_afrag("ka", "p2", TK, D), *_afrag("va", "p3", TK, DV), _zero("dk", D), _zero("dv", DV),
                 *_staged("i0", start, f"({TQ} - {start} + {BQ - 1}) / {BQ}", BQ,
                          lambda st, i: _async_rows(f"qs[{st}]", "p1", i, TQ, BQ, D, threads) +
@@ -548,7 +579,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "        dp[n][e] = p * (dp[n][e] - dls[st][ii]);\n"
                 "      }\n"
                 "    }\n" + _ldsm_accumulate("dv", "s", "os[st]", DV, BQ, DV + PAD) +
-                _ldsm_accumulate("dk", "dp", "qs[st]", D, BQ, D + PAD)]),
+                _ldsm_accumulate("dk", "dp", "qs[st]", D, BQ, D + PAD)], stages),
                 _store_bf16("dk", "p0", TK, D, scale), _store_bf16("dv", f"(p0 + {BH * TK * D}LL)", TK, DV)]
         flops = 2 * BH * TQ * TK * (2 * D + 2 * DV)
     else:
