@@ -858,6 +858,7 @@ class CUDADevice(Device):
             out = alloc.alloc(nbytes)
             held.append((out, nbytes))
             handles = [out] + [h for h, _ in held[:-1]]
+            unset = np.full(nbytes, 0xFF, np.uint8)  # (all nan, in float32 and bfloat16 alike)
             first = None
             for (variant, name, _, blocks, threads), cubin in zip(made, cubins):
                 if isinstance(cubin, Exception):
@@ -868,6 +869,7 @@ class CUDADevice(Device):
                     modules.append(module)
                     program = CUDAProgram(self, self.call("cuModuleGetFunction", module, name.encode()),
                                           CUDALaunch(Launch((), ()), blocks, (threads, 1, 1), blocks))
+                    alloc.copyin(out, unset)  # (so that a variant writing nothing gives nans, not the last one's values)
                     program(handles)
                     self.synchronize()
                     got = alloc.copyout(out, nbytes).view(out_dtype.np).astype(np.float32)
