@@ -18,7 +18,7 @@ multiplies the probabilities (the score accumulators rounded to bfloat16, which 
 the next product's A fragments) by the values. The backward recomputes the probabilities from
 the forward's log-sum-exp the same way. Sums are float32 throughout; the output and log-sum-exp
 are written in float32, the gradients in bfloat16 (each the one rounding of its float32 sum).
-Scores are kept in base 2 (the scale times log2(e)), so that each probability is one ``exp2f``; a tile wholly inside the causal limit and the lengths, with
+Scores are kept in base 2 (the scale times log2(e)), so that each probability is one ``ex2.approx.ftz`` (``cv_exp2``); a tile wholly inside the causal limit and the lengths, with
 no mask, skips the per-score tests.
 
 Fragment layouts (PTX ISA, ``mma.m16n8k16`` with 16-bit A/B and float32 C/D): lane ``l`` has
@@ -85,6 +85,10 @@ static __device__ __forceinline__ unsigned cv_pack_bf16_out(float lo, float hi) 
   return a | (b << 16);
 }
 #ifdef __CUDA_ARCH__
+/* 2^x by the GPU's one exponential instruction, flushing subnormals: what exp2f does after a test
+   and two multiplies that keep a subnormal result (a probability under 2^-126, next to the row's
+   largest, 1: nothing a float32 sum or a bfloat16 operand keeps) */
+static __device__ __forceinline__ float cv_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 /* two floats rounded to bfloat16 (nearest even) and packed, lo in the lower half: one instruction
    (sm_80; its first source goes to the upper half). The emulation's form below is the same
    rounding written out (a nan there may come out with another payload: still a nan) */
@@ -92,6 +96,7 @@ static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {
   unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 }
 #else
+static __device__ __forceinline__ float cv_exp2(float x) { return exp2f(x); }
 static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /* round to nearest even */
   unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
   a = (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;
@@ -486,12 +491,12 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "    }\n"
                 "    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1)); mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n"
                 "    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1)); mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n"
-                f"    const float c0 = mx0 == ninf ? 1.0f : exp2f({m0} - mx0), c1 = mx1 == ninf ? 1.0f : exp2f({m1} - mx1);\n"
+                f"    const float c0 = mx0 == ninf ? 1.0f : cv_exp2({m0} - mx0), c1 = mx1 == ninf ? 1.0f : cv_exp2({m1} - mx1);\n"
                 "    const float base0 = mx0 == ninf ? 0.0f : mx0, base1 = mx1 == ninf ? 0.0f : mx1;\n"
                 "    float sum0 = 0.0f, sum1 = 0.0f;\n"
                 f"    for (int n = 0; n < {tile // 8}; n++) {{\n"
-                f"      s{x}[n][0] = exp2f(s{x}[n][0] - base0); s{x}[n][1] = exp2f(s{x}[n][1] - base0);\n"
-                f"      s{x}[n][2] = exp2f(s{x}[n][2] - base1); s{x}[n][3] = exp2f(s{x}[n][3] - base1);\n"
+                f"      s{x}[n][0] = cv_exp2(s{x}[n][0] - base0); s{x}[n][1] = cv_exp2(s{x}[n][1] - base0);\n"
+                f"      s{x}[n][2] = cv_exp2(s{x}[n][2] - base1); s{x}[n][3] = cv_exp2(s{x}[n][3] - base1);\n"
                 f"      sum0 += s{x}[n][0] + s{x}[n][1]; sum1 += s{x}[n][2] + s{x}[n][3];\n"
                 "    }\n"
                 "    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1); sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);\n"
@@ -548,7 +553,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int row = e < 2 ? r0 : r1, col = j0 + n * 8 + 2 * c + (e & 1);\n"
                 f"        float v = s[n][e] * {scale2};\n" + score("row", "col") +
-                "        const float p = v == ninf ? 0.0f : exp2f(v - (e < 2 ? ls0 : ls1));\n"
+                "        const float p = v == ninf ? 0.0f : cv_exp2(v - (e < 2 ? ls0 : ls1));\n"
                 "        s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));\n"
                 "      }\n"
                 "    }\n" + _ldsm_accumulate("dq", "s", "ks[st]", D, BK, D + PAD)], stages),
@@ -574,7 +579,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int key = e < 2 ? r0 : r1, ii = n * 8 + 2 * c + (e & 1), qi = i0 + ii;\n"
                 f"        float v = s[n][e] * {scale2};\n" + score("qi", "key") +
-                "        const float p = v == ninf ? 0.0f : exp2f(v - ls[st][ii]);\n"
+                "        const float p = v == ninf ? 0.0f : cv_exp2(v - ls[st][ii]);\n"
                 "        s[n][e] = p;\n"
                 "        dp[n][e] = p * (dp[n][e] - dls[st][ii]);\n"
                 "      }\n"
