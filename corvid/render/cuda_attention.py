@@ -576,12 +576,15 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
                 _edge("i0", BQ, TQ, "b0", block_rows, TK, causal, has_mask),
                 _ldsm_product("s", "ka", "qs[st]", BQ, D, D + PAD) + _ldsm_product("dp", "va", "os[st]", BQ, DV, DV + PAD) +
                 f"    for (int n = 0; n < {BQ // 8}; n++) {{\n"
+                "      // (a lane's two query columns of the n-tile: their lse and delta, read once for its 4 scores)\n"
+                "      const float lq[2] = {ls[st][n * 8 + 2 * c], ls[st][n * 8 + 2 * c + 1]};\n"
+                "      const float dl[2] = {dls[st][n * 8 + 2 * c], dls[st][n * 8 + 2 * c + 1]};\n"
                 "      for (int e = 0; e < 4; e++) {\n"
                 "        const int key = e < 2 ? r0 : r1, ii = n * 8 + 2 * c + (e & 1), qi = i0 + ii;\n"
                 f"        float v = s[n][e] * {scale2};\n" + score("qi", "key") +
-                "        const float p = v == ninf ? 0.0f : cv_exp2(v - ls[st][ii]);\n"
+                "        const float p = v == ninf ? 0.0f : cv_exp2(v - lq[e & 1]);\n"
                 "        s[n][e] = p;\n"
-                "        dp[n][e] = p * (dp[n][e] - dls[st][ii]);\n"
+                "        dp[n][e] = p * (dp[n][e] - dl[e & 1]);\n"
                 "      }\n"
                 "    }\n" + _ldsm_accumulate("dv", "s", "os[st]", DV, BQ, DV + PAD) +
                 _ldsm_accumulate("dk", "dp", "qs[st]", D, BQ, D + PAD)], stages),
