@@ -1664,10 +1664,13 @@ def _variant_table(ctx: Ctx) -> str:
             base = timed[0][1] if isinstance(timed[0][1], float) else None
             for variant, took in timed:
                 if isinstance(took, float):
-                    lines.append(f"{kind:<8} {str(variant):<28} {took * 1e6:9.1f} us {flops / took / 1e12:7.1f} TFLOP/s"
+                    lines.append(f"{kind:<8} {str(variant):<34} {took * 1e6:9.1f} us {flops / took / 1e12:7.1f} TFLOP/s"
                                  + (f"  {base / took:5.2f}x the default" if base else ""))
                 else:
-                    lines.append(f"{kind:<8} {str(variant):<28} {took}")
+                    lines.append(f"{kind:<8} {str(variant):<34} {took}")
+            ok = [(took, str(variant)) for variant, took in timed if isinstance(took, float)]
+            if ok and base:
+                lines.append(f"{kind:<8} fastest: {min(ok)[1]} ({base / min(ok)[0]:.2f}x the default)")
     except Exception as e:  # (the row's figures stand; only this table is missing)
         lines.append(f"(stopped: {type(e).__name__}: {str(e)[:300]})")
     return "\n".join(lines)

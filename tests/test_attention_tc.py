@@ -564,7 +564,8 @@ def test_the_gpu_report_times_each_kernels_variants(monkeypatch):
     monkeypatch.setattr(registry, "get_device", lambda name: dev)
     monkeypatch.setattr(CA, "variants", lambda kind, d, dv: [CA.DEFAULT, CA.Variant(lpt=True)])
     table = gpu._variant_table(gpu.Ctx(device="STANDIN", quick=True, torch=None, tdev=None)).splitlines()
-    assert len(table) == 6, table
-    for line, kind in zip(table, ["fwd_tc"] * 2 + ["dq_tc"] * 2 + ["dkdv_tc"] * 2):
-        assert line.startswith(kind) and "TFLOP/s" in line and "x the default" in line, line
+    assert len(table) == 9, table
+    for i, (line, kind) in enumerate(zip(table, ["fwd_tc"] * 3 + ["dq_tc"] * 3 + ["dkdv_tc"] * 3)):
+        assert line.startswith(kind) and "x the default" in line, line
+        assert ("TFLOP/s" in line) == (i % 3 != 2) and ("fastest: warps=4" in line) == (i % 3 == 2), line
     assert "1.00x the default" in table[0] and "lpt" in table[1]
