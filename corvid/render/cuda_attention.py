@@ -109,8 +109,9 @@ static __device__ __forceinline__ unsigned cv_pack_bf16(float lo, float hi) {  /
 
 @dataclass(frozen=True)
 class Variant:
-    """How a tensor-core attention kernel splits its work (the values are the same for every
-    variant: each output row is one warp's sums, in the same order). ``warps``: warps per block
+    """How a tensor-core attention kernel splits its work. The values do not depend on it: each
+    output row is one warp's sums, in the same order, except that the forward's ``tile`` moves
+    where its running maximum rescales (float32 rounding apart). ``warps``: warps per block
     (2, 4 or 8), each taking 16 rows (``m`` times 16 in the forward), so a block shares each
     shared tile between ``16 * warps * m`` rows. ``m``: the forward's 16-row tiles per warp (1 or
     2): each B fragment read from shared memory feeds ``m`` products (FlashAttention-2's forward
@@ -140,9 +141,10 @@ DEFAULT = Variant()
 
 def variants(kind: str, d: int, dv: int) -> list[Variant]:
     """The variants worth timing for kernel ``kind`` at head sizes ``d`` and ``dv`` (the default
-    first): 4 or 8 warps, the tile the default takes, or half of it in two or three stages, heaviest blocks first or not;
-    in the forward also two row tiles per warp. Each fits the shared memory and, for the
-    backward's kernels, leaves the registers they already need (``m`` stays 1 there)."""
+    first): 4 or 8 warps; the tile the default takes, or half of it in two or three stages;
+    heaviest blocks first or not; in the forward also two row tiles per warp. Each fits the
+    shared memory and, for the backward's kernels, leaves the registers they already need (``m``
+    stays 1 there)."""
     base = _tile(max(d, dv))
     out = [DEFAULT]
     for warps in (4, 8):
@@ -405,7 +407,7 @@ def render(name: str, params: dict, shapes: list[tuple[int, ...]], mask_info: di
     same, then the output's gradient ``do`` in bfloat16 and the float32 ``lse`` and ``delta`` =
     rowsum(do * out); write ``dq``, or ``dk`` then ``dv``, float32). ``mask_info``: the mask's
     strides (:func:`corvid.render.gpu.attention_shapes`). ``variant``: how the work is split
-    (:class:`Variant`; the values do not depend on it).
+    (:class:`Variant`).
 
     ``dq_tc``: a warp per 16 query rows, tiles of keys (row-major and transposed) and values in
     shared memory; per tile ``s = q k^T``, ``dp = do v^T``, ``ds = p (dp - delta)`` with ``p =
