@@ -216,13 +216,39 @@ def _types(kind, has_mask=False):
     return types + ([] if kind == "fwd_tc" else ["const unsigned short*", "const float*", "const float*"])
 
 
+def _covering(kind, d, dv):
+    """Of the variants worth timing (CA.variants), the default and each dimension changed alone
+    (8 warps, two row tiles, the tile halved, three stages, heaviest first), then all of them
+    together: the generated code is one piece per dimension, so these cover every variant's
+    pieces and their meeting (the emulation runs a block's threads as OS threads: all 18 cost
+    the suite a minute on 2 cores)."""
+    every = CA.variants(kind, d, dv)
+    half = next(v.tile for v in every if v.tile)
+    alone = [CA.DEFAULT, CA.Variant(warps=8), CA.Variant(m=2), CA.Variant(tile=half), CA.Variant(tile=half, stages=3),
+             CA.Variant(lpt=True), CA.Variant(warps=8, tile=half, stages=3, lpt=True),
+             CA.Variant(m=2, tile=half, stages=3, lpt=True)]
+    return [v for v in alone if v in every]
+
+
+def test_the_variants_worth_timing_are_distinct_and_taken():
+    for kind in ("fwd_tc", "dq_tc", "dkdv_tc"):
+        for d in (16, 64, 128):
+            every = CA.variants(kind, d, d)
+            assert every[0] == CA.DEFAULT and len(set(every)) == len(every) >= 12
+            assert {v.warps for v in every} == {4, 8} and {v.stages for v in every} == {2, 3}
+            assert {v.m for v in every} == ({1, 2} if kind == "fwd_tc" else {1}) and any(v.lpt for v in every)
+            for v in every:
+                CA._checked(v, kind, d, d)
+            assert len(_covering(kind, d, d)) == (8 if kind == "fwd_tc" else 6)
+
+
 def _every_variant(kind, shapes, arrays, out, causal, tmp_path):
-    """Kernel ``kind`` of every variant worth timing (CA.variants), built as one library and run on
+    """Kernel ``kind`` of each variant of :func:`_covering`, built as one library and run on
     ``arrays``: {variant: its output}."""
     if E.compiler() is None:
         pytest.skip("no C++ compiler")
     params = {"kind": kind, "causal": causal, "scale": shapes[0][-1] ** -0.5, "has_mask": False}
-    vs = CA.variants(kind, shapes[0][-1], shapes[2][-1])
+    vs = _covering(kind, shapes[0][-1], shapes[2][-1])
     made = [CA.render(kind, params, shapes, {}, variant=v) for v in vs]
     try:
         lib = E.build_many([(src, _types(kind)) for src, *_ in made], str(tmp_path))
