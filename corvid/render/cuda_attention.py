@@ -43,8 +43,6 @@ from typing import Callable
 import numpy as np
 
 WARPS = 4  # warps per block by default (16 rows each: a block takes 64 rows)
-TILE_ROWS = 16 * WARPS
-THREADS = 32 * WARPS
 SHARED_BYTES = 48 * 1024  # static shared memory a kernel may declare
 MAX_HEAD = 128  # head sizes (multiples of 16) the kernel takes; the two stages of tiles stay under 48 KiB
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
@@ -248,7 +246,9 @@ def _staged(var: str, first: str, count: str, step: int, load: Callable[[str, st
     is computed by ``body``. The stage a tile is queued into was last read by the tile before,
     which every work item has finished (the barrier that ends each tile). With more than two
     stages every tile's copies are one commit group (empty past the last tile), so that
-    ``cp.async.wait_group(stages - 1)`` leaves in flight only the groups after tile ``it``'s."""
+    ``cp.async.wait_group(stages - 1)`` leaves in flight only the groups after tile ``it``'s.
+    (Two stages keep their own form: written in the general one, which does the same, ptxas
+    gave the default ``dq`` 178 registers where it gives 168, so a block fewer per SM.)"""
     if stages != 2:
         ahead = stages - 1
         return [f"  for (int p = 0; p < {ahead}; p++) {{",
